@@ -1,0 +1,265 @@
+/*
+ * zcoll: NCCL-style collectives with the ZeRO++ techniques (qwZ, hpZ, qgZ) as first-class calls.
+ *
+ * This header is the whole public C API. It is ABI-clean: opaque handles, one result enum,
+ * growable configuration structs (size + magic + version first, fields only appended).
+ *
+ * Conventions that hold for every call unless its comment says otherwise:
+ *  - Every function returns zcollResult_t. On failure a detailed message is available from
+ *    zcollGetLastError(comm) (or zcollGetLastError(NULL) for calls without a communicator,
+ *    which returns the calling thread's last message).
+ *  - Buffers are owned by the caller and must stay valid until the call completes.
+ *  - Host buffers: the call blocks until the local part of the collective is done; `stream`
+ *    must be NULL. Device (CUDA) buffers: not supported yet, the call returns zcollUnsupported.
+ *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort is the one call
+ *    that may be made from another thread while a collective is running.
+ *  - After any error other than zcollInvalidArgument / zcollInvalidUsage detected before
+ *    communication started, the communicator is in an error state: every further call returns
+ *    that error (see zcollCommGetAsyncError), and only zcollCommDestroy / zcollCommAbort work.
+ *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
+ *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.
+ */
+#ifndef ZCOLL_ZCOLL_H_
+#define ZCOLL_ZCOLL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zcoll/zcoll_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define ZCOLL_API __attribute__((visibility("default")))
+#else
+#define ZCOLL_API
+#endif
+
+/* The CUDA stream type, declared without including CUDA headers (same as cudaStream_t). */
+typedef struct CUstream_st* zcollStream_t;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Results                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+  zcollSuccess = 0,
+  zcollSystemError = 1,      /* an OS call failed (socket, shared memory, thread, memory) */
+  zcollInternalError = 2,    /* a bug in zcoll or a library it uses */
+  zcollInvalidArgument = 3,  /* a bad argument: NULL pointer, bad dtype/op, rank out of range */
+  zcollInvalidUsage = 4,     /* a call made at the wrong time or with mismatched peers */
+  zcollRemoteError = 5,      /* a peer failed or disconnected */
+  zcollInProgress = 6,       /* non-blocking initialization not finished (reserved) */
+  zcollTimeout = 7,          /* a wait exceeded the communicator's timeout */
+  zcollUnsupported = 8,      /* a valid request this build or version cannot serve */
+  zcollCudaError = 9,        /* a CUDA call failed */
+  zcollNumResults = 10
+} zcollResult_t;
+
+/* A static, one-line description of the code that also says what to do next. Never NULL. */
+ZCOLL_API const char* zcollGetErrorString(zcollResult_t result);
+
+/* The detailed message of the last failure seen on `comm`; with comm == NULL, the last failure of
+ * the calling thread (any comm). Returns "" when there was none. The string is owned by zcoll and
+ * stays valid until the next call on the same comm (or thread, for NULL). */
+ZCOLL_API const char* zcollGetLastError(struct zcollComm* comm);
+
+/* Version as ZCOLL_VERSION_CODE (MAJOR*10000 + MINOR*100 + PATCH). */
+ZCOLL_API zcollResult_t zcollGetVersion(int* version);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Types                                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct zcollComm* zcollComm_t;
+
+#define ZCOLL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[ZCOLL_UNIQUE_ID_BYTES];
+} zcollUniqueId;
+
+/* NCCL's numbering. */
+typedef enum {
+  zcollInt8 = 0,
+  zcollChar = 0,
+  zcollUint8 = 1,
+  zcollInt32 = 2,
+  zcollInt = 2,
+  zcollUint32 = 3,
+  zcollInt64 = 4,
+  zcollUint64 = 5,
+  zcollFloat16 = 6,
+  zcollHalf = 6,
+  zcollFloat32 = 7,
+  zcollFloat = 7,
+  zcollFloat64 = 8,
+  zcollDouble = 8,
+  zcollBfloat16 = 9,
+  zcollNumTypes = 10
+} zcollDataType_t;
+
+/* NCCL's numbering. Avg divides by the number of ranks (integer division for integer types). */
+typedef enum {
+  zcollSum = 0,
+  zcollProd = 1,
+  zcollMax = 2,
+  zcollMin = 3,
+  zcollAvg = 4,
+  zcollNumOps = 5
+} zcollRedOp_t;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Communicator configuration (growable: always start from ZCOLL_CONFIG_INITIALIZER)           */
+/* ------------------------------------------------------------------------------------------ */
+
+#define ZCOLL_CONFIG_MAGIC 0x7a636667u /* "zcfg" */
+#define ZCOLL_CONFIG_UNDEF_INT (-2147483647 - 1)
+
+typedef struct {
+  size_t size;           /* sizeof(zcollConfig_t) as compiled by the caller */
+  unsigned int magic;    /* ZCOLL_CONFIG_MAGIC */
+  unsigned int version;  /* ZCOLL_VERSION_CODE the caller compiled against */
+  /* Seconds any wait may last before zcollTimeout; UNDEF: ZCOLL_TIMEOUT (default 300). */
+  int timeoutSec;
+  /* Host identity override: ranks with equal hostId form one node. NULL: ZCOLL_HOSTID, else
+   * hostname + boot id + IPC namespace. Lets one process emulate several nodes (tests). */
+  const char* hostId;
+  /* Name used in log lines; NULL: "comm". The string is copied. */
+  const char* commName;
+} zcollConfig_t;
+
+#define ZCOLL_CONFIG_INITIALIZER                                                         \
+  {                                                                                      \
+    sizeof(zcollConfig_t), ZCOLL_CONFIG_MAGIC, ZCOLL_VERSION_CODE, ZCOLL_CONFIG_UNDEF_INT, \
+        NULL, NULL                                                                       \
+  }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Communicator lifecycle                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Creates a unique id on the root rank and starts the rendezvous service it names (a TCP
+ * listener on ZCOLL_SOCKET_IFNAME's address, bounded by ZCOLL_TIMEOUT). Pass the id to every
+ * rank out of band. One id serves one zcollCommInitRank round. */
+ZCOLL_API zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId);
+
+/* Collective over `nranks` callers presenting the same id, each with a distinct rank in
+ * [0, nranks). Blocks until all arrived (or timeout). On failure *comm is set to NULL. */
+ZCOLL_API zcollResult_t zcollCommInitRank(zcollComm_t* comm, int nranks, zcollUniqueId commId,
+                                          int rank);
+
+/* As zcollCommInitRank, with settings. config may be NULL (all defaults). */
+ZCOLL_API zcollResult_t zcollCommInitRankConfig(zcollComm_t* comm, int nranks,
+                                                zcollUniqueId commId, int rank,
+                                                zcollConfig_t* config);
+
+/* Initializes from the environment, without an out-of-band id. Rank and size come from the
+ * first set found of: RANK/WORLD_SIZE (torchrun, zcollrun), OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
+ * PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS. The rendezvous address from ZCOLL_COMM_ID=host:port,
+ * else MASTER_ADDR/MASTER_PORT. Rank 0 listens on that address. config may be NULL. */
+ZCOLL_API zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, zcollConfig_t* config);
+
+/* Collective over `comm`: ranks with equal color form a new communicator, ordered by key then
+ * by rank in `comm`. color < 0 (ZCOLL_SPLIT_NOCOLOR) takes no part and gets *newcomm = NULL.
+ * config may be NULL (inherit the parent's settings). */
+#define ZCOLL_SPLIT_NOCOLOR (-1)
+ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* newcomm,
+                                       zcollConfig_t* config);
+
+/* Frees the communicator. Not collective, but peers still communicating with it will see
+ * zcollRemoteError. comm may be NULL (no-op). */
+ZCOLL_API zcollResult_t zcollCommDestroy(zcollComm_t comm);
+
+/* Puts the communicator in the error state, makes any call running on it (in another thread)
+ * return zcollRemoteError within ZCOLL_ABORT_WAIT_MS, then frees it. Safe from any thread. */
+ZCOLL_API zcollResult_t zcollCommAbort(zcollComm_t comm);
+
+/* zcollSuccess while healthy, else the error that broke the communicator. */
+ZCOLL_API zcollResult_t zcollCommGetAsyncError(zcollComm_t comm, zcollResult_t* asyncError);
+
+ZCOLL_API zcollResult_t zcollCommCount(const zcollComm_t comm, int* count);
+ZCOLL_API zcollResult_t zcollCommUserRank(const zcollComm_t comm, int* rank);
+/* Number of nodes (distinct host identities) and this rank's node index (nodes numbered by their
+ * lowest rank). */
+ZCOLL_API zcollResult_t zcollCommNodeCount(const zcollComm_t comm, int* nodes);
+ZCOLL_API zcollResult_t zcollCommNodeRank(const zcollComm_t comm, int* node);
+/* Index of this rank among the ranks of its node (by rank), and how many ranks its node has. */
+ZCOLL_API zcollResult_t zcollCommLocalRank(const zcollComm_t comm, int* localRank);
+ZCOLL_API zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize);
+
+/* Paths a byte can take. */
+typedef enum {
+  zcollPathSelf = 0,  /* to this rank itself */
+  zcollPathIntra = 1, /* to a rank of the same node */
+  zcollPathInter = 2, /* to a rank of another node */
+  zcollNumPaths = 3
+} zcollPath_t;
+
+/* Counters since the communicator was created (or last reset). Growable like zcollConfig_t:
+ * set `size` to sizeof(zcollStats_t) before the call. */
+typedef struct {
+  size_t size;
+  uint64_t bytesSent[zcollNumPaths];
+  uint64_t bytesRecv[zcollNumPaths];
+  uint64_t opCount; /* collectives and point-to-point operations completed */
+} zcollStats_t;
+
+ZCOLL_API zcollResult_t zcollCommGetStats(const zcollComm_t comm, zcollStats_t* stats);
+ZCOLL_API zcollResult_t zcollCommResetStats(zcollComm_t comm);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Standard collectives (NCCL argument order)                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* recvbuff[r*sendcount .. (r+1)*sendcount) = rank r's sendbuff. In place when
+ * sendbuff == recvbuff + rank*sendcount. */
+ZCOLL_API zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       zcollDataType_t datatype, zcollComm_t comm,
+                                       zcollStream_t stream);
+
+/* recvbuff = op over all ranks of sendbuff[rank*recvcount .. (rank+1)*recvcount). In place when
+ * recvbuff == sendbuff + rank*recvcount. 16-bit float types accumulate in fp32; the reduction
+ * order is fixed, so results are identical run to run. */
+ZCOLL_API zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           zcollDataType_t datatype, zcollRedOp_t op,
+                                           zcollComm_t comm, zcollStream_t stream);
+
+/* recvbuff = op over all ranks of sendbuff (count elements). In place when equal. */
+ZCOLL_API zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       zcollDataType_t datatype, zcollRedOp_t op,
+                                       zcollComm_t comm, zcollStream_t stream);
+
+/* recvbuff[p*count ..] on rank r = sendbuff[r*count ..] of rank p. Buffers must not overlap. */
+ZCOLL_API zcollResult_t zcollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                      zcollDataType_t datatype, zcollComm_t comm,
+                                      zcollStream_t stream);
+
+/* recvbuff on every rank = sendbuff of `root` (sendbuff is read on root only). In place when
+ * equal. */
+ZCOLL_API zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                       zcollDataType_t datatype, int root, zcollComm_t comm,
+                                       zcollStream_t stream);
+
+/* Returns once every rank has entered the barrier. */
+ZCOLL_API zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream);
+
+/* Point to point. Matched in order per (sender, receiver) pair; count and type must agree.
+ * Outside a group the call blocks until its transfer completes; inside zcollGroupStart/End the
+ * operations are queued and all run (concurrently) in zcollGroupEnd. */
+ZCOLL_API zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype,
+                                  int peer, zcollComm_t comm, zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype,
+                                  int peer, zcollComm_t comm, zcollStream_t stream);
+
+/* Groups may nest; operations run at the outermost zcollGroupEnd. A group holds only point-to-
+ * point operations (a collective inside a group returns zcollInvalidUsage). Per thread. */
+ZCOLL_API zcollResult_t zcollGroupStart(void);
+ZCOLL_API zcollResult_t zcollGroupEnd(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZCOLL_ZCOLL_H_ */

@@ -1,0 +1,86 @@
+#include "core/params.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace zcoll {
+
+namespace {
+
+// Keep sorted by subsystem; every ZCOLL_* variable the code reads must be here.
+const std::vector<ParamDesc> kParams = {
+    {"ZCOLL_DEBUG", ParamType::kString, "WARN", "Log level: NONE, WARN, INFO or TRACE."},
+    {"ZCOLL_DEBUG_SUBSYS", ParamType::kString, "ALL",
+     "Comma-separated subsystems to log (INIT,BOOTSTRAP,NET,COLL,TOPO,QUANT,P2P,CORE,ALL); a "
+     "leading ^ excludes the listed ones."},
+    {"ZCOLL_DEBUG_FILE", ParamType::kString, "",
+     "Write logs to this file instead of stderr; %h expands to the hostname, %p to the pid."},
+    {"ZCOLL_TIMEOUT", ParamType::kInt, "300",
+     "Seconds any wait (init, collective, p2p) may last before it fails with zcollTimeout."},
+    {"ZCOLL_ABORT_WAIT_MS", ParamType::kInt, "3000",
+     "Milliseconds zcollCommAbort waits for a call running in another thread to leave."},
+    {"ZCOLL_SPIN_COUNT", ParamType::kInt, "2000",
+     "Progress polls before a waiting rank starts yielding the CPU (keeps oversubscribed ranks "
+     "moving)."},
+    {"ZCOLL_COMM_ID", ParamType::kString, "",
+     "host:port of the rendezvous for zcollCommInitFromEnv (rank 0 listens there)."},
+    {"ZCOLL_SOCKET_IFNAME", ParamType::kString, "",
+     "Interfaces for the bootstrap socket, NCCL syntax: prefixes 'eth,ib', ^ to exclude, = for "
+     "exact names. Empty: the first up interface that is not loopback or docker, else lo."},
+    {"ZCOLL_HOSTID", ParamType::kString, "",
+     "Host identity override: ranks with equal values form one node (emulates several nodes on "
+     "one machine). Empty: hostname + boot id + IPC namespace."},
+    {"ZCOLL_TOPO_FILE", ParamType::kString, "",
+     "hwloc XML file to use instead of discovering this machine's topology."},
+    {"ZCOLL_TRANSPORT", ParamType::kString, "",
+     "Force the transport for every non-self peer (ucx). Empty: chosen from topology."},
+    {"ZCOLL_ALGO_ALLGATHER", ParamType::kString, "",
+     "Force the all-gather algorithm (ring, direct). Empty: chosen by size."},
+    {"ZCOLL_ALGO_REDUCESCATTER", ParamType::kString, "",
+     "Force the reduce-scatter algorithm (ring, direct). Empty: chosen by size."},
+    {"ZCOLL_ALGO_ALLREDUCE", ParamType::kString, "",
+     "Force the all-reduce algorithm (ring, recursive_doubling). Empty: chosen by size."},
+    {"ZCOLL_ALGO_ALLTOALL", ParamType::kString, "", "Force the all-to-all algorithm (pairwise)."},
+    {"ZCOLL_ALGO_BROADCAST", ParamType::kString, "",
+     "Force the broadcast algorithm (binomial, pipelined_ring). Empty: chosen by size."},
+    {"ZCOLL_QUANT_ISA", ParamType::kString, "",
+     "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512). Empty: the best "
+     "this CPU supports."},
+};
+
+const ParamDesc& findParam(const char* name) {
+  for (const ParamDesc& p : kParams) {
+    if (std::strcmp(p.name, name) == 0) return p;
+  }
+  std::fprintf(stderr, "zcoll: internal error: parameter %s is not in the table\n", name);
+  std::abort();
+}
+
+}  // namespace
+
+const std::vector<ParamDesc>& allParams() { return kParams; }
+
+int64_t paramInt(const char* name) {
+  const ParamDesc& p = findParam(name);
+  const char* env = std::getenv(name);
+  if (env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    long long v = std::strtoll(env, &end, 0);
+    if (end != env && *end == '\0') return v;
+    ZCOLL_WARN(LogSubsys::kCore, "ignoring %s=%s: not an integer, using default %s", name, env,
+               p.defaultValue);
+  }
+  return std::strtoll(p.defaultValue, nullptr, 0);
+}
+
+std::string paramString(const char* name) {
+  const ParamDesc& p = findParam(name);
+  const char* env = std::getenv(name);
+  if (env != nullptr) return env;
+  return p.defaultValue;
+}
+
+}  // namespace zcoll

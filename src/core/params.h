@@ -1,0 +1,28 @@
+// One declarative table of every tunable: name (the ZCOLL_* environment variable), default,
+// description. Values are read from the environment at each lookup, so tests can change them
+// between communicators; `zcoll_info` prints the table with current values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zcoll {
+
+enum class ParamType { kInt, kString };
+
+struct ParamDesc {
+  const char* name;          // environment variable, e.g. "ZCOLL_TIMEOUT"
+  ParamType type;
+  const char* defaultValue;  // as text
+  const char* description;
+};
+
+const std::vector<ParamDesc>& allParams();
+
+// Current value: the environment's if set (and, for ints, parsable), else the default.
+// Looking up a name missing from the table is a programming error and aborts loudly.
+int64_t paramInt(const char* name);
+std::string paramString(const char* name);
+
+}  // namespace zcoll
