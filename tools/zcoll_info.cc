@@ -1,9 +1,12 @@
 // zcoll_info: what this build of zcoll is and how it is configured.
 //   zcoll_info            version, build options, transports, topology, every parameter
 //   zcoll_info --params   the parameter table only (name, default, current value, description)
+//   zcoll_info --topology             host identity and every package/NUMA node/GPU/NIC
+//   zcoll_info --topology-xml FILE    the topology as hwloc XML (a fixture for ZCOLL_TOPO_FILE)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/params.h"
 #include "topology/topology.h"
@@ -48,6 +51,33 @@ void printTopology() {
     std::printf("  topology: %s\n", zcoll::describeTopology(topo).c_str());
 }
 
+void printUsage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s [--params | --topology | --topology-xml FILE]\n", argv0);
+}
+
+int printTopologyDetail() {
+  zcoll::HostIdentity host{};
+  std::string text;
+  if (zcoll::getHostIdentity(nullptr, &host) == zcollSuccess)
+    std::printf("Host: %s (id %016llx)\n", host.name,
+                static_cast<unsigned long long>(host.hash));
+  if (zcoll::describeTopologyDetail(&text) != zcollSuccess) {
+    std::fprintf(stderr, "topology: %s\n", zcoll::threadLastError().c_str());
+    return 1;
+  }
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+int exportXml(const char* path) {
+  if (zcoll::exportTopologyXml(path) != zcollSuccess) {
+    std::fprintf(stderr, "topology: %s\n", zcoll::threadLastError().c_str());
+    return 1;
+  }
+  std::printf("wrote %s\n", path);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,8 +85,10 @@ int main(int argc, char** argv) {
     printParams();
     return 0;
   }
+  if (argc == 2 && std::strcmp(argv[1], "--topology") == 0) return printTopologyDetail();
+  if (argc == 3 && std::strcmp(argv[1], "--topology-xml") == 0) return exportXml(argv[2]);
   if (argc > 1) {
-    std::fprintf(stderr, "usage: %s [--params]\n", argv[0]);
+    printUsage(argv[0]);
     return 2;
   }
   printBuild();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -33,7 +34,45 @@ struct TopoSummary {
 // Discovers this machine (or loads ZCOLL_TOPO_FILE, an hwloc XML file) and summarizes it.
 Result discoverTopology(TopoSummary* out);
 
-// One line for logs, e.g. "1 package, 1 NUMA, 2 cores, 2 PUs, 0 GPUs, 1 NIC".
+// One line for logs, e.g. "1 package, 1 NUMA node, 2 cores, 2 PUs, 0 GPUs, 1 NIC".
 std::string describeTopology(const TopoSummary& t);
+
+// ---- Detail: for the info tool and for path selection (which NIC is near which GPU) --------
+
+// A package or a NUMA node.
+struct TopoCpuSet {
+  int osIndex;
+  int cores;
+  int pus;
+  uint64_t memoryBytes;  // NUMA nodes: local memory; packages: 0
+  std::string cpuset;    // hwloc bitmap text, e.g. "0x0000ffff"
+};
+
+// One GPU or NIC. A PCI device with several OS devices (ib0 + mlx5_0) is one entry.
+struct TopoDevice {
+  std::string busId;  // "0000:12:00.0"; "" when not on PCI
+  uint16_t vendorId;  // 0 when not on PCI
+  uint16_t deviceId;
+  std::string names;  // OS device names, comma-separated ("ib0,mlx5_0"); may be ""
+  int numa;           // logical index of the nearest NUMA node, -1 if none or several
+  int package;        // logical index of the enclosing package, -1 if none
+};
+
+struct TopoDetail {
+  std::string source;  // "this machine" or "file <path>"
+  TopoSummary summary;
+  std::vector<TopoCpuSet> packages;
+  std::vector<TopoCpuSet> numaNodes;
+  std::vector<TopoDevice> gpus;
+  std::vector<TopoDevice> nics;
+};
+
+// Same source as discoverTopology (ZCOLL_TOPO_FILE or this machine), with every object listed.
+Result discoverTopologyDetail(TopoDetail* out);
+// Multi-line text of the above, for zcoll_info --topology.
+std::string formatTopologyDetail(const TopoDetail& d);
+Result describeTopologyDetail(std::string* text);
+// Writes the discovered (or loaded) topology as hwloc XML, e.g. to make a test fixture.
+Result exportTopologyXml(const char* path);
 
 }  // namespace zcoll

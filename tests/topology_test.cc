@@ -1,0 +1,307 @@
+// Topology: host identity precedence and hashing, hwloc discovery of this machine, and exact
+// counts from the hwloc XML fixtures in tests/data (a DGX-like node, a small CPU-only node).
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "core/result.h"
+#include "topology/topology.h"
+
+namespace zcoll {
+namespace {
+
+// Sets (or, with nullptr, unsets) one environment variable for the scope; the test binary may
+// run every case in one process, so each test leaves the environment as it found it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    hadOld_ = old != nullptr;
+    if (hadOld_) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (hadOld_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool hadOld_ = false;
+};
+
+std::string fixture(const char* name) {
+  const char* src = std::getenv("ZCOLL_SOURCE_DIR");
+  if (src && *src) return std::string(src) + "/tests/data/" + name;
+  std::string here = __FILE__;
+  return here.substr(0, here.rfind('/')) + "/data/" + name;
+}
+
+std::string tempPath(const char* name) {
+  return testing::TempDir() + "zcoll_topo_" + std::to_string(getpid()) + "_" + name;
+}
+
+HostIdentity identity(const char* overrideId) {
+  HostIdentity id{};
+  EXPECT_EQ(getHostIdentity(overrideId, &id), zcollSuccess);
+  return id;
+}
+
+TopoSummary summaryOf(const std::string& file) {
+  ScopedEnv env("ZCOLL_TOPO_FILE", file.c_str());
+  TopoSummary t{};
+  EXPECT_EQ(discoverTopology(&t), zcollSuccess) << threadLastError();
+  return t;
+}
+
+TopoDetail detailOf(const std::string& file) {
+  ScopedEnv env("ZCOLL_TOPO_FILE", file.c_str());
+  TopoDetail d;
+  EXPECT_EQ(discoverTopologyDetail(&d), zcollSuccess) << threadLastError();
+  return d;
+}
+
+// ---- Host identity ------------------------------------------------------------------------
+
+TEST(HostIdentity, OverrideBeatsEnvironment) {
+  ScopedEnv env("ZCOLL_HOSTID", "env-node");
+  HostIdentity id = identity("config-node");
+  EXPECT_STREQ(id.name, "config-node");
+  EXPECT_NE(id.hash, identity(nullptr).hash);
+  EXPECT_STREQ(identity(nullptr).name, "env-node");
+}
+
+TEST(HostIdentity, EnvironmentBeatsDiscovery) {
+  uint64_t discovered;
+  {
+    ScopedEnv env("ZCOLL_HOSTID", nullptr);
+    discovered = identity(nullptr).hash;
+  }
+  ScopedEnv env("ZCOLL_HOSTID", "env-node");
+  EXPECT_STREQ(identity(nullptr).name, "env-node");
+  EXPECT_STREQ(identity("").name, "env-node") << "an empty override must not win";
+  EXPECT_NE(identity(nullptr).hash, discovered);
+}
+
+TEST(HostIdentity, SameIdFromConfigOrEnvironmentIsOneNode) {
+  uint64_t fromConfig;
+  {
+    ScopedEnv env("ZCOLL_HOSTID", nullptr);
+    fromConfig = identity("node7").hash;
+  }
+  ScopedEnv env("ZCOLL_HOSTID", "node7");
+  EXPECT_EQ(identity(nullptr).hash, fromConfig);
+}
+
+TEST(HostIdentity, DiscoveredUsesHostnameAndIsStable) {
+  ScopedEnv env("ZCOLL_HOSTID", "");  // empty counts as unset
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  HostIdentity a = identity(nullptr), b = identity(nullptr);
+  EXPECT_EQ(std::string(a.name), std::string(host).substr(0, 63));
+  EXPECT_EQ(a.hash, b.hash);
+  // Boot id and IPC namespace are part of it: an override spelling the hostname differs.
+  EXPECT_NE(a.hash, identity(host).hash);
+}
+
+TEST(HostIdentity, DistinctOverridesGiveDistinctHashes) {
+  std::set<uint64_t> hashes, highHalves;
+  for (int i = 0; i < 256; ++i) {
+    HostIdentity id = identity(("node" + std::to_string(i)).c_str());
+    hashes.insert(id.hash);
+    highHalves.insert(id.hash >> 32);
+  }
+  EXPECT_EQ(hashes.size(), 256u);
+  EXPECT_EQ(highHalves.size(), 256u) << "similar names must differ in the high bits too";
+  EXPECT_EQ(identity("node1").hash, identity("node1").hash);
+}
+
+TEST(HostIdentity, LongIdIsTruncatedInNameButNotInHash) {
+  std::string longA(200, 'x'), longB(200, 'x');
+  longA += "A";
+  longB += "B";
+  HostIdentity a = identity(longA.c_str()), b = identity(longB.c_str());
+  EXPECT_EQ(std::string(a.name), std::string(63, 'x'));
+  EXPECT_EQ(a.name[63], '\0');
+  EXPECT_STREQ(a.name, b.name);
+  EXPECT_NE(a.hash, b.hash);
+}
+
+TEST(HostIdentity, NullOutputIsAnError) {
+  EXPECT_EQ(getHostIdentity("x", nullptr), zcollInvalidArgument);
+}
+
+// ---- This machine -------------------------------------------------------------------------
+
+TEST(Topology, ThisMachineHasSaneCounts) {
+  ScopedEnv env("ZCOLL_TOPO_FILE", nullptr);
+  TopoSummary t{};
+  ASSERT_EQ(discoverTopology(&t), zcollSuccess) << threadLastError();
+  EXPECT_GE(t.packages, 1);
+  EXPECT_GE(t.numaNodes, 1);
+  EXPECT_GE(t.cores, 1);
+  EXPECT_GE(t.pus, t.cores);
+  EXPECT_GE(t.gpus, 0);
+  EXPECT_GE(t.nics, 0);
+  EXPECT_GE(t.myPackage, -1);
+  EXPECT_LT(t.myPackage, t.packages);
+  EXPECT_GE(t.myNuma, -1);
+  EXPECT_LT(t.myNuma, t.numaNodes);
+}
+
+// A thread pinned to one CPU is located on a package and a NUMA node; hwloc reports the
+// binding, so this checks the bound/unbound distinction, not just the counts.
+TEST(Topology, BoundThreadReportsItsPackageAndNuma) {
+  ScopedEnv env("ZCOLL_TOPO_FILE", nullptr);
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one CPU: a binding always covers the machine";
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &all)) ++cpu;
+  TopoSummary bound{};
+  Result r = zcollInternalError;
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0)
+      r = discoverTopology(&bound);
+  }).join();
+  ASSERT_EQ(r, zcollSuccess) << threadLastError();
+  EXPECT_GE(bound.myPackage, 0);
+  EXPECT_LT(bound.myPackage, bound.packages);
+  EXPECT_GE(bound.myNuma, 0);
+  EXPECT_LT(bound.myNuma, bound.numaNodes);
+}
+
+TEST(Topology, UnboundThreadReportsMinusOne) {
+  ScopedEnv env("ZCOLL_TOPO_FILE", nullptr);
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)))
+    GTEST_SKIP() << "the process itself is bound to a subset of the CPUs";
+  TopoSummary t{};
+  ASSERT_EQ(discoverTopology(&t), zcollSuccess) << threadLastError();
+  EXPECT_EQ(t.myPackage, -1);
+  EXPECT_EQ(t.myNuma, -1);
+}
+
+// ---- Fixtures -----------------------------------------------------------------------------
+
+TEST(TopologyFile, DgxLikeNode) {
+  TopoSummary t = summaryOf(fixture("topo_dgx_like.xml"));
+  EXPECT_EQ(t.packages, 2);
+  EXPECT_EQ(t.numaNodes, 2);
+  EXPECT_EQ(t.cores, 16);
+  EXPECT_EQ(t.pus, 32);
+  EXPECT_EQ(t.gpus, 8) << "the BMC display is not a GPU; nvmlN is not a second GPU";
+  EXPECT_EQ(t.nics, 8) << "ibN + mlx5_N on one HCA is one NIC";
+  EXPECT_EQ(t.myPackage, -1) << "a file's topology says nothing about our binding";
+  EXPECT_EQ(t.myNuma, -1);
+  EXPECT_EQ(describeTopology(t), "2 packages, 2 NUMA nodes, 16 cores, 32 PUs, 8 GPUs, 8 NICs");
+}
+
+TEST(TopologyFile, SmallCpuOnlyNode) {
+  TopoSummary t = summaryOf(fixture("topo_cpu_small.xml"));
+  EXPECT_EQ(t.packages, 1);
+  EXPECT_EQ(t.numaNodes, 1);
+  EXPECT_EQ(t.cores, 4);
+  EXPECT_EQ(t.pus, 8);
+  EXPECT_EQ(t.gpus, 0);
+  EXPECT_EQ(t.nics, 1) << "eth0 counts, lo does not";
+  EXPECT_EQ(describeTopology(t), "1 package, 1 NUMA node, 4 cores, 8 PUs, 0 GPUs, 1 NIC");
+}
+
+TEST(TopologyFile, DgxDevicesAreLocatedNearTheirNuma) {
+  TopoDetail d = detailOf(fixture("topo_dgx_like.xml"));
+  ASSERT_EQ(d.gpus.size(), 8u);
+  ASSERT_EQ(d.nics.size(), 8u);
+  ASSERT_EQ(d.packages.size(), 2u);
+  ASSERT_EQ(d.numaNodes.size(), 2u);
+  for (size_t i = 0; i < 8; ++i) {
+    int side = i < 4 ? 0 : 1;
+    EXPECT_EQ(d.gpus[i].vendorId, 0x10de);
+    EXPECT_EQ(d.gpus[i].numa, side) << d.gpus[i].busId;
+    EXPECT_EQ(d.gpus[i].package, side);
+    EXPECT_EQ(d.gpus[i].names, "nvml" + std::to_string(i));
+    EXPECT_EQ(d.nics[i].vendorId, 0x15b3);
+    EXPECT_EQ(d.nics[i].numa, side) << d.nics[i].busId;
+    EXPECT_EQ(d.nics[i].names, "ib" + std::to_string(i) + ",mlx5_" + std::to_string(i));
+  }
+  EXPECT_EQ(d.gpus[0].busId, "0000:12:00.0");
+  EXPECT_EQ(d.packages[0].cores, 8);
+  EXPECT_EQ(d.packages[1].pus, 16);
+  EXPECT_EQ(d.numaNodes[1].memoryBytes, 512ull << 30);
+  EXPECT_EQ(d.source, "file " + fixture("topo_dgx_like.xml"));
+}
+
+TEST(TopologyFile, DetailTextNamesDevices) {
+  ScopedEnv env("ZCOLL_TOPO_FILE", fixture("topo_dgx_like.xml").c_str());
+  std::string text;
+  ASSERT_EQ(describeTopologyDetail(&text), zcollSuccess) << threadLastError();
+  EXPECT_NE(text.find("8 GPUs, 8 NICs"), std::string::npos) << text;
+  EXPECT_NE(text.find("0000:12:00.0 [10de:20b0] nvml0, NUMA 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("ib7,mlx5_7, NUMA 1"), std::string::npos) << text;
+}
+
+TEST(TopologyFile, MissingFileIsInvalidArgumentNamingIt) {
+  std::string path = tempPath("does_not_exist.xml");
+  ScopedEnv env("ZCOLL_TOPO_FILE", path.c_str());
+  clearThreadLastError();
+  TopoSummary t{};
+  EXPECT_EQ(discoverTopology(&t), zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find(path), std::string::npos) << threadLastError();
+}
+
+TEST(TopologyFile, MalformedFileIsInvalidArgumentNamingIt) {
+  std::string path = tempPath("malformed.xml");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("<?xml version=\"1.0\"?>\n<topology version=\"2.0\"><object type=\"Mach", f);
+  std::fclose(f);
+  ScopedEnv env("ZCOLL_TOPO_FILE", path.c_str());
+  clearThreadLastError();
+  TopoSummary t{};
+  EXPECT_EQ(discoverTopology(&t), zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find(path), std::string::npos) << threadLastError();
+  std::remove(path.c_str());
+}
+
+TEST(TopologyFile, ExportRoundTrips) {
+  std::string out = tempPath("export.xml");
+  {
+    ScopedEnv env("ZCOLL_TOPO_FILE", fixture("topo_dgx_like.xml").c_str());
+    ASSERT_EQ(exportTopologyXml(out.c_str()), zcollSuccess) << threadLastError();
+  }
+  TopoSummary back = summaryOf(out);
+  EXPECT_EQ(describeTopology(back), "2 packages, 2 NUMA nodes, 16 cores, 32 PUs, 8 GPUs, 8 NICs");
+  std::remove(out.c_str());
+}
+
+TEST(TopologyFile, ExportToUnwritablePathIsSystemError) {
+  ScopedEnv env("ZCOLL_TOPO_FILE", fixture("topo_cpu_small.xml").c_str());
+  const char* path = "/nonexistent-dir/zcoll/topo.xml";
+  clearThreadLastError();
+  EXPECT_EQ(exportTopologyXml(path), zcollSystemError);
+  EXPECT_NE(threadLastError().find(path), std::string::npos) << threadLastError();
+}
+
+TEST(TopologyText, Plurals) {
+  TopoSummary t{1, 1, 1, 1, -1, -1, 1, 0};
+  EXPECT_EQ(describeTopology(t), "1 package, 1 NUMA node, 1 core, 1 PU, 1 GPU, 0 NICs");
+}
+
+}  // namespace
+}  // namespace zcoll
