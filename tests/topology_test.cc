@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -114,6 +115,30 @@ TEST(HostIdentity, DiscoveredUsesHostnameAndIsStable) {
   EXPECT_EQ(a.hash, b.hash);
   // Boot id and IPC namespace are part of it: an override spelling the hostname differs.
   EXPECT_NE(a.hash, identity(host).hash);
+}
+
+// Two containers on one host with separate IPC namespaces cannot share memory: different nodes.
+TEST(HostIdentity, OtherIpcNamespaceIsAnotherNode) {
+  ScopedEnv env("ZCOLL_HOSTID", nullptr);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    HostIdentity id{};
+    uint64_t h = 0;  // 0: could not enter a new IPC namespace (not root)
+    if (unshare(CLONE_NEWIPC) == 0 && getHostIdentity(nullptr, &id) == zcollSuccess) h = id.hash;
+    _exit(write(fds[1], &h, sizeof(h)) == sizeof(h) ? 0 : 1);
+  }
+  close(fds[1]);
+  uint64_t childHash = 0;
+  ssize_t n = read(fds[0], &childHash, sizeof(childHash));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_EQ(n, static_cast<ssize_t>(sizeof(childHash)));
+  if (childHash == 0) GTEST_SKIP() << "unshare(CLONE_NEWIPC) not permitted here";
+  EXPECT_NE(childHash, identity(nullptr).hash);
 }
 
 TEST(HostIdentity, DistinctOverridesGiveDistinctHashes) {
