@@ -1,0 +1,94 @@
+// The shared nccl-tests-style driver. A binary describes its collective as a Collective (name,
+// bus-bandwidth factor, count math, run function, input/expected values, optional extra
+// columns) and calls perfMain; the driver does the rest: options, communicator from the
+// environment, the size sweep, timing (max over ranks), verification and the output table.
+//
+// Extension point (quantized collectives and the like): a run function may capture state,
+// `tolerance` admits approximate results, and `extraColumns` append columns (wire bytes from
+// zcollCommGetStats, max error) to both the out-of-place and in-place halves of the table.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/data.h"
+#include "common/options.h"
+#include "zcoll/zcoll.h"
+
+namespace zcoll {
+namespace perf {
+
+// Element counts of one call, derived from the requested size.
+struct Counts {
+  size_t count = 0;        // the count argument of the call: the table's "count" column
+  size_t sendElems = 0;    // elements of the send buffer
+  size_t recvElems = 0;    // elements of the receive buffer
+  size_t sendInPlace = 0;  // in place: offsets of the send and receive buffers (in elements)
+  size_t recvInPlace = 0;  //   within one shared buffer of max(sendElems, recvElems)
+};
+
+// The rank this process is, from the communicator.
+struct RankInfo {
+  zcollComm_t comm = nullptr;
+  int rank = 0, nranks = 1, nodes = 1, node = 0, localRank = 0, localSize = 1;
+};
+
+// Everything one call needs.
+struct RunArgs {
+  const void* send;
+  void* recv;
+  Counts counts;
+  zcollDataType_t dtype;
+  zcollRedOp_t op;
+  int root;
+  const RankInfo* info;
+};
+
+// Result of one size in one mode (out-of-place or in-place), already combined over ranks.
+struct Measurement {
+  bool ran = false;        // false: the mode does not exist for this collective (N/A)
+  bool checked = false;    // -c 1: wrong/maxError are meaningful
+  size_t bytes = 0;        // the size column
+  double timeUs = 0;       // per call, max over ranks
+  double algBw = 0, busBw = 0;  // GB/s
+  uint64_t wrong = 0;      // sum over ranks
+  double maxError = 0;     // max over ranks
+  double wireBytes = 0;    // bytes sent to other ranks per call, max over ranks (extra columns)
+  double interBytes = 0;   // the part of wireBytes that crossed nodes
+};
+
+struct ExtraColumn {
+  std::string title;  // first header line, e.g. "wire"
+  std::string unit;   // second header line, e.g. "(B)"
+  int width;
+  std::function<std::string(const Measurement&)> format;
+};
+
+struct Collective {
+  std::string name;      // e.g. "all_gather": printed in the header
+  bool reduces = false;  // takes -o; the redop column shows it
+  bool rooted = false;   // takes -r; the root column shows it
+  bool inPlace = true;   // has an in-place variant (else its columns read N/A)
+  std::function<double(int nranks)> busFactor;
+  // Counts for a request of `elems` elements (requested bytes / type size).
+  std::function<Counts(size_t elems, int nranks, int rank)> counts;
+  std::function<zcollResult_t(const RunArgs&)> run;
+  ValueFn input;     // send-buffer element i of a rank
+  ValueFn expected;  // receive-buffer element i of a rank after the call
+  double tolerance = 0;  // 0: exact
+  std::vector<ExtraColumn> extraColumns;
+};
+
+// Runs the benchmark. Returns the process exit code: 0 when every call succeeded and no
+// wrong value was found anywhere, 1 otherwise, 2 on a usage error.
+int perfMain(int argc, char** argv, const Collective& coll);
+
+// Prints "<what> failed: <error string>: <last error>" with the rank and exits with 1 unless
+// res is zcollSuccess.
+void checkResult(zcollResult_t res, const char* what, const RankInfo& info);
+
+}  // namespace perf
+}  // namespace zcoll

@@ -1,0 +1,146 @@
+// Table printing. Every cell is a string right-aligned in its column, so extra columns of
+// other collectives line up without special cases.
+#include "common/table.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/dtype.h"
+#include "zcoll/zcoll_version.h"
+
+namespace zcoll {
+namespace perf {
+namespace {
+
+struct Column {
+  std::string title, unit;
+  int width;
+};
+
+const std::vector<Column> kLeadColumns = {
+    {"size", "(B)", 12}, {"count", "(elements)", 12}, {"type", "", 8},
+    {"redop", "", 6},    {"root", "", 6}};
+
+std::vector<Column> modeColumns(const Collective& coll) {
+  std::vector<Column> cols = {
+      {"time", "(us)", 10}, {"algbw", "(GB/s)", 7}, {"busbw", "(GB/s)", 7}, {"#wrong", "", 6}};
+  for (const ExtraColumn& e : coll.extraColumns) cols.push_back({e.title, e.unit, e.width});
+  return cols;
+}
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+// Fewer decimals as times grow, so the column stays narrow.
+std::string formatTime(double us) {
+  return format(us < 1e4 ? "%.2f" : us < 1e6 ? "%.1f" : "%.0f", us);
+}
+
+// Prints cells right-aligned in their columns; `lead` is '#' for header lines, ' ' for rows.
+void printCells(char lead, const std::vector<Column>& cols, const std::vector<std::string>& cells) {
+  std::string line(1, lead);
+  for (size_t i = 0; i < cols.size(); ++i) {
+    std::string cell = i < cells.size() ? cells[i] : "";
+    int pad = cols[i].width - int(cell.size());
+    line += std::string(pad > 0 ? pad + 1 : 1, ' ') + cell;
+  }
+  std::printf("%s\n", line.c_str());
+}
+
+int totalWidth(const std::vector<Column>& cols) {
+  int w = 0;
+  for (const Column& c : cols) w += c.width + 1;
+  return w;
+}
+
+// Lead columns, then the out-of-place and the in-place halves.
+std::vector<Column> allColumns(const Collective& coll) {
+  std::vector<Column> all = kLeadColumns;
+  std::vector<Column> mode = modeColumns(coll);
+  all.insert(all.end(), mode.begin(), mode.end());
+  all.insert(all.end(), mode.begin(), mode.end());
+  return all;
+}
+
+std::vector<std::string> modeCells(const Collective& coll, const Measurement& m) {
+  size_t n = 4 + coll.extraColumns.size();
+  if (!m.ran) return std::vector<std::string>(n, "N/A");
+  std::vector<std::string> cells = {formatTime(m.timeUs), format("%.2f", m.algBw),
+                                    format("%.2f", m.busBw),
+                                    m.checked ? format("%.0f", double(m.wrong)) : "N/A"};
+  for (const ExtraColumn& e : coll.extraColumns) cells.push_back(e.format(m));
+  return cells;
+}
+
+std::string centered(const std::string& text, int width) {
+  int left = (width - int(text.size())) / 2;
+  return std::string(left > 0 ? left : 0, ' ') + text +
+         std::string(width - left - int(text.size()) > 0 ? width - left - int(text.size()) : 0, ' ');
+}
+
+}  // namespace
+
+std::string rankLine(const RankInfo& info) {
+  char host[64] = {0};
+  gethostname(host, sizeof(host) - 1);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "#  Rank %2d Pid %6d on %10s node %2d local rank %2d (host)",
+                info.rank, int(getpid()), host, info.node, info.localRank);
+  return buf;
+}
+
+void printSetup(const Collective& coll, const Options& opt, const RankInfo& info,
+                const std::vector<std::string>& rankLines) {
+  std::printf("# zcoll %d.%d.%d %s_perf\n", ZCOLL_MAJOR, ZCOLL_MINOR, ZCOLL_PATCH,
+              coll.name.c_str());
+  std::printf("# nThread 1 nRanks %d nNodes %d minBytes %zu maxBytes %zu step: %zu(%s) "
+              "warmup iters: %d iters: %d validation: %d\n",
+              info.nranks, info.nodes, opt.minBytes, opt.maxBytes,
+              opt.stepFactor > 1 ? opt.stepFactor : opt.stepBytes,
+              opt.stepFactor > 1 ? "factor" : "bytes", opt.warmup, opt.iters, int(opt.check));
+  std::printf("#\n# Using ranks\n");
+  for (const std::string& line : rankLines) std::printf("%s\n", line.c_str());
+  std::printf("#\n");
+}
+
+void printTableHeader(const Collective& coll) {
+  std::vector<Column> mode = modeColumns(coll);
+  std::string banner = "#" + std::string(totalWidth(kLeadColumns), ' ') +
+                       centered("out-of-place", totalWidth(mode)) +
+                       centered("in-place", totalWidth(mode));
+  std::printf("%s\n", banner.c_str());
+  std::vector<Column> all = allColumns(coll);
+  std::vector<std::string> titles, units;
+  for (const Column& c : all) {
+    titles.push_back(c.title);
+    units.push_back(c.unit);
+  }
+  printCells('#', all, titles);
+  printCells('#', all, units);
+}
+
+void printRow(const Collective& coll, const Options& opt, const Row& row) {
+  std::vector<std::string> cells = {
+      std::to_string(row.bytes), std::to_string(row.count), typeName(opt.dtype),
+      coll.reduces ? opName(opt.op) : "none", std::to_string(coll.rooted ? opt.root : -1)};
+  for (const Measurement& m : row.modes) {
+    std::vector<std::string> half = modeCells(coll, m);
+    cells.insert(cells.end(), half.begin(), half.end());
+  }
+  printCells(' ', allColumns(coll), cells);
+  std::fflush(stdout);  // rows appear as they are measured, even through a pipe
+}
+
+void printSummary(uint64_t wrong, double avgBusBw) {
+  std::printf("# Out of bounds values : %llu %s\n", (unsigned long long)wrong,
+              wrong ? "FAILED" : "OK");
+  std::printf("# Avg bus bandwidth    : %g \n#\n", avgBusBw);
+  std::fflush(stdout);
+}
+
+}  // namespace perf
+}  // namespace zcoll

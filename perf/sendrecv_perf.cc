@@ -1,0 +1,38 @@
+// sendrecv_perf: each rank sends to rank+1 and receives from rank-1 (a ring shift) in one
+// zcollGroupStart/End. Size = the buffer; bus factor 1. No in-place variant.
+#include "common/driver.h"
+
+namespace zp = zcoll::perf;
+
+namespace {
+
+zcollResult_t ringShift(const zp::RunArgs& a) {
+  int n = a.info->nranks, r = a.info->rank;
+  zcollResult_t res = zcollGroupStart();
+  if (res != zcollSuccess) return res;
+  zcollResult_t s = zcollSend(a.send, a.counts.count, a.dtype, (r + 1) % n, a.info->comm, nullptr);
+  zcollResult_t v = zcollRecv(a.recv, a.counts.count, a.dtype, (r - 1 + n) % n, a.info->comm,
+                              nullptr);
+  res = zcollGroupEnd();  // always closes the group, even after a failed enqueue
+  return s != zcollSuccess ? s : v != zcollSuccess ? v : res;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  zp::Collective c;
+  c.name = "sendrecv";
+  c.inPlace = false;
+  c.busFactor = [](int) { return 1.0; };
+  c.counts = [](size_t elems, int, int) {
+    zp::Counts k;
+    k.count = k.sendElems = k.recvElems = elems;
+    return k;
+  };
+  c.run = ringShift;
+  c.input = [](const zp::Pattern&, int rank, size_t i) { return zp::movedValue(rank, i); };
+  c.expected = [](const zp::Pattern& p, int rank, size_t i) {
+    return zp::movedValue((rank - 1 + p.nranks) % p.nranks, i);
+  };
+  return zp::perfMain(argc, argv, c);
+}
