@@ -1,0 +1,102 @@
+# Smoke test of the perf binaries: each *_perf under tools/zcollrun with 2 ranks and with 4 ranks
+# on 2 emulated nodes, tiny sizes, validation on. Every row must show #wrong 0 and the run must
+# exit 0; a run told to spoil one value (--test-corrupt) must exit non-zero and say FAILED.
+# Also starts ranks the way Open MPI's mpirun would (OMPI_COMM_WORLD_* + MASTER_ADDR/PORT).
+set -u
+
+BUILD=${ZCOLL_BUILD_DIR:?ZCOLL_BUILD_DIR must name the build directory}
+SRC=${ZCOLL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+RUN="python3 $SRC/tools/zcollrun --timeout 240"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FAILED=0
+SIZES="-b 8 -e 256K -f 8 -n 2 -w 1 -c 1"
+
+shopt -s nullglob
+BINS=("$BUILD"/perf/*_perf)
+if [ ${#BINS[@]} -eq 0 ]; then
+  echo "no perf binaries in $BUILD/perf (ZCOLL_BUILD_PERF=OFF?): skipped"
+  exit 0
+fi
+
+fail() { echo "FAIL: $*"; FAILED=1; }
+
+# check_table FILE: rank 0's rows all have #wrong 0 (N/A only where a whole half is N/A),
+# and the summary says OK.
+check_table() {
+  awk '
+    /^\[0\] +[0-9]/ {
+      rows++
+      if ($10 != "0") bad++
+      if ($14 != "0" && !($11 == "N/A" && $14 == "N/A")) bad++
+    }
+    /Out of bounds values : 0 OK/ { ok = 1 }
+    END { exit !(rows > 0 && bad == 0 && ok) }' "$1"
+}
+
+# run_case NAME LAUNCHER-ARGS -- BINARY ARGS: runs it, checks exit 0 and the table.
+run_case() {
+  local name=$1; shift
+  local log="$TMP/$name.log"
+  if ! $RUN "$@" >"$log" 2>&1; then
+    fail "$name exited non-zero"; cat "$log"; return
+  fi
+  if check_table "$log"; then echo "ok: $name"; else fail "$name: wrong values"; cat "$log"; fi
+}
+
+for bin in "${BINS[@]}"; do
+  name=$(basename "$bin")
+  run_case "$name.2ranks" -n 2 -- "$bin" $SIZES
+  run_case "$name.4ranks.2nodes" -n 4 --nodes 2 -- "$bin" $SIZES
+done
+
+# A few dtype/op combinations where exactness is hardest (16-bit floats, int8, prod, avg),
+# and an odd rank count with cyclic placement.
+for bin in "$BUILD"/perf/{all_reduce,reduce_scatter}_perf; do
+  [ -x "$bin" ] || continue
+  name=$(basename "$bin")
+  for dt_op in "bfloat16 avg" "half prod" "int8 sum" "uint8 min" "int64 max"; do
+    set -- $dt_op
+    run_case "$name.$1.$2.3ranks" -n 3 --nodes 2 --placement cyclic -- \
+      "$bin" -b 24 -e 24K -f 32 -n 1 -w 0 -d "$1" -o "$2"
+  done
+done
+if [ -x "$BUILD/perf/broadcast_perf" ]; then
+  run_case "broadcast_perf.root2" -n 3 -- "$BUILD/perf/broadcast_perf" -b 1K -e 1K -r 2 -n 1
+fi
+
+# The check must catch a wrong value: rank 1 spoils one element.
+for bin in "$BUILD"/perf/{all_gather,reduce_scatter}_perf; do
+  [ -x "$bin" ] || continue
+  name=$(basename "$bin")
+  if $RUN -n 2 -- "$bin" -b 64K -e 64K -n 1 -w 0 --test-corrupt 1 >"$TMP/corrupt.log" 2>&1; then
+    fail "$name --test-corrupt exited 0"; cat "$TMP/corrupt.log"
+  elif grep -q "Out of bounds values : [1-9][0-9]* FAILED" "$TMP/corrupt.log"; then
+    echo "ok: $name --test-corrupt fails"
+  else
+    fail "$name --test-corrupt: no FAILED summary"; cat "$TMP/corrupt.log"
+  fi
+done
+
+# Open MPI style environment (what mpirun -np 2 sets), without zcollrun.
+if [ -x "$BUILD/perf/all_gather_perf" ]; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  pids=()
+  for r in 0 1; do
+    env -u RANK -u WORLD_SIZE -u ZCOLL_COMM_ID OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=2 \
+      OMPI_COMM_WORLD_LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 120 "$BUILD/perf/all_gather_perf" $SIZES >"$TMP/ompi.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  sed 's/^/[0] /' "$TMP/ompi.0.log" >"$TMP/ompi.log"
+  if [ $rc = 0 ] && check_table "$TMP/ompi.log"; then
+    echo "ok: all_gather_perf with Open MPI variables"
+  else
+    fail "all_gather_perf with Open MPI variables"; cat "$TMP"/ompi.*.log
+  fi
+fi
+
+if [ "$FAILED" != 0 ]; then echo "perf smoke tests FAILED"; exit 1; fi
+echo "perf smoke tests passed"
