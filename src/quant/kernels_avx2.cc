@@ -1,0 +1,178 @@
+// AVX2 + F16C variant: 8 fp32 lanes, explicit round-to-nearest-even everywhere (same bytes as the
+// scalar variant). Partial vectors go through a small stack buffer.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "quant/quant_math.h"
+
+namespace zcoll {
+namespace quant {
+namespace avx2 {
+
+struct Vec {
+  static constexpr int W = 8;
+  static constexpr const char* kName = "avx2";
+  using VF = __m256;
+  using VI = __m256i;
+
+  static VI i32(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+  static VI iota() { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
+  static __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+  static VF set1(float f) { return _mm256_set1_ps(f); }
+  static VF load(const float* p) { return _mm256_loadu_ps(p); }
+  static VF load(const half_t* p) { return _mm256_cvtph_ps(load128(p)); }
+  static VF load(const bf16_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+  }
+  template <class T>
+  static VF loadPartial(const T* p, int n) {
+    alignas(32) T tmp[W];
+    std::memset(tmp, 0, sizeof(tmp));
+    std::memcpy(tmp, p, n * sizeof(T));
+    return load(tmp);
+  }
+  static VF fillLane0(VF v, int n) {
+    VF lane0 = _mm256_permutevar8x32_ps(v, _mm256_setzero_si256());
+    VF valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), iota()));
+    return _mm256_blendv_ps(lane0, v, valid);
+  }
+
+  static __m128i toHalf(VF v) {
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // floatToBf16 of core/dtype.h, lane-wise: RNE, NaN stays NaN (quiet).
+  static __m128i toBf16(VF v) {
+    VI u = _mm256_castps_si256(v);
+    VI lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), i32(1));
+    VI r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(i32(0x7fff), lsb)), 16);
+    // NaN: |u| > 0x7f800000 (signed compare is safe: both sides are non-negative)
+    VI nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, i32(0x7fffffff)), i32(kExpMask));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), i32(0x40)), nan);
+    VI packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    return _mm256_castsi256_si128(packed);
+  }
+  static void store(float* p, VF v) { _mm256_storeu_ps(p, v); }
+  static void store(half_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toHalf(v)); }
+  static void store(bf16_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toBf16(v)); }
+  template <class T>
+  static void storePartial(T* p, VF v, int n) {
+    alignas(32) T tmp[W];
+    store(tmp, v);
+    std::memcpy(p, tmp, n * sizeof(T));
+  }
+
+  static VI absBits(VF v) { return _mm256_and_si256(_mm256_castps_si256(v), i32(0x7fffffff)); }
+  static VI maxU(VI a, VI b) { return _mm256_max_epu32(a, b); }
+  static uint32_t reduceMaxU(VI a) {
+    __m128i m = _mm_max_epu32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0x4e));
+    m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0xb1));
+    return static_cast<uint32_t>(_mm_cvtsi128_si32(m));
+  }
+  static VF min(VF a, VF b) { return _mm256_min_ps(a, b); }
+  static VF max(VF a, VF b) { return _mm256_max_ps(a, b); }
+  static float reduceMin(VF a) {
+    __m128 m = _mm_min_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_min_ps(m, _mm_shuffle_ps(m, m, 0x4e));
+    m = _mm_min_ps(m, _mm_shuffle_ps(m, m, 0xb1));
+    return _mm_cvtss_f32(m);
+  }
+  static float reduceMax(VF a) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_max_ps(m, _mm_shuffle_ps(m, m, 0x4e));
+    m = _mm_max_ps(m, _mm_shuffle_ps(m, m, 0xb1));
+    return _mm_cvtss_f32(m);
+  }
+
+  static VF add(VF a, VF b) { return _mm256_add_ps(a, b); }
+  static VF sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
+  static VF mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+  static VF div(VF a, VF b) { return _mm256_div_ps(a, b); }
+  static VF toFloat(VI q) { return _mm256_cvtepi32_ps(q); }
+
+  static VI roundRne(VF t) {
+    return _mm256_cvttps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static VI roundSr(VF t, VF u) {
+    VF f = _mm256_floor_ps(t);
+    VI up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(t, f), _CMP_LT_OQ));
+    return _mm256_sub_epi32(_mm256_cvttps_epi32(f), up);  // up is -1 where rounding up
+  }
+  static VI clamp(VI q, int lo, int hi) {
+    return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
+  }
+
+  static VI mix32(VI x) {
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, i32(0x7feb352du));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_mullo_epi32(x, i32(0x846ca68bu));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  }
+  static VF uniform(SrKey k, uint32_t lo) {
+    VI idx = _mm256_add_epi32(i32(lo), iota());
+    VI h = mix32(_mm256_xor_si256(mix32(_mm256_xor_si256(idx, i32(k.a))), i32(k.b)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)),
+                         _mm256_set1_ps(5.9604644775390625e-08f));
+  }
+
+  // 16 values -> 16 bytes (int8) or 8 bytes (INT4, element 2i in the low nibble).
+  template <int Bits>
+  static void pack(VI a, VI b, uint8_t* dst) {
+    // int16 lanes in element order (values are within [-127, 255]: no saturation).
+    VI w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
+    if (Bits == 8) {
+      VI lo8 = _mm256_and_si256(w, _mm256_set1_epi16(0x00ff));
+      __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(lo8), _mm256_extracti128_si256(lo8, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), bytes);
+      return;
+    }
+    // 32-bit lanes: element 2i | element 2i+1 << 16
+    VI nib = _mm256_or_si256(_mm256_and_si256(w, i32(0x0f)),
+                             _mm256_and_si256(_mm256_srli_epi32(w, 12), i32(0xf0)));
+    __m128i n16 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(nib, nib), 0x08));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(n16, n16));
+  }
+
+  template <int Bits, bool Sym>
+  static void unpack(const uint8_t* src, VI& a, VI& b) {
+    __m128i bytes;
+    if (Bits == 8) {
+      bytes = load128(src);
+    } else {
+      __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+      bytes = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(0x000f)),
+                           _mm_slli_epi16(_mm_srli_epi16(w, 4), 8));
+      if (Sym) {
+        __m128i eight = _mm_set1_epi8(8);
+        bytes = _mm_sub_epi8(_mm_xor_si128(bytes, eight), eight);
+      }
+    }
+    __m128i hi = _mm_srli_si128(bytes, 8);
+    a = Sym ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+    b = Sym ? _mm256_cvtepi8_epi32(hi) : _mm256_cvtepu8_epi32(hi);
+  }
+};
+
+}  // namespace avx2
+}  // namespace quant
+}  // namespace zcoll
+
+#define ZCOLL_QUANT_ISA_NS avx2
+#include "quant/kernels_impl.h"
+
+#else  // not x86-64: no AVX2 variant (isaSupported reports false)
+#include "quant/isa.h"
+namespace zcoll {
+namespace quant {
+namespace avx2 {
+const KernelSet& kernels() { return scalar::kernels(); }
+}  // namespace avx2
+}  // namespace quant
+}  // namespace zcoll
+#endif

@@ -1,0 +1,169 @@
+// AVX-512 (F/BW/VL/DQ) + F16C variant: 16 fp32 lanes; fp16 via vcvtph2ps/vcvtps2ph, bf16 and all
+// rounding with explicit round-to-nearest-even, so results equal the scalar variant's bytes.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "quant/quant_math.h"
+
+namespace zcoll {
+namespace quant {
+namespace avx512 {
+
+struct Vec {
+  static constexpr int W = 16;
+  static constexpr const char* kName = "avx512";
+  using VF = __m512;
+  using VI = __m512i;
+
+  static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  static VI i32(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+
+  static VF set1(float f) { return _mm512_set1_ps(f); }
+  static VF load(const float* p) { return _mm512_loadu_ps(p); }
+  static VF load(const half_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static VF bf16Widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static VF load(const bf16_t* p) {
+    return bf16Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static VF loadPartial(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static VF loadPartial(const half_t* p, int n) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p));
+  }
+  static VF loadPartial(const bf16_t* p, int n) {
+    return bf16Widen(_mm256_maskz_loadu_epi16(mask(n), p));
+  }
+  static VF fillLane0(VF v, int n) {
+    VF lane0 = _mm512_permutexvar_ps(_mm512_setzero_si512(), v);
+    return _mm512_mask_blend_ps(mask(n), lane0, v);
+  }
+
+  static __m256i toHalf(VF v) {
+    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // floatToBf16 of core/dtype.h, lane-wise: RNE, NaN stays NaN (quiet).
+  static __m256i toBf16(VF v) {
+    VI u = _mm512_castps_si512(v);
+    VI lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), i32(1));
+    VI r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(i32(0x7fff), lsb)), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, i32(0x7fffffff)), i32(kExpMask));
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), i32(0x40)));
+    return _mm512_cvtepi32_epi16(r);
+  }
+  static void store(float* p, VF v) { _mm512_storeu_ps(p, v); }
+  static void store(half_t* p, VF v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), toHalf(v));
+  }
+  static void store(bf16_t* p, VF v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), toBf16(v));
+  }
+  static void storePartial(float* p, VF v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+  static void storePartial(half_t* p, VF v, int n) {
+    _mm256_mask_storeu_epi16(p, mask(n), toHalf(v));
+  }
+  static void storePartial(bf16_t* p, VF v, int n) {
+    _mm256_mask_storeu_epi16(p, mask(n), toBf16(v));
+  }
+
+  static VI absBits(VF v) { return _mm512_and_si512(_mm512_castps_si512(v), i32(0x7fffffff)); }
+  static VI maxU(VI a, VI b) { return _mm512_max_epu32(a, b); }
+  static uint32_t reduceMaxU(VI a) { return _mm512_reduce_max_epu32(a); }
+  static VF min(VF a, VF b) { return _mm512_min_ps(a, b); }
+  static VF max(VF a, VF b) { return _mm512_max_ps(a, b); }
+  static float reduceMin(VF a) { return _mm512_reduce_min_ps(a); }
+  static float reduceMax(VF a) { return _mm512_reduce_max_ps(a); }
+
+  static VF add(VF a, VF b) { return _mm512_add_ps(a, b); }
+  static VF sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
+  static VF mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+  static VF div(VF a, VF b) { return _mm512_div_ps(a, b); }
+  static VF toFloat(VI q) { return _mm512_cvtepi32_ps(q); }
+
+  static VI roundRne(VF t) {
+    return _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static VI roundSr(VF t, VF u) {
+    VF f = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __mmask16 up = _mm512_cmp_ps_mask(u, _mm512_sub_ps(t, f), _CMP_LT_OQ);
+    VI q = _mm512_cvtps_epi32(f);  // f is integral: exact in any rounding mode
+    return _mm512_mask_add_epi32(q, up, q, i32(1));
+  }
+  static VI clamp(VI q, int lo, int hi) {
+    return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
+  }
+
+  static VI mix32(VI x) {
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+    x = _mm512_mullo_epi32(x, i32(0x7feb352du));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+    x = _mm512_mullo_epi32(x, i32(0x846ca68bu));
+    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  }
+  static VF uniform(SrKey k, uint32_t lo) {
+    VI idx = _mm512_add_epi32(i32(lo), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                         12, 13, 14, 15));
+    VI h = mix32(_mm512_xor_si512(mix32(_mm512_xor_si512(idx, i32(k.a))), i32(k.b)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)),
+                         _mm512_set1_ps(5.9604644775390625e-08f));
+  }
+
+  // 32 values -> 32 bytes (int8) or 16 bytes (INT4, element 2i in the low nibble).
+  template <int Bits>
+  static void pack(VI a, VI b, uint8_t* dst) {
+    __m128i lo = _mm512_cvtepi32_epi8(a), hi = _mm512_cvtepi32_epi8(b);
+    if (Bits == 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), hi);
+      return;
+    }
+    __m256i w = _mm256_set_m128i(hi, lo);  // 16-bit lanes: element 2i | element 2i+1 << 8
+    __m256i nib = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x000f)),
+                                  _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi16(0x00f0)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_cvtepi16_epi8(nib));
+  }
+
+  template <int Bits, bool Sym>
+  static void unpack(const uint8_t* src, VI& a, VI& b) {
+    __m128i lo, hi;
+    if (Bits == 8) {
+      lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+    } else {
+      __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+      __m256i bytes = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x000f)),
+                                      _mm256_slli_epi16(_mm256_srli_epi16(w, 4), 8));
+      if (Sym) {  // sign-extend the nibbles within their bytes
+        __m256i eight = _mm256_set1_epi8(8);
+        bytes = _mm256_sub_epi8(_mm256_xor_si256(bytes, eight), eight);
+      }
+      lo = _mm256_castsi256_si128(bytes);
+      hi = _mm256_extracti128_si256(bytes, 1);
+    }
+    a = Sym ? _mm512_cvtepi8_epi32(lo) : _mm512_cvtepu8_epi32(lo);
+    b = Sym ? _mm512_cvtepi8_epi32(hi) : _mm512_cvtepu8_epi32(hi);
+  }
+};
+
+}  // namespace avx512
+}  // namespace quant
+}  // namespace zcoll
+
+#define ZCOLL_QUANT_ISA_NS avx512
+#include "quant/kernels_impl.h"
+
+#else  // not x86-64: no AVX-512 variant (isaSupported reports false)
+#include "quant/isa.h"
+namespace zcoll {
+namespace quant {
+namespace avx512 {
+const KernelSet& kernels() { return scalar::kernels(); }
+}  // namespace avx512
+}  // namespace quant
+}  // namespace zcoll
+#endif

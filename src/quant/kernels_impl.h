@@ -1,0 +1,452 @@
+// The CPU quantization algorithm, written once over a struct of vector primitives `Vec`
+// (W lanes of fp32 / int32) and instantiated per ISA by kernels_<isa>.cc, each compiled with its
+// own -m flags. Everything here has internal linkage inside the ISA's namespace, so no
+// out-of-line copy compiled for one ISA can be picked by the linker for another.
+//
+// Include only after defining ZCOLL_QUANT_ISA_NS and zcoll::quant::ZCOLL_QUANT_ISA_NS::Vec.
+// (No include guard on purpose.)
+//
+// Per block, quantize is two passes over data that stays in L1:
+//   1. reduce: max |x| as integer bits (order-independent, detects NaN/Inf), min/max if asymmetric
+//   2. q = clamp(round((x - zero) / scale)), packed two vectors (2W elements) at a time.
+// Dequantize-style operations are one pass per chunk; sums go through an fp32 block buffer on
+// the stack, always in chunk order 0..k-1, so every ISA rounds identically.
+
+#include <cstring>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "quant/isa.h"
+#include "quant/quant_math.h"
+
+namespace zcoll {
+namespace quant {
+namespace ZCOLL_QUANT_ISA_NS {
+namespace {
+
+constexpr int W = Vec::W;
+constexpr int S = 2 * W;  // elements per packing step
+using VF = Vec::VF;
+using VI = Vec::VI;
+
+// ---- Small helpers ----------------------------------------------------------------------------
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+template <class F>
+void withDtype(zcollDataType_t dt, F&& f) {
+  if (dt == zcollFloat16) {
+    f(TypeTag<half_t>{});
+  } else if (dt == zcollBfloat16) {
+    f(TypeTag<bf16_t>{});
+  } else {
+    f(TypeTag<float>{});
+  }
+}
+
+template <class F>
+void withBits(int bits, F&& f) {
+  if (bits == 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, 8>{});
+  }
+}
+
+template <class F>
+void withBool(bool b, F&& f) {
+  if (b) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+inline size_t packedBytes(int bits, size_t elems) { return bits == 8 ? elems : (elems + 1) / 2; }
+inline size_t packedOffset(int bits, size_t elem) { return bits == 8 ? elem : elem / 2; }
+inline size_t minSize(size_t a, size_t b) { return a < b ? a : b; }
+inline int minInt(int a, int b) { return a < b ? a : b; }
+
+inline float loadF(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+inline void storeF(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
+
+inline bool isNanBits(float f) { return (f2u(f) & 0x7fffffffu) > kExpMask; }
+
+inline BlockParams readParams(const uint8_t* q, const Layout& l, size_t j, bool sym) {
+  return BlockParams{loadF(q + 4 * j), sym ? 0.0f : loadF(q + l.zerosOffset + 4 * j)};
+}
+
+// Alignment padding of the three parts is zero, so equal inputs give equal bytes.
+inline void zeroPadding(uint8_t* out, const Layout& l, bool sym) {
+  size_t sb = 4 * l.nblocks;
+  std::memset(out + sb, 0, align16(sb) - sb);
+  if (!sym) std::memset(out + l.zerosOffset + sb, 0, align16(sb) - sb);
+  size_t vEnd = l.valuesOffset + l.valuesBytes;
+  std::memset(out + vEnd, 0, l.totalBytes - vEnd);
+}
+
+// ---- Loads with a partial tail ------------------------------------------------------------------
+template <class T>
+inline VF loadN(const T* x, int cnt) {
+  return cnt >= W ? Vec::load(x) : Vec::loadPartial(x, cnt);
+}
+
+// For reductions: lanes past cnt repeat lane 0, which leaves max/min unchanged.
+template <class T>
+inline VF loadReduce(const T* x, int cnt) {
+  return cnt >= W ? Vec::load(x) : Vec::fillLane0(Vec::loadPartial(x, cnt), cnt);
+}
+
+template <class T>
+inline void storeN(T* p, VF v, int cnt) {
+  if (cnt >= W) {
+    Vec::store(p, v);
+  } else {
+    Vec::storePartial(p, v, cnt);
+  }
+}
+
+template <class T>
+void fillNan(T* out, int len) {
+  VF nan = Vec::set1(u2f(kCanonicalNan));
+  for (int i = 0; i < len; i += W) storeN(out + i, nan, len - i);
+}
+
+// ---- Quantize ------------------------------------------------------------------------------------
+struct Stats {
+  uint32_t maxAbs;
+  float mn, mx;
+};
+
+template <class T, bool Sym>
+Stats blockStats(const T* x, int len) {
+  VF first = loadReduce(x, len);
+  VI amax = Vec::absBits(first);
+  VF mn = first, mx = first;
+  for (int i = W; i < len; i += W) {
+    VF v = loadReduce(x + i, len - i);
+    amax = Vec::maxU(amax, Vec::absBits(v));
+    if (!Sym) {
+      mn = Vec::min(mn, v);
+      mx = Vec::max(mx, v);
+    }
+  }
+  Stats s{Vec::reduceMaxU(amax), 0.0f, 0.0f};
+  if (!Sym) {
+    s.mn = Vec::reduceMin(mn);
+    s.mx = Vec::reduceMax(mx);
+  }
+  return s;
+}
+
+// Stochastic-rounding key cache: the key changes only when the upper 32 index bits do.
+struct SrState {
+  uint64_t seed;
+  uint32_t hi;
+  bool valid;
+  SrKey key;
+};
+
+inline VF uniformAt(SrState& st, uint64_t g) {
+  uint32_t hi = static_cast<uint32_t>(g >> 32), lo = static_cast<uint32_t>(g);
+  if (!st.valid || hi != st.hi) {
+    st.key = srKey(st.seed, hi);
+    st.hi = hi;
+    st.valid = true;
+  }
+  if (lo <= 0xffffffffu - (W - 1)) return Vec::uniform(st.key, lo);
+  float u[W];  // the W lanes straddle a 2^32 boundary: rare, per lane
+  for (int l = 0; l < W; ++l) u[l] = srUniform(st.seed, g + l);
+  return Vec::load(u);
+}
+
+template <int Bits, bool Sym, bool Sr>
+inline VI quantVec(VF x, VF scale, VF zero, SrState& sr, uint64_t g) {
+  VF t = Sym ? Vec::div(x, scale) : Vec::div(Vec::sub(x, zero), scale);
+  VI q = Sr ? Vec::roundSr(t, uniformAt(sr, g)) : Vec::roundRne(t);
+  return Vec::clamp(q, qLow(Bits, Sym), qHigh(Bits, Sym));
+}
+
+// The last < 2W elements of a block; an odd INT4 tail leaves the high nibble 0.
+template <class T, int Bits, bool Sym, bool Sr>
+void quantizeTail(const T* x, int r, VF scale, VF zero, SrState& sr, uint64_t g, uint8_t* dst) {
+  VF x0 = loadN(x, r);
+  VF x1 = r > W ? loadN(x + W, r - W) : Vec::set1(0.0f);
+  alignas(64) uint8_t tmp[S];
+  Vec::template pack<Bits>(quantVec<Bits, Sym, Sr>(x0, scale, zero, sr, g),
+                           quantVec<Bits, Sym, Sr>(x1, scale, zero, sr, g + W), tmp);
+  size_t nb = packedBytes(Bits, r);
+  std::memcpy(dst, tmp, nb);
+  if (Bits == 4 && (r & 1)) dst[nb - 1] &= 0x0f;
+}
+
+template <class T, int Bits, bool Sym, bool Sr>
+void quantizeBlock(const T* x, int len, uint64_t g0, SrState& sr, uint8_t* scaleSlot,
+                   uint8_t* zeroSlot, uint8_t* qv) {
+  Stats st = blockStats<T, Sym>(x, len);
+  BlockParams p = Sym ? symmetricParams(st.maxAbs, Bits)
+                      : asymmetricParams(st.maxAbs, st.mn, st.mx, Bits);
+  storeF(scaleSlot, p.scale);
+  if (!Sym) storeF(zeroSlot, p.zero);
+  if (!paramsQuantizable(p)) {  // non-finite or constant block: all q = 0
+    std::memset(qv, 0, packedBytes(Bits, len));
+    return;
+  }
+  VF scale = Vec::set1(p.scale), zero = Vec::set1(p.zero);
+  int i = 0;
+  for (; i + S <= len; i += S) {
+    VI a = quantVec<Bits, Sym, Sr>(Vec::load(x + i), scale, zero, sr, g0 + i);
+    VI b = quantVec<Bits, Sym, Sr>(Vec::load(x + i + W), scale, zero, sr, g0 + i + W);
+    Vec::template pack<Bits>(a, b, qv + packedOffset(Bits, i));
+  }
+  if (i < len) {
+    quantizeTail<T, Bits, Sym, Sr>(x + i, len - i, scale, zero, sr, g0 + i,
+                                   qv + packedOffset(Bits, i));
+  }
+}
+
+template <class T, int Bits, bool Sym, bool Sr>
+void quantizeImpl(const T* x, size_t n, const QuantParams& p, uint8_t* out) {
+  Layout l = layoutOf(n, p.blockSize, Bits, Sym);
+  SrState sr{p.seed, 0, false, SrKey{0, 0}};
+  size_t b = static_cast<size_t>(p.blockSize);
+  for (size_t j = 0; j < l.nblocks; ++j) {
+    size_t e0 = j * b;
+    quantizeBlock<T, Bits, Sym, Sr>(x + e0, static_cast<int>(minSize(b, n - e0)),
+                                    p.elementOffset + e0, sr, out + 4 * j,
+                                    out + l.zerosOffset + 4 * j,
+                                    out + l.valuesOffset + packedOffset(Bits, e0));
+  }
+  zeroPadding(out, l, Sym);
+}
+
+// ---- Dequantize ----------------------------------------------------------------------------------
+// What a dequantized vector v (elements i..) becomes.
+enum class Op {
+  kStore,        // out = v
+  kAccInit,      // acc = v
+  kAccAdd,       // acc += v
+  kAccAddStore,  // out = (acc + v) * s
+  kScaleStore,   // out = v * s
+};
+
+template <class T, Op O>
+inline void emit(VF v, float* acc, T* out, int i, VF s, int cnt) {
+  switch (O) {
+    case Op::kStore: storeN(out + i, v, cnt); break;
+    case Op::kAccInit: storeN(acc + i, v, cnt); break;
+    case Op::kAccAdd: storeN(acc + i, Vec::add(loadN(acc + i, cnt), v), cnt); break;
+    case Op::kAccAddStore:
+      storeN(out + i, Vec::mul(Vec::add(loadN(acc + i, cnt), v), s), cnt);
+      break;
+    case Op::kScaleStore: storeN(out + i, Vec::mul(v, s), cnt); break;
+  }
+}
+
+template <bool Sym>
+inline VF deq(VI q, VF scale, VF zero) {
+  VF v = Vec::mul(Vec::toFloat(q), scale);
+  return Sym ? v : Vec::add(zero, v);
+}
+
+// len elements of one block starting at packed values qv; acc / out indexed from 0.
+template <class T, int Bits, bool Sym, Op O>
+void dequantPiece(const uint8_t* qv, BlockParams p, int len, float* acc, T* out, VF s) {
+  VF scale = Vec::set1(p.scale), zero = Vec::set1(p.zero);
+  VI a, b;
+  int i = 0;
+  for (; i + S <= len; i += S) {
+    Vec::template unpack<Bits, Sym>(qv + packedOffset(Bits, i), a, b);
+    emit<T, O>(deq<Sym>(a, scale, zero), acc, out, i, s, W);
+    emit<T, O>(deq<Sym>(b, scale, zero), acc, out, i + W, s, W);
+  }
+  if (i < len) {
+    int r = len - i;
+    alignas(64) uint8_t tmp[S] = {};
+    std::memcpy(tmp, qv + packedOffset(Bits, i), packedBytes(Bits, r));
+    Vec::template unpack<Bits, Sym>(tmp, a, b);
+    emit<T, O>(deq<Sym>(a, scale, zero), acc, out, i, s, minInt(r, W));
+    if (r > W) emit<T, O>(deq<Sym>(b, scale, zero), acc, out, i + W, s, r - W);
+  }
+}
+
+template <class T, int Bits, bool Sym>
+void dequantizeImpl(const uint8_t* q, size_t n, const QuantParams& p, T* out) {
+  Layout l = layoutOf(n, p.blockSize, Bits, Sym);
+  size_t b = static_cast<size_t>(p.blockSize);
+  for (size_t j = 0; j < l.nblocks; ++j) {
+    size_t e0 = j * b;
+    int len = static_cast<int>(minSize(b, n - e0));
+    BlockParams bp = readParams(q, l, j, Sym);
+    if (isNanBits(bp.scale)) {
+      fillNan(out + e0, len);
+    } else {
+      dequantPiece<T, Bits, Sym, Op::kStore>(q + l.valuesOffset + packedOffset(Bits, e0), bp, len,
+                                             nullptr, out + e0, Vec::set1(1.0f));
+    }
+  }
+}
+
+inline bool anyNanBlock(const uint8_t* const* chunks, int k, size_t j) {
+  for (int c = 0; c < k; ++c) {
+    if (isNanBits(loadF(chunks[c] + 4 * j))) return true;
+  }
+  return false;
+}
+
+// Elements [e, e + len) of the sum over chunks, all in block j: into acc (or, with Final, into
+// out as (sum) * s).
+template <class T, int Bits, bool Sym, bool Final>
+void sumPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t j, size_t e, int len,
+              float* acc, T* out, VF s) {
+  size_t off = l.valuesOffset + packedOffset(Bits, e);
+  bool sym = Sym;
+  if (Final && k == 1) {
+    dequantPiece<T, Bits, Sym, Op::kScaleStore>(chunks[0] + off, readParams(chunks[0], l, j, sym),
+                                                len, acc, out, s);
+    return;
+  }
+  dequantPiece<T, Bits, Sym, Op::kAccInit>(chunks[0] + off, readParams(chunks[0], l, j, sym), len,
+                                           acc, out, s);
+  int last = Final ? k - 1 : k;
+  for (int c = 1; c < last; ++c) {
+    dequantPiece<T, Bits, Sym, Op::kAccAdd>(chunks[c] + off, readParams(chunks[c], l, j, sym), len,
+                                            acc, out, s);
+  }
+  if (Final) {
+    dequantPiece<T, Bits, Sym, Op::kAccAddStore>(chunks[k - 1] + off,
+                                                 readParams(chunks[k - 1], l, j, sym), len, acc,
+                                                 out, s);
+  }
+}
+
+template <class T, int Bits, bool Sym>
+void dequantizeSumImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& p,
+                       float scale, T* out) {
+  Layout l = layoutOf(n, p.blockSize, Bits, Sym);
+  size_t b = static_cast<size_t>(p.blockSize);
+  alignas(64) float acc[kMaxBlockSize];
+  for (size_t j = 0; j < l.nblocks; ++j) {
+    size_t e0 = j * b;
+    int len = static_cast<int>(minSize(b, n - e0));
+    if (anyNanBlock(chunks, k, j)) {
+      fillNan(out + e0, len);
+    } else {
+      sumPiece<T, Bits, Sym, true>(chunks, k, l, j, e0, len, acc, out + e0, Vec::set1(scale));
+    }
+  }
+}
+
+// acc[0, len) = fp32 sum over chunks of elements [e0, e0 + len), which may span input blocks.
+template <int Bits, bool Sym>
+void sumRange(const uint8_t* const* chunks, int k, const Layout& l, size_t blockSize, size_t e0,
+              int len, float* acc) {
+  size_t end = e0 + static_cast<size_t>(len);
+  for (size_t e = e0; e < end;) {
+    size_t j = e / blockSize;
+    size_t pieceEnd = minSize((j + 1) * blockSize, end);
+    int plen = static_cast<int>(pieceEnd - e);
+    if (anyNanBlock(chunks, k, j)) {
+      fillNan(acc + (e - e0), plen);
+    } else {
+      sumPiece<float, Bits, Sym, false>(chunks, k, l, j, e, plen, acc + (e - e0), nullptr,
+                                        Vec::set1(1.0f));
+    }
+    e = pieceEnd;
+  }
+}
+
+template <int InBits, bool InSym, int OutBits, bool OutSym, bool Sr>
+void requantizeImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& in,
+                    const QuantParams& outP, uint8_t* out) {
+  Layout li = layoutOf(n, in.blockSize, InBits, InSym);
+  Layout lo = layoutOf(n, outP.blockSize, OutBits, OutSym);
+  SrState sr{outP.seed, 0, false, SrKey{0, 0}};
+  size_t b = static_cast<size_t>(outP.blockSize);
+  alignas(64) float acc[kMaxBlockSize];
+  for (size_t j = 0; j < lo.nblocks; ++j) {
+    size_t e0 = j * b;
+    int len = static_cast<int>(minSize(b, n - e0));
+    sumRange<InBits, InSym>(chunks, k, li, static_cast<size_t>(in.blockSize), e0, len, acc);
+    quantizeBlock<float, OutBits, OutSym, Sr>(acc, len, outP.elementOffset + e0, sr, out + 4 * j,
+                                              out + lo.zerosOffset + 4 * j,
+                                              out + lo.valuesOffset + packedOffset(OutBits, e0));
+  }
+  zeroPadding(out, lo, OutSym);
+}
+
+// ---- Run-time parameters -> template instances ---------------------------------------------------
+void quantizeFn(const void* in, zcollDataType_t dt, size_t n, const QuantParams& p, void* out) {
+  withDtype(dt, [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    withBits(p.bits, [&](auto bits) {
+      withBool(p.symmetric, [&](auto sym) {
+        withBool(p.stochastic, [&](auto sr) {
+          quantizeImpl<T, decltype(bits)::value, decltype(sym)::value, decltype(sr)::value>(
+              static_cast<const T*>(in), n, p, static_cast<uint8_t*>(out));
+        });
+      });
+    });
+  });
+}
+
+void dequantizeFn(const void* q, size_t n, const QuantParams& p, void* out, zcollDataType_t dt) {
+  withDtype(dt, [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    withBits(p.bits, [&](auto bits) {
+      withBool(p.symmetric, [&](auto sym) {
+        dequantizeImpl<T, decltype(bits)::value, decltype(sym)::value>(
+            static_cast<const uint8_t*>(q), n, p, static_cast<T*>(out));
+      });
+    });
+  });
+}
+
+void dequantizeSumFn(const void* const* chunks, int k, size_t n, const QuantParams& p, float scale,
+                     void* out, zcollDataType_t dt) {
+  const uint8_t* const* c = reinterpret_cast<const uint8_t* const*>(chunks);
+  withDtype(dt, [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    withBits(p.bits, [&](auto bits) {
+      withBool(p.symmetric, [&](auto sym) {
+        dequantizeSumImpl<T, decltype(bits)::value, decltype(sym)::value>(c, k, n, p, scale,
+                                                                          static_cast<T*>(out));
+      });
+    });
+  });
+}
+
+void requantizeFn(const void* const* chunks, int k, size_t n, const QuantParams& in,
+                  const QuantParams& outP, void* outQ) {
+  const uint8_t* const* c = reinterpret_cast<const uint8_t* const*>(chunks);
+  withBits(in.bits, [&](auto ib) {
+    withBool(in.symmetric, [&](auto is) {
+      withBits(outP.bits, [&](auto ob) {
+        withBool(outP.symmetric, [&](auto os) {
+          withBool(outP.stochastic, [&](auto sr) {
+            requantizeImpl<decltype(ib)::value, decltype(is)::value, decltype(ob)::value,
+                           decltype(os)::value, decltype(sr)::value>(
+                c, k, n, in, outP, static_cast<uint8_t*>(outQ));
+          });
+        });
+      });
+    });
+  });
+}
+
+}  // namespace
+
+const KernelSet& kernels() {
+  static const KernelSet set{Vec::kName, quantizeFn, dequantizeFn, dequantizeSumFn, requantizeFn};
+  return set;
+}
+
+}  // namespace ZCOLL_QUANT_ISA_NS
+}  // namespace quant
+}  // namespace zcoll

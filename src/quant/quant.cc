@@ -1,0 +1,142 @@
+// The quantization operations: argument checks, size queries, and a call into the active CPU
+// kernel variant (isa.h). The math itself is in quant_math.h / kernels_impl.h.
+#include "quant/quant.h"
+
+#include "core/dtype.h"
+#include "quant/isa.h"
+#include "quant/quant_math.h"
+
+namespace zcoll {
+namespace quant {
+
+namespace {
+
+bool quantDtype(zcollDataType_t dt) {
+  return dt == zcollFloat32 || dt == zcollFloat16 || dt == zcollBfloat16;
+}
+
+Result checkDtype(zcollDataType_t dt, const char* what) {
+  if (quantDtype(dt)) return zcollSuccess;
+  return fail(zcollInvalidArgument,
+              "%s: dtype %d is not supported (float32, float16 or bfloat16 only)", what,
+              static_cast<int>(dt));
+}
+
+Result checkPtr(const void* p, size_t n, const char* what, const char* name) {
+  if (p != nullptr || n == 0) return zcollSuccess;
+  return fail(zcollInvalidArgument, "%s: %s is NULL with n = %zu", what, name, n);
+}
+
+Result checkChunks(const void* const* chunks, int k, size_t n, const char* what) {
+  if (k < 1) return fail(zcollInvalidArgument, "%s: k = %d, need at least one chunk", what, k);
+  ZCOLL_CHECK(checkPtr(chunks, n, what, "chunks"));
+  if (n == 0) return zcollSuccess;
+  for (int c = 0; c < k; ++c) {
+    if (chunks[c] == nullptr) {
+      return fail(zcollInvalidArgument, "%s: chunks[%d] is NULL", what, c);
+    }
+  }
+  return zcollSuccess;
+}
+
+const KernelSet& active() { return kernelSet(activeIsa()); }
+
+}  // namespace
+
+Result validate(const QuantParams& p) {
+  if (p.bits != 4 && p.bits != 8) {
+    return fail(zcollInvalidArgument, "quantization bits = %d, must be 4 or 8", p.bits);
+  }
+  if (p.blockSize < kMinBlockSize || p.blockSize > kMaxBlockSize ||
+      p.blockSize % kBlockSizeMultiple != 0) {
+    return fail(zcollInvalidArgument,
+                "quantization blockSize = %d, must be a multiple of %d in [%d, %d]", p.blockSize,
+                kBlockSizeMultiple, kMinBlockSize, kMaxBlockSize);
+  }
+  return zcollSuccess;
+}
+
+size_t quantizedBytes(size_t n, const QuantParams& p) {
+  if (validate(p) != zcollSuccess || n == 0) return 0;
+  return layoutOf(n, p.blockSize, p.bits, p.symmetric).totalBytes;
+}
+
+size_t quantizedChunksBytes(size_t chunkElems, size_t nChunks, const QuantParams& p) {
+  return nChunks * quantizedBytes(chunkElems, p);
+}
+
+size_t dequantizedBytes(size_t n, zcollDataType_t dtype) {
+  return quantDtype(dtype) ? n * dtypeSize(dtype) : 0;
+}
+
+size_t requantizedBytes(size_t n, const QuantParams& outParams) {
+  return quantizedBytes(n, outParams);
+}
+
+Result quantize(const void* in, zcollDataType_t dtype, size_t n, const QuantParams& p, void* out) {
+  ZCOLL_CHECK(validate(p));
+  ZCOLL_CHECK(checkDtype(dtype, "quantize"));
+  ZCOLL_CHECK(checkPtr(in, n, "quantize", "input"));
+  ZCOLL_CHECK(checkPtr(out, n, "quantize", "output"));
+  if (n > 0) active().quantize(in, dtype, n, p, out);
+  return zcollSuccess;
+}
+
+Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, size_t nChunks,
+                      const int* destOrder, const QuantParams& p, void* out) {
+  ZCOLL_CHECK(validate(p));
+  ZCOLL_CHECK(checkDtype(dtype, "quantizeChunks"));
+  size_t total = chunkElems * nChunks;
+  ZCOLL_CHECK(checkPtr(in, total, "quantizeChunks", "input"));
+  ZCOLL_CHECK(checkPtr(out, total, "quantizeChunks", "output"));
+  if (total == 0) return zcollSuccess;
+  for (size_t c = 0; destOrder != nullptr && c < nChunks; ++c) {
+    if (destOrder[c] < 0 || static_cast<size_t>(destOrder[c]) >= nChunks) {
+      return fail(zcollInvalidArgument, "quantizeChunks: destOrder[%zu] = %d, not in [0, %zu)", c,
+                  destOrder[c], nChunks);
+    }
+  }
+  const KernelSet& ks = active();
+  size_t slot = quantizedBytes(chunkElems, p), esize = dtypeSize(dtype);
+  QuantParams cp = p;
+  for (size_t c = 0; c < nChunks; ++c) {
+    size_t dst = destOrder ? static_cast<size_t>(destOrder[c]) : c;
+    cp.elementOffset = p.elementOffset + c * chunkElems;
+    ks.quantize(static_cast<const char*>(in) + c * chunkElems * esize, dtype, chunkElems, cp,
+                static_cast<char*>(out) + dst * slot);
+  }
+  return zcollSuccess;
+}
+
+Result dequantize(const void* q, size_t n, const QuantParams& p, void* out,
+                  zcollDataType_t dtype) {
+  ZCOLL_CHECK(validate(p));
+  ZCOLL_CHECK(checkDtype(dtype, "dequantize"));
+  ZCOLL_CHECK(checkPtr(q, n, "dequantize", "input"));
+  ZCOLL_CHECK(checkPtr(out, n, "dequantize", "output"));
+  if (n > 0) active().dequantize(q, n, p, out, dtype);
+  return zcollSuccess;
+}
+
+Result dequantizeSum(const void* const* chunks, int k, size_t n, const QuantParams& p, float scale,
+                     void* out, zcollDataType_t dtype) {
+  ZCOLL_CHECK(validate(p));
+  ZCOLL_CHECK(checkDtype(dtype, "dequantizeSum"));
+  ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantizeSum"));
+  ZCOLL_CHECK(checkPtr(out, n, "dequantizeSum", "output"));
+  if (n > 0) active().dequantizeSum(chunks, k, n, p, scale, out, dtype);
+  return zcollSuccess;
+}
+
+Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const QuantParams& inParams,
+                            const QuantParams& outParams, void* outQ) {
+  ZCOLL_CHECK(validate(inParams));
+  ZCOLL_CHECK(validate(outParams));
+  ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantReduceRequant"));
+  ZCOLL_CHECK(checkPtr(outQ, n, "dequantReduceRequant", "output"));
+  if (n > 0) active().requantize(chunks, k, n, inParams, outParams, outQ);
+  return zcollSuccess;
+}
+
+}  // namespace quant
+}  // namespace zcoll
