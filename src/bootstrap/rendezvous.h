@@ -1,0 +1,35 @@
+// Rendezvous: every rank hands its blob (host identity, topology, transport address) to a root
+// service, which answers each with every rank's blob once all have arrived. The unique id
+// carries the root's address and a random magic; a connection without the magic is refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "zcoll/zcoll.h"
+
+namespace zcoll {
+
+struct RendezvousId {
+  uint64_t magic;
+  SockAddr root;
+};
+static_assert(sizeof(RendezvousId) <= sizeof(zcollUniqueId), "unique id too small");
+
+RendezvousId idFromUnique(const zcollUniqueId& u);
+zcollUniqueId uniqueFromId(const RendezvousId& id);
+
+// Starts the root service on `listenAddr` (port 0: any) in a background thread that serves one
+// rendezvous of any size and exits, or gives up after `timeoutSec`.
+Result startRendezvousRoot(const SockAddr& listenAddr, uint64_t magic, int timeoutSec,
+                           RendezvousId* id);
+
+// Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank.
+Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
+                           int timeoutSec, std::vector<std::string>* all);
+
+uint64_t randomMagic();
+
+}  // namespace zcoll

@@ -1,0 +1,121 @@
+// Algorithms are written over a Group (an ordered list of comm ranks; the world, a node, a rail)
+// and a Stage (one fresh tag sequence). Every rank runs the same stages in the same order, so
+// a hierarchical algorithm is a sequence of flat ones over subgroups, each in its own stage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/comm.h"
+#include "core/progress.h"
+#include "core/tags.h"
+
+namespace zcoll {
+
+struct Group {
+  std::vector<int> ranks;  // comm ranks, in group order
+  int me = 0;              // this rank's index in `ranks`
+
+  int size() const { return static_cast<int>(ranks.size()); }
+  // Comm rank of group index i, taken modulo the group size (so me+1, me-1 work for rings).
+  int at(int i) const {
+    int n = size();
+    return ranks[((i % n) + n) % n];
+  }
+};
+
+// Group of all ranks of `comm`, or of the given comm ranks (which must include comm->rank).
+Group worldGroup(const zcollComm* comm);
+Group makeGroup(const zcollComm* comm, std::vector<int> ranks);
+
+// Requests of one step. Capacity is fixed up front (transports keep pointers into it); any
+// request still incomplete when the list dies (an error path) is cancelled, so no transport
+// is left pointing at freed memory.
+class RequestList {
+ public:
+  explicit RequestList(size_t capacity) : reqs_(capacity) {}
+  ~RequestList();
+  RequestList(const RequestList&) = delete;
+  RequestList& operator=(const RequestList&) = delete;
+  Request* next() { return &reqs_.at(used_++); }
+  Request* data() { return reqs_.data(); }
+  size_t size() const { return used_; }
+  void clear();  // all must be complete
+
+ private:
+  std::vector<Request> reqs_;
+  size_t used_ = 0;
+};
+
+class Stage {
+ public:
+  explicit Stage(zcollComm* comm) : comm_(comm), seq_(comm->collSeq++) {}
+  zcollComm* comm() const { return comm_; }
+
+  Result send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const {
+    return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req);
+  }
+  Result recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const {
+    return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req);
+  }
+  Result wait(Request* reqs, size_t n) const { return waitAll(comm_, reqs, n); }
+  Result wait(RequestList& l) const { return waitAll(comm_, l.data(), l.size()); }
+  // One send and one receive, then wait for both (the ring step).
+  Result exchange(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
+                  size_t rbytes, uint32_t step) const;
+
+ private:
+  zcollComm* comm_;
+  uint32_t seq_;
+};
+
+struct CollArgs {
+  const void* send;
+  void* recv;
+  size_t count;  // per-rank count as in the public call
+  zcollDataType_t dtype;
+  zcollRedOp_t op;
+  int root;
+};
+
+// ---- Byte-level building blocks, reused by hierarchical algorithms --------------------------
+// All-gather of variable blocks: block i of group member i lives at recv + offsets[i] with
+// offsets[i+1] - offsets[i] bytes; this rank's block must already be in place.
+Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* offsets);
+Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* offsets);
+
+// Reduce-scatter of variable chunks (elements): chunk i of `send` (offsets[i]..offsets[i+1])
+// is reduced over the group into `out` on member i. Partials travel in the accumulator type.
+Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, void* out,
+                          const size_t* offsets, zcollDataType_t dtype, zcollRedOp_t op);
+
+// ---- Registry -------------------------------------------------------------------------------
+enum class CollKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kBroadcast, kNumKinds };
+
+using AlgoFn = Result (*)(zcollComm* comm, const CollArgs& args);
+
+struct Algorithm {
+  CollKind kind;
+  const char* name;
+  AlgoFn run;
+};
+
+// The algorithm for a call: the one ZCOLL_ALGO_<KIND> names, else the size-based default.
+Result selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks, const Algorithm** out);
+const std::vector<Algorithm>& allAlgorithms();
+const char* collKindName(CollKind kind);
+
+// Algorithms (one file each).
+Result allGatherRing(zcollComm* comm, const CollArgs& a);
+Result allGatherDirect(zcollComm* comm, const CollArgs& a);
+Result reduceScatterRing(zcollComm* comm, const CollArgs& a);
+Result reduceScatterDirect(zcollComm* comm, const CollArgs& a);
+Result allReduceRing(zcollComm* comm, const CollArgs& a);
+Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a);
+Result allToAllPairwise(zcollComm* comm, const CollArgs& a);
+Result broadcastBinomial(zcollComm* comm, const CollArgs& a);
+Result broadcastPipelinedRing(zcollComm* comm, const CollArgs& a);
+Result barrierDissemination(zcollComm* comm);
+
+}  // namespace zcoll

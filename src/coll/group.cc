@@ -1,0 +1,41 @@
+#include <algorithm>
+#include <numeric>
+
+#include "coll/coll.h"
+
+namespace zcoll {
+
+Group worldGroup(const zcollComm* comm) {
+  Group g;
+  g.ranks.resize(comm->nranks);
+  std::iota(g.ranks.begin(), g.ranks.end(), 0);
+  g.me = comm->rank;
+  return g;
+}
+
+Group makeGroup(const zcollComm* comm, std::vector<int> ranks) {
+  Group g;
+  g.ranks = std::move(ranks);
+  g.me = static_cast<int>(std::find(g.ranks.begin(), g.ranks.end(), comm->rank) - g.ranks.begin());
+  return g;
+}
+
+Result Stage::exchange(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
+                       size_t rbytes, uint32_t step) const {
+  RequestList reqs(2);
+  ZCOLL_CHECK(recv(recvPeer, rbuf, rbytes, step, reqs.next()));
+  ZCOLL_CHECK(send(sendPeer, sbuf, sbytes, step, reqs.next()));
+  return wait(reqs);
+}
+
+RequestList::~RequestList() {
+  for (size_t i = 0; i < used_; ++i)
+    if (!reqs_[i].complete() && reqs_[i].transport != nullptr) reqs_[i].transport->cancel(&reqs_[i]);
+}
+
+void RequestList::clear() {
+  for (size_t i = 0; i < used_; ++i) reqs_[i].reset();
+  used_ = 0;
+}
+
+}  // namespace zcoll

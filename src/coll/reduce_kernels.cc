@@ -1,0 +1,158 @@
+#include "coll/reduce_kernels.h"
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace zcoll {
+
+namespace {
+
+// Storage type -> accumulator type and conversions.
+template <typename T> struct Acc { using type = T; };
+template <> struct Acc<half_t> { using type = float; };
+template <> struct Acc<bf16_t> { using type = float; };
+
+template <typename T> inline typename Acc<T>::type load(T v) { return v; }
+inline float load(half_t v) { return halfToFloat(v); }
+inline float load(bf16_t v) { return bf16ToFloat(v); }
+
+template <typename T> inline T store(typename Acc<T>::type v) { return v; }
+template <> inline half_t store<half_t>(float v) { return floatToHalf(v); }
+template <> inline bf16_t store<bf16_t>(float v) { return floatToBf16(v); }
+
+// Integer sums and products wrap (two's complement) instead of being undefined.
+template <typename A> inline A add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+template <typename A> inline A mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
+    return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename A, zcollRedOp_t Op> inline A combine(A a, A b) {
+  if constexpr (Op == zcollSum || Op == zcollAvg) return add(a, b);
+  if constexpr (Op == zcollProd) return mul(a, b);
+  if constexpr (Op == zcollMax) return b > a ? b : a;
+  if constexpr (Op == zcollMin) return b < a ? b : a;
+}
+
+template <typename T, zcollRedOp_t Op, typename In>
+void accumulateLoop(typename Acc<T>::type* acc, const In* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] = combine<typename Acc<T>::type, Op>(acc[i], load(in[i]));
+}
+
+template <typename T, typename In>
+void accumulateOp(void* acc, const In* in, zcollRedOp_t op, size_t n) {
+  auto* a = static_cast<typename Acc<T>::type*>(acc);
+  switch (op) {
+    case zcollSum: accumulateLoop<T, zcollSum>(a, in, n); break;
+    case zcollProd: accumulateLoop<T, zcollProd>(a, in, n); break;
+    case zcollMax: accumulateLoop<T, zcollMax>(a, in, n); break;
+    case zcollMin: accumulateLoop<T, zcollMin>(a, in, n); break;
+    case zcollAvg: accumulateLoop<T, zcollAvg>(a, in, n); break;
+    default: break;
+  }
+}
+
+template <typename T> struct Kernels {
+  using A = typename Acc<T>::type;
+  static void toAcc(void* acc, const void* in, size_t n) {
+    auto* a = static_cast<A*>(acc);
+    auto* x = static_cast<const T*>(in);
+    for (size_t i = 0; i < n; ++i) a[i] = load(x[i]);
+  }
+  static void accumulate(void* acc, const void* in, bool inIsAcc, zcollRedOp_t op, size_t n) {
+    if (inIsAcc) accumulateOp<T>(acc, static_cast<const A*>(in), op, n);
+    else accumulateOp<T>(acc, static_cast<const T*>(in), op, n);
+  }
+  static void fromAcc(void* out, const void* acc, zcollRedOp_t op, int nranks, size_t n) {
+    auto* o = static_cast<T*>(out);
+    auto* a = static_cast<const A*>(acc);
+    if (op == zcollAvg) {
+      const A div = static_cast<A>(nranks);
+      for (size_t i = 0; i < n; ++i) o[i] = store<T>(static_cast<A>(a[i] / div));
+    } else {
+      for (size_t i = 0; i < n; ++i) o[i] = store<T>(a[i]);
+    }
+  }
+};
+
+template <template <typename> class F, typename... Args>
+void dispatch(zcollDataType_t dtype, Args&&... args) {
+  switch (dtype) {
+    case zcollInt8: F<int8_t>::run(args...); break;
+    case zcollUint8: F<uint8_t>::run(args...); break;
+    case zcollInt32: F<int32_t>::run(args...); break;
+    case zcollUint32: F<uint32_t>::run(args...); break;
+    case zcollInt64: F<int64_t>::run(args...); break;
+    case zcollUint64: F<uint64_t>::run(args...); break;
+    case zcollFloat16: F<half_t>::run(args...); break;
+    case zcollFloat32: F<float>::run(args...); break;
+    case zcollFloat64: F<double>::run(args...); break;
+    case zcollBfloat16: F<bf16_t>::run(args...); break;
+    default: break;
+  }
+}
+
+template <typename T> struct ToAcc {
+  static void run(void* acc, const void* in, size_t n) { Kernels<T>::toAcc(acc, in, n); }
+};
+template <typename T> struct Accumulate {
+  static void run(void* acc, const void* in, bool inIsAcc, zcollRedOp_t op, size_t n) {
+    Kernels<T>::accumulate(acc, in, inIsAcc, op, n);
+  }
+};
+template <typename T> struct FromAcc {
+  static void run(void* out, const void* acc, zcollRedOp_t op, int nranks, size_t n) {
+    Kernels<T>::fromAcc(out, acc, op, nranks, n);
+  }
+};
+
+}  // namespace
+
+size_t accSize(zcollDataType_t dtype) { return isHalfType(dtype) ? 4 : dtypeSize(dtype); }
+
+void toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n) {
+  if (!isHalfType(dtype)) {
+    if (acc != in) std::memcpy(acc, in, n * dtypeSize(dtype));
+    return;
+  }
+  dispatch<ToAcc>(dtype, acc, in, n);
+}
+
+void accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dtype, zcollRedOp_t op,
+                size_t n) {
+  dispatch<Accumulate>(dtype, acc, in, inIsAcc, op, n);
+}
+
+void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
+             size_t n) {
+  if (!isHalfType(dtype) && op != zcollAvg) {
+    if (out != acc) std::memmove(out, acc, n * dtypeSize(dtype));
+    return;
+  }
+  dispatch<FromAcc>(dtype, out, acc, op, nranks, n);
+}
+
+const char* dtypeName(zcollDataType_t t) {
+  static const char* kNames[] = {"int8", "uint8", "int32", "uint32", "int64",
+                                 "uint64", "half", "float", "double", "bfloat16"};
+  return dtypeValid(t) ? kNames[t] : "invalid";
+}
+
+const char* opName(zcollRedOp_t op) {
+  static const char* kNames[] = {"sum", "prod", "max", "min", "avg"};
+  return opValid(op) ? kNames[op] : "invalid";
+}
+
+}  // namespace zcoll

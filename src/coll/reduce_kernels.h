@@ -1,0 +1,24 @@
+// Element-wise reduction in an accumulator type: fp32 for fp16/bf16, the type itself otherwise.
+// Reductions stage partial results in the accumulator type, so 16-bit data is rounded once, at
+// the end, whatever the number of ranks.
+#pragma once
+
+#include <cstddef>
+
+#include "core/dtype.h"
+
+namespace zcoll {
+
+// Bytes of one accumulator element of `dtype`.
+size_t accSize(zcollDataType_t dtype);
+
+// acc[i] = (accumulator) in[i]
+void toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n);
+// acc[i] = op(acc[i], in[i]); `in` holds dtype elements, or accumulator elements if inIsAcc.
+void accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dtype, zcollRedOp_t op,
+                size_t n);
+// out[i] = (dtype) acc[i], dividing by `nranks` first when op is Avg.
+void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
+             size_t n);
+
+}  // namespace zcoll

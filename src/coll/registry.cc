@@ -1,0 +1,75 @@
+// The algorithm registry: every algorithm by collective and name, the size-based defaults,
+// and the ZCOLL_ALGO_<KIND> overrides tests use to force each one.
+#include <cstring>
+
+#include "coll/coll.h"
+#include "core/params.h"
+
+namespace zcoll {
+
+namespace {
+
+const std::vector<Algorithm> kAlgorithms = {
+    {CollKind::kAllGather, "ring", allGatherRing},
+    {CollKind::kAllGather, "direct", allGatherDirect},
+    {CollKind::kReduceScatter, "ring", reduceScatterRing},
+    {CollKind::kReduceScatter, "direct", reduceScatterDirect},
+    {CollKind::kAllReduce, "ring", allReduceRing},
+    {CollKind::kAllReduce, "recursive_doubling", allReduceRecursiveDoubling},
+    {CollKind::kAllToAll, "pairwise", allToAllPairwise},
+    {CollKind::kBroadcast, "binomial", broadcastBinomial},
+    {CollKind::kBroadcast, "pipelined_ring", broadcastPipelinedRing},
+};
+
+const char* kOverrideParam[] = {"ZCOLL_ALGO_ALLGATHER", "ZCOLL_ALGO_REDUCESCATTER",
+                                "ZCOLL_ALGO_ALLREDUCE", "ZCOLL_ALGO_ALLTOALL",
+                                "ZCOLL_ALGO_BROADCAST"};
+
+// Defaults: latency-bound sizes take the one-step algorithms, larger ones the
+// bandwidth-optimal ones. Thresholds from perf/RESULTS.md measurements.
+const char* defaultAlgorithm(CollKind kind, size_t bytesPerRank, int nranks) {
+  switch (kind) {
+    case CollKind::kAllGather: return bytesPerRank <= 32 * 1024 ? "direct" : "ring";
+    case CollKind::kReduceScatter: return bytesPerRank <= 32 * 1024 ? "direct" : "ring";
+    case CollKind::kAllReduce:
+      return bytesPerRank <= 64 * 1024 || bytesPerRank < static_cast<size_t>(nranks) * 64
+                 ? "recursive_doubling"
+                 : "ring";
+    case CollKind::kAllToAll: return "pairwise";
+    case CollKind::kBroadcast: return bytesPerRank <= 256 * 1024 ? "binomial" : "pipelined_ring";
+    default: return "";
+  }
+}
+
+const Algorithm* find(CollKind kind, const std::string& name) {
+  for (const Algorithm& a : kAlgorithms)
+    if (a.kind == kind && name == a.name) return &a;
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<Algorithm>& allAlgorithms() { return kAlgorithms; }
+
+const char* collKindName(CollKind kind) {
+  static const char* kNames[] = {"allgather", "reducescatter", "allreduce", "alltoall",
+                                 "broadcast"};
+  return kNames[static_cast<int>(kind)];
+}
+
+Result selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks, const Algorithm** out) {
+  const char* param = kOverrideParam[static_cast<int>(kind)];
+  std::string forced = paramString(param);
+  if (!forced.empty()) {
+    *out = find(kind, forced);
+    if (*out == nullptr)
+      return fail(zcollInvalidArgument, "%s=%s names no %s algorithm (see zcoll_info)", param,
+                  forced.c_str(), collKindName(kind));
+    return zcollSuccess;
+  }
+  *out = find(kind, defaultAlgorithm(kind, bytesPerRank, nranks));
+  return *out ? zcollSuccess : fail(zcollInternalError, "no default %s algorithm",
+                                    collKindName(kind));
+}
+
+}  // namespace zcoll

@@ -1,0 +1,295 @@
+// Public C API: errors, version, communicator lifecycle and queries.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/rendezvous.h"
+#include "core/api_guard.h"
+#include "core/init.h"
+#include "core/params.h"
+#include "core/progress.h"
+#include "core/tags.h"
+
+using namespace zcoll;
+
+namespace {
+
+Result validateRanks(int nranks, int rank) {
+  if (nranks < 1 || nranks >= kMaxRanks)
+    return fail(zcollInvalidArgument, "nranks %d must be in [1, %d)", nranks, kMaxRanks);
+  if (rank < 0 || rank >= nranks)
+    return fail(zcollInvalidArgument, "rank %d must be in [0, %d)", rank, nranks);
+  return zcollSuccess;
+}
+
+Result initRank(zcollComm_t* comm, int nranks, const zcollUniqueId& id, int rank,
+                const zcollConfig_t* config) {
+  if (comm == nullptr) return fail(zcollInvalidArgument, "comm output pointer is NULL");
+  *comm = nullptr;
+  ZCOLL_CHECK(validateRanks(nranks, rank));
+  InitSettings s;
+  ZCOLL_CHECK(readConfig(config, &s));
+  return createComm(s, nranks, rank, idFromUnique(id), comm);
+}
+
+// Light check for queries: a live comm and a non-NULL output.
+Result checkQuery(const zcollComm* comm, const void* out, const char* fn) {
+  if (comm == nullptr || comm->magic != kCommMagic)
+    return fail(zcollInvalidArgument, "%s: comm is NULL or not a live communicator", fn);
+  if (out == nullptr) return fail(zcollInvalidArgument, "%s: output pointer is NULL", fn);
+  return zcollSuccess;
+}
+
+template <typename F>
+zcollResult_t query(const zcollComm* comm, void* out, const char* fn, F&& body) {
+  return guarded(nullptr, [&]() -> Result {
+    ZCOLL_CHECK(checkQuery(comm, out, fn));
+    body();
+    return zcollSuccess;
+  });
+}
+
+// ---- Environment-based rendezvous ---------------------------------------------------------
+
+struct EnvRanks {
+  int rank = -1;
+  int size = -1;
+  const char* source = nullptr;
+};
+
+bool readIntEnv(const char* name, int* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return false;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0') return false;
+  *out = static_cast<int>(x);
+  return true;
+}
+
+Result rankFromEnv(EnvRanks* e) {
+  static const char* kPairs[][2] = {{"RANK", "WORLD_SIZE"},
+                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                    {"PMI_RANK", "PMI_SIZE"},
+                                    {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (const auto& p : kPairs) {
+    if (readIntEnv(p[0], &e->rank) && readIntEnv(p[1], &e->size)) {
+      e->source = p[0];
+      return zcollSuccess;
+    }
+  }
+  return fail(zcollInvalidUsage, "zcollCommInitFromEnv: no rank/size in the environment (set "
+              "RANK/WORLD_SIZE, or run under zcollrun, torchrun, mpirun or srun)");
+}
+
+// ZCOLL_COMM_ID=host:port, else MASTER_ADDR with MASTER_PORT+1 (torchrun's own store owns
+// MASTER_PORT itself).
+Result rendezvousAddressFromEnv(std::string* text) {
+  std::string id = paramString("ZCOLL_COMM_ID");
+  if (!id.empty()) {
+    *text = id;
+    return zcollSuccess;
+  }
+  const char* addr = std::getenv("MASTER_ADDR");
+  int port = 0;
+  if (addr != nullptr && *addr != '\0' && readIntEnv("MASTER_PORT", &port)) {
+    *text = std::string(addr) + ":" + std::to_string(port + 1);
+    return zcollSuccess;
+  }
+  return fail(zcollInvalidUsage, "zcollCommInitFromEnv: no rendezvous address (set "
+              "ZCOLL_COMM_ID=host:port, or MASTER_ADDR and MASTER_PORT)");
+}
+
+uint64_t envMagic(const std::string& address, int size) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over "zcoll-env|address|size"
+  std::string s = "zcoll-env|" + address + "|" + std::to_string(size);
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h == 0 ? 1 : h;
+}
+
+Result initFromEnv(zcollComm_t* comm, const zcollConfig_t* config) {
+  if (comm == nullptr) return fail(zcollInvalidArgument, "comm output pointer is NULL");
+  *comm = nullptr;
+  EnvRanks e;
+  ZCOLL_CHECK(rankFromEnv(&e));
+  ZCOLL_CHECK(validateRanks(e.size, e.rank));
+  InitSettings s;
+  ZCOLL_CHECK(readConfig(config, &s));
+  std::string text;
+  ZCOLL_CHECK(rendezvousAddressFromEnv(&text));
+  RendezvousId id{envMagic(text, e.size), {}};
+  ZCOLL_CHECK(parseHostPort(text, &id.root));
+  ZCOLL_INFO(LogSubsys::kInit, "init from env (%s): rank %d of %d, rendezvous %s", e.source,
+             e.rank, e.size, text.c_str());
+  if (e.rank == 0 && e.size > 1) ZCOLL_CHECK(startRendezvousRoot(id.root, id.magic, s.timeoutSec, &id));
+  return createComm(s, e.size, e.rank, id, comm);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* zcollGetErrorString(zcollResult_t r) {
+  switch (r) {
+    case zcollSuccess: return "no error";
+    case zcollSystemError: return "system error (socket, memory, thread): see zcollGetLastError, run with ZCOLL_DEBUG=INFO";
+    case zcollInternalError: return "internal error in zcoll or a library it uses: please report with ZCOLL_DEBUG=TRACE output";
+    case zcollInvalidArgument: return "invalid argument: see zcollGetLastError for which one";
+    case zcollInvalidUsage: return "invalid usage (call order, mismatched ranks or ids): see zcollGetLastError";
+    case zcollRemoteError: return "a remote rank failed, disconnected or the communicator was aborted: check the other ranks' logs";
+    case zcollInProgress: return "operation in progress";
+    case zcollTimeout: return "timed out waiting for other ranks: check that all ranks call the same collectives, or raise ZCOLL_TIMEOUT";
+    case zcollUnsupported: return "unsupported in this build or version: see zcollGetLastError";
+    case zcollCudaError: return "CUDA error: see zcollGetLastError, run with ZCOLL_DEBUG=INFO";
+    default: return "unknown result code";
+  }
+}
+
+const char* zcollGetLastError(zcollComm* comm) {
+  if (comm == nullptr || comm->magic != kCommMagic) return threadLastError().c_str();
+  std::lock_guard<std::mutex> lock(comm->lastErrorMu);
+  return comm->lastError.c_str();
+}
+
+zcollResult_t zcollGetVersion(int* version) {
+  return guarded(nullptr, [&]() -> Result {
+    if (version == nullptr) return fail(zcollInvalidArgument, "version pointer is NULL");
+    *version = ZCOLL_VERSION_CODE;
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId) {
+  return guarded(nullptr, [&]() -> Result {
+    if (uniqueId == nullptr) return fail(zcollInvalidArgument, "uniqueId pointer is NULL");
+    SockAddr addr{};
+    std::string ifName;
+    ZCOLL_CHECK(pickInterfaceAddress(&addr, &ifName));
+    ZCOLL_INFO(LogSubsys::kBootstrap, "bootstrap interface %s", ifName.c_str());
+    RendezvousId id{};
+    ZCOLL_CHECK(startRendezvousRoot(addr, randomMagic(),
+                                    static_cast<int>(paramInt("ZCOLL_TIMEOUT")), &id));
+    *uniqueId = uniqueFromId(id);
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollCommInitRank(zcollComm_t* comm, int nranks, zcollUniqueId id, int rank) {
+  return guarded(nullptr, [&] { return initRank(comm, nranks, id, rank, nullptr); });
+}
+
+zcollResult_t zcollCommInitRankConfig(zcollComm_t* comm, int nranks, zcollUniqueId id, int rank,
+                                      zcollConfig_t* config) {
+  return guarded(nullptr, [&] { return initRank(comm, nranks, id, rank, config); });
+}
+
+zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, zcollConfig_t* config) {
+  return guarded(nullptr, [&] { return initFromEnv(comm, config); });
+}
+
+zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* newcomm,
+                             zcollConfig_t* config) {
+  if (newcomm != nullptr) *newcomm = nullptr;
+  return commCall(comm, "zcollCommSplit", [&]() -> Result {
+    if (newcomm == nullptr) return fail(zcollInvalidArgument, "newcomm pointer is NULL");
+    if (color < 0 && color != ZCOLL_SPLIT_NOCOLOR)
+      return fail(zcollInvalidArgument, "color %d: use >= 0, or ZCOLL_SPLIT_NOCOLOR", color);
+    InitSettings s;
+    s.timeoutSec = comm->timeoutSec;
+    s.name = comm->name + ".split";
+    if (config != nullptr) ZCOLL_CHECK(readConfig(config, &s));
+    return splitComm(comm, color, key, s, newcomm);
+  });
+}
+
+zcollResult_t zcollCommDestroy(zcollComm_t comm) {
+  return guarded(nullptr, [&]() -> Result {
+    if (comm == nullptr) return zcollSuccess;
+    if (comm->magic != kCommMagic)
+      return fail(zcollInvalidArgument, "zcollCommDestroy: not a live communicator");
+    if (comm->activeCalls.load() > 0)
+      return fail(zcollInvalidUsage, "zcollCommDestroy: a call is still running on this "
+                  "communicator in another thread (use zcollCommAbort)");
+    bool healthy = comm->asyncError.load() == zcollSuccess;
+    destroyComm(comm, healthy ? 2000 : 0);
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollCommAbort(zcollComm_t comm) {
+  return guarded(nullptr, [&]() -> Result {
+    if (comm == nullptr) return zcollSuccess;
+    if (comm->magic != kCommMagic)
+      return fail(zcollInvalidArgument, "zcollCommAbort: not a live communicator");
+    comm->aborting.store(true);
+    breakComm(comm, zcollRemoteError);
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(paramInt("ZCOLL_ABORT_WAIT_MS"));
+    while (comm->activeCalls.load() > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (comm->activeCalls.load() > 0) {
+      // Freeing memory another thread still uses would crash it; leaking is the safe choice.
+      return fail(zcollInternalError, "zcollCommAbort: a call did not leave within "
+                  "ZCOLL_ABORT_WAIT_MS; the communicator is left allocated");
+    }
+    destroyComm(comm, 0);
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollCommGetAsyncError(zcollComm_t comm, zcollResult_t* asyncError) {
+  return query(comm, asyncError, "zcollCommGetAsyncError",
+               [&] { *asyncError = static_cast<zcollResult_t>(comm->asyncError.load()); });
+}
+
+zcollResult_t zcollCommCount(const zcollComm_t comm, int* count) {
+  return query(comm, count, "zcollCommCount", [&] { *count = comm->nranks; });
+}
+
+zcollResult_t zcollCommUserRank(const zcollComm_t comm, int* rank) {
+  return query(comm, rank, "zcollCommUserRank", [&] { *rank = comm->rank; });
+}
+
+zcollResult_t zcollCommNodeCount(const zcollComm_t comm, int* nodes) {
+  return query(comm, nodes, "zcollCommNodeCount", [&] { *nodes = comm->layout.nodes; });
+}
+
+zcollResult_t zcollCommNodeRank(const zcollComm_t comm, int* node) {
+  return query(comm, node, "zcollCommNodeRank", [&] { *node = comm->node(); });
+}
+
+zcollResult_t zcollCommLocalRank(const zcollComm_t comm, int* localRank) {
+  return query(comm, localRank, "zcollCommLocalRank",
+               [&] { *localRank = comm->layout.localOf[comm->rank]; });
+}
+
+zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize) {
+  return query(comm, localSize, "zcollCommLocalSize",
+               [&] { *localSize = comm->layout.localSize(comm->rank); });
+}
+
+zcollResult_t zcollCommGetStats(const zcollComm_t comm, zcollStats_t* stats) {
+  return guarded(nullptr, [&]() -> Result {
+    ZCOLL_CHECK(checkQuery(comm, stats, "zcollCommGetStats"));
+    if (stats->size < sizeof(zcollStats_t))
+      return fail(zcollInvalidArgument, "zcollCommGetStats: set stats->size = "
+                  "sizeof(zcollStats_t) (got %zu)", stats->size);
+    for (int p = 0; p < zcollNumPaths; ++p) {
+      stats->bytesSent[p] = comm->stats.sent[p].load();
+      stats->bytesRecv[p] = comm->stats.recv[p].load();
+    }
+    stats->opCount = comm->stats.ops.load();
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollCommResetStats(zcollComm_t comm) {
+  return guarded(nullptr, [&]() -> Result {
+    ZCOLL_CHECK(checkQuery(comm, comm, "zcollCommResetStats"));
+    comm->stats.reset();
+    return zcollSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,87 @@
+// The communicator: identity, node layout, transports per peer, health, counters.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/node_layout.h"
+#include "core/result.h"
+#include "topology/topology.h"
+#include "transport/self_transport.h"
+#include "transport/transport.h"
+
+namespace zcoll {
+
+// What each rank tells the others at bootstrap (fixed part; the transport address follows).
+struct PeerInfo {
+  int32_t rank;
+  int32_t pid;
+  uint64_t hostHash;
+  char hostName[64];
+  TopoSummary topo;
+};
+
+struct Counters {
+  std::atomic<uint64_t> sent[zcollNumPaths];
+  std::atomic<uint64_t> recv[zcollNumPaths];
+  std::atomic<uint64_t> ops;
+  void reset() {
+    for (int p = 0; p < zcollNumPaths; ++p) {
+      sent[p].store(0);
+      recv[p].store(0);
+    }
+    ops.store(0);
+  }
+};
+
+// Grows on demand and is reused across calls: collectives need temporary space, and
+// allocating it per call would put malloc/page faults on the hot path.
+class Scratch {
+ public:
+  void* get(size_t bytes);
+  void release();
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace zcoll
+
+struct zcollComm {
+  uint64_t magic = 0;  // kCommMagic while alive (catches use after destroy, best effort)
+  int rank = 0;
+  int nranks = 0;
+  std::string name;
+  int timeoutSec = 300;
+  std::string hostIdOverride;  // from the config; inherited by splits
+  zcoll::NodeLayout layout;
+  std::vector<zcoll::PeerInfo> peers;
+
+  zcoll::SelfTransport self;
+  std::unique_ptr<zcoll::Transport> net;  // every non-self peer
+  std::vector<zcoll::Transport*> route;   // rank -> transport
+
+  std::atomic<int> asyncError{zcollSuccess};
+  std::atomic<bool> aborting{false};
+  std::atomic<int> activeCalls{0};
+
+  uint32_t collSeq = 0;
+  std::vector<uint32_t> sendSeq;  // point-to-point, per peer
+  std::vector<uint32_t> recvSeq;
+
+  zcoll::Counters stats;
+  zcoll::Scratch scratch;
+
+  std::mutex lastErrorMu;
+  std::string lastError;
+
+  int node() const { return layout.nodeOf[rank]; }
+  zcollPath_t pathTo(int peer) const {
+    if (peer == rank) return zcollPathSelf;
+    return layout.nodeOf[peer] == layout.nodeOf[rank] ? zcollPathIntra : zcollPathInter;
+  }
+};

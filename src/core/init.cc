@@ -1,0 +1,232 @@
+#include "core/init.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "coll/coll.h"
+#include "core/api_guard.h"
+#include "core/params.h"
+#ifdef ZCOLL_HAVE_UCX
+#include "transport/ucx_transport.h"
+#endif
+
+namespace zcoll {
+
+namespace {
+
+constexpr size_t kMinConfigSize = offsetof(zcollConfig_t, timeoutSec) + sizeof(int);
+
+// ---- Phase 1: local discovery -------------------------------------------------------------
+
+Result describeSelf(const InitSettings& s, int rank, PeerInfo* info) {
+  std::memset(info, 0, sizeof(*info));
+  info->rank = rank;
+  info->pid = getpid();
+  HostIdentity host{};
+  ZCOLL_CHECK(getHostIdentity(s.hostId.empty() ? nullptr : s.hostId.c_str(), &host));
+  info->hostHash = host.hash;
+  std::memcpy(info->hostName, host.name, sizeof(info->hostName));
+  info->hostName[sizeof(info->hostName) - 1] = '\0';
+  if (discoverTopology(&info->topo) != zcollSuccess) {
+    // Topology only refines path choices; a comm without it still works.
+    ZCOLL_WARN(LogSubsys::kTopo, "topology discovery failed; continuing without it");
+    std::memset(&info->topo, 0, sizeof(info->topo));
+  }
+  return zcollSuccess;
+}
+
+Result createNetTransport(zcollComm* comm, std::string* address) {
+#ifdef ZCOLL_HAVE_UCX
+  std::string forced = paramString("ZCOLL_TRANSPORT");
+  if (!forced.empty() && forced != "ucx")
+    return fail(zcollInvalidArgument, "ZCOLL_TRANSPORT=%s: this build has only 'ucx'",
+                forced.c_str());
+  UcxTransport* ucx = nullptr;
+  ZCOLL_CHECK(UcxTransport::create(comm->name, &ucx));
+  comm->net.reset(ucx);
+  *address = ucx->address();
+  return zcollSuccess;
+#else
+  (void)address;
+  return fail(zcollUnsupported, "communicator %s has %d ranks but zcoll was built without UCX",
+              comm->name.c_str(), comm->nranks);
+#endif
+}
+
+// ---- Phase 2: exchange --------------------------------------------------------------------
+
+std::string encodeBlob(const PeerInfo& info, const std::string& address) {
+  std::string blob(reinterpret_cast<const char*>(&info), sizeof(info));
+  return blob + address;
+}
+
+Result decodeBlob(const std::string& blob, PeerInfo* info, std::string* address) {
+  if (blob.size() < sizeof(PeerInfo))
+    return fail(zcollRemoteError, "malformed rank description (%zu bytes): mismatched zcoll "
+                "versions?", blob.size());
+  std::memcpy(info, blob.data(), sizeof(PeerInfo));
+  *address = blob.substr(sizeof(PeerInfo));
+  return zcollSuccess;
+}
+
+// ---- Phase 3: wiring ----------------------------------------------------------------------
+
+Result wire(zcollComm* comm, const std::vector<std::string>& addresses) {
+  std::vector<uint64_t> hosts(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
+  comm->layout = buildNodeLayout(hosts);
+#ifdef ZCOLL_HAVE_UCX
+  if (comm->net) ZCOLL_CHECK(static_cast<UcxTransport*>(comm->net.get())->connect(addresses,
+                                                                                  comm->rank));
+#else
+  (void)addresses;
+#endif
+  comm->route.assign(comm->nranks, comm->net.get());
+  comm->route[comm->rank] = &comm->self;
+  comm->sendSeq.assign(comm->nranks, 0);
+  comm->recvSeq.assign(comm->nranks, 0);
+  comm->magic = kCommMagic;
+  ZCOLL_INFO(LogSubsys::kInit,
+             "%s rank %d/%d pid %d on %s: node %d/%d, local rank %d/%d, topology: %s",
+             comm->name.c_str(), comm->rank, comm->nranks, comm->peers[comm->rank].pid,
+             comm->peers[comm->rank].hostName, comm->node(), comm->layout.nodes,
+             comm->layout.localOf[comm->rank], comm->layout.localSize(comm->rank),
+             describeTopology(comm->peers[comm->rank].topo).c_str());
+  return zcollSuccess;
+}
+
+std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) {
+  auto comm = std::make_unique<zcollComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->timeoutSec = s.timeoutSec;
+  comm->hostIdOverride = s.hostId;
+  comm->name = s.name;
+  comm->stats.reset();
+  return comm;
+}
+
+}  // namespace
+
+Result readConfig(const zcollConfig_t* config, InitSettings* out) {
+  out->timeoutSec = static_cast<int>(paramInt("ZCOLL_TIMEOUT"));
+  out->name = "comm";
+  if (config != nullptr) {
+    if (config->magic != ZCOLL_CONFIG_MAGIC || config->size < kMinConfigSize)
+      return fail(zcollInvalidArgument,
+                  "config was not initialized with ZCOLL_CONFIG_INITIALIZER (magic %#x, size %zu)",
+                  config->magic, config->size);
+    auto has = [&](size_t offset, size_t bytes) { return config->size >= offset + bytes; };
+    if (config->timeoutSec != ZCOLL_CONFIG_UNDEF_INT) {
+      if (config->timeoutSec <= 0)
+        return fail(zcollInvalidArgument, "config timeoutSec %d must be positive",
+                    config->timeoutSec);
+      out->timeoutSec = config->timeoutSec;
+    }
+    if (has(offsetof(zcollConfig_t, hostId), sizeof(char*)) && config->hostId != nullptr)
+      out->hostId = config->hostId;
+    if (has(offsetof(zcollConfig_t, commName), sizeof(char*)) && config->commName != nullptr)
+      out->name = config->commName;
+  }
+  if (out->timeoutSec <= 0)
+    return fail(zcollInvalidArgument, "ZCOLL_TIMEOUT must be a positive number of seconds");
+  return zcollSuccess;
+}
+
+Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousId& id,
+                  zcollComm** out) {
+  std::unique_ptr<zcollComm> comm = newComm(s, nranks, rank);
+  PeerInfo me{};
+  ZCOLL_CHECK(describeSelf(s, rank, &me));
+  std::string address;
+  if (nranks > 1) ZCOLL_CHECK(createNetTransport(comm.get(), &address));
+
+  std::vector<std::string> blobs;
+  if (nranks > 1) {
+    ZCOLL_CHECK(rendezvousAllGather(id, rank, nranks, encodeBlob(me, address), s.timeoutSec,
+                                    &blobs));
+  } else {
+    blobs.push_back(encodeBlob(me, address));
+  }
+  comm->peers.resize(nranks);
+  std::vector<std::string> addresses(nranks);
+  for (int r = 0; r < nranks; ++r) ZCOLL_CHECK(decodeBlob(blobs[r], &comm->peers[r], &addresses[r]));
+  ZCOLL_CHECK(wire(comm.get(), addresses));
+  *out = comm.release();
+  return zcollSuccess;
+}
+
+namespace {
+
+struct SplitRecord {
+  int32_t color;
+  int32_t key;
+  uint64_t addressBytes;
+};
+
+// All-gather over the parent with its own algorithms (a collective on the parent).
+Result parentAllGather(zcollComm* parent, const void* mine, void* all, size_t bytes) {
+  CollArgs a{mine, all, bytes, zcollUint8, zcollSum, 0};
+  return allGatherRing(parent, a);
+}
+
+}  // namespace
+
+Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, zcollComm** out) {
+  *out = nullptr;
+  const int pn = parent->nranks;
+  std::unique_ptr<zcollComm> comm;
+  std::string address;
+  if (color >= 0) {
+    comm = newComm(s, 1, 0);
+    comm->hostIdOverride = parent->hostIdOverride;
+    if (pn > 1) ZCOLL_CHECK(createNetTransport(comm.get(), &address));
+  }
+  SplitRecord mine{color, key, address.size()};
+  std::vector<SplitRecord> recs(pn);
+  ZCOLL_CHECK(parentAllGather(parent, &mine, recs.data(), sizeof(SplitRecord)));
+  size_t maxAddr = 0;
+  for (const SplitRecord& r : recs) maxAddr = std::max<size_t>(maxAddr, r.addressBytes);
+  std::string padded(maxAddr, '\0');
+  std::memcpy(padded.data(), address.data(), address.size());
+  std::string addrs(maxAddr * pn, '\0');
+  ZCOLL_CHECK(parentAllGather(parent, padded.data(), addrs.data(), maxAddr));
+  if (color < 0) return zcollSuccess;
+
+  std::vector<int> members;  // parent ranks, ordered by (key, parent rank)
+  for (int r = 0; r < pn; ++r)
+    if (recs[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return recs[a].key < recs[b].key; });
+  comm->nranks = static_cast<int>(members.size());
+  comm->peers.resize(members.size());
+  std::vector<std::string> addresses(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    int pr = members[i];
+    if (pr == parent->rank) comm->rank = static_cast<int>(i);
+    comm->peers[i] = parent->peers[pr];
+    comm->peers[i].rank = static_cast<int32_t>(i);
+    addresses[i] = addrs.substr(pr * maxAddr, recs[pr].addressBytes);
+  }
+  if (comm->nranks == 1) comm->net.reset();
+  ZCOLL_CHECK(wire(comm.get(), addresses));
+  *out = comm.release();
+  return zcollSuccess;
+}
+
+void destroyComm(zcollComm* comm, int flushMs) {
+#ifdef ZCOLL_HAVE_UCX
+  if (comm->net) static_cast<UcxTransport*>(comm->net.get())->closeEndpoints(flushMs);
+#else
+  (void)flushMs;
+#endif
+  comm->net.reset();
+  comm->scratch.release();
+  comm->magic = kCommDeadMagic;
+  delete comm;
+}
+
+}  // namespace zcoll

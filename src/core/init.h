@@ -1,0 +1,29 @@
+// Communicator construction in named phases: settings, local discovery, exchange, wiring.
+#pragma once
+
+#include <string>
+
+#include "bootstrap/rendezvous.h"
+#include "core/comm.h"
+
+namespace zcoll {
+
+struct InitSettings {
+  int timeoutSec = 300;
+  std::string hostId;  // empty: ZCOLL_HOSTID or discovered
+  std::string name;
+};
+
+// Validates a caller's config (NULL = defaults) and resolves defaults from the environment.
+Result readConfig(const zcollConfig_t* config, InitSettings* out);
+
+Result createComm(const InitSettings& settings, int nranks, int rank, const RendezvousId& id,
+                  zcollComm** out);
+Result splitComm(zcollComm* parent, int color, int key, const InitSettings& settings,
+                 zcollComm** out);
+
+// Tears down transports and frees the communicator. `flushMs` bounds how long endpoints may
+// take to deliver what is in flight (0 when the comm is broken or aborted).
+void destroyComm(zcollComm* comm, int flushMs);
+
+}  // namespace zcoll

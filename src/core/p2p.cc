@@ -1,0 +1,122 @@
+// Public C API: point-to-point and groups.
+//   Outside a group zcollSend/zcollRecv block until their transfer completes. Inside a group
+//   they are queued (per thread) and all posted at the outermost zcollGroupEnd, then waited for
+//   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
+//   complete. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
+#include <vector>
+
+#include "coll/coll.h"
+#include "core/api_guard.h"
+#include "core/dtype.h"
+#include "core/validate.h"
+
+using namespace zcoll;
+
+namespace {
+
+struct P2pOp {
+  zcollComm* comm;
+  bool isSend;
+  void* buf;
+  size_t bytes;
+  int peer;
+};
+
+thread_local int tGroupDepth = 0;
+thread_local std::vector<P2pOp> tQueued;
+thread_local Result tGroupError = zcollSuccess;  // first failure while queueing
+
+Result post(const P2pOp& op, Request* req) {
+  zcollComm* c = op.comm;
+  if (op.isSend)
+    return postSend(c, op.peer, op.buf, op.bytes, makeP2pTag(c->sendSeq[op.peer]++, c->rank), req);
+  return postRecv(c, op.peer, op.buf, op.bytes, makeP2pTag(c->recvSeq[op.peer]++, op.peer), req);
+}
+
+// Posts every operation, then waits per communicator.
+Result runOps(const std::vector<P2pOp>& ops) {
+  RequestList reqs(ops.size());
+  for (const P2pOp& op : ops) ZCOLL_CHECK(post(op, reqs.next()));
+  Result first = zcollSuccess;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Result r = waitAll(ops[i].comm, reqs.data() + i, 1);
+    if (r != zcollSuccess && first == zcollSuccess) first = r;
+    if (r == zcollSuccess) ops[i].comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
+  }
+  return first;
+}
+
+zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count,
+                      zcollDataType_t dtype, int peer, zcollComm* comm, zcollStream_t stream) {
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkDtype(dtype, fn));
+    if (peer < 0 || peer >= comm->nranks)
+      return fail(zcollInvalidArgument, "%s: peer %d must be in [0, %d)", fn, peer, comm->nranks);
+    ZCOLL_CHECK(checkSize(count, 1, dtypeSize(dtype), fn));
+    ZCOLL_CHECK(checkBuffer(buf, count, isSend ? "sendbuff" : "recvbuff", fn));
+    ZCOLL_CHECK(checkHostCall(buf, nullptr, stream, fn));
+    P2pOp op{comm, isSend, const_cast<void*>(buf), count * dtypeSize(dtype), peer};
+    if (tGroupDepth > 0) {
+      tQueued.push_back(op);
+      return zcollSuccess;
+    }
+    if (peer == comm->rank)
+      return fail(zcollInvalidUsage, "%s: a rank sending to or receiving from itself must do "
+                  "both inside zcollGroupStart/End", fn);
+    return runOps({op});
+  });
+}
+
+}  // namespace
+
+namespace zcoll {
+bool inGroup() { return tGroupDepth > 0; }
+}  // namespace zcoll
+
+extern "C" {
+
+zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype, int peer,
+                        zcollComm_t comm, zcollStream_t stream) {
+  zcollResult_t r = p2pCall("zcollSend", true, sendbuff, count, datatype, peer, comm, stream);
+  if (r != zcollSuccess && tGroupDepth > 0 && tGroupError == zcollSuccess) tGroupError = r;
+  return r;
+}
+
+zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, int peer,
+                        zcollComm_t comm, zcollStream_t stream) {
+  zcollResult_t r = p2pCall("zcollRecv", false, recvbuff, count, datatype, peer, comm, stream);
+  if (r != zcollSuccess && tGroupDepth > 0 && tGroupError == zcollSuccess) tGroupError = r;
+  return r;
+}
+
+zcollResult_t zcollGroupStart(void) {
+  return guarded(nullptr, [&]() -> Result {
+    if (tGroupDepth == 0) tGroupError = zcollSuccess;
+    ++tGroupDepth;
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollGroupEnd(void) {
+  return guarded(nullptr, [&]() -> Result {
+    if (tGroupDepth == 0)
+      return fail(zcollInvalidUsage, "zcollGroupEnd without a matching zcollGroupStart");
+    if (--tGroupDepth > 0) return zcollSuccess;
+    std::vector<P2pOp> ops;
+    ops.swap(tQueued);
+    if (tGroupError != zcollSuccess)
+      return fail(tGroupError, "zcollGroupEnd: an operation of this group was rejected; the "
+                  "group was not run");
+    // A comm broken or destroyed since queueing is reported, not used.
+    for (const P2pOp& op : ops) ZCOLL_CHECK(checkCommUsable(op.comm, "zcollGroupEnd"));
+    for (const P2pOp& op : ops) op.comm->activeCalls.fetch_add(1);
+    Result r = runOps(ops);
+    for (const P2pOp& op : ops) {
+      if (r != zcollSuccess) recordError(op.comm);
+      op.comm->activeCalls.fetch_sub(1);
+    }
+    return r;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,32 @@
+// Posting and waiting: the one place that routes a message to its transport, counts its bytes
+// per path, and waits with a deadline, abort checks and CPU yielding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/comm.h"
+
+namespace zcoll {
+
+Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64_t tag,
+                Request* req);
+Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req);
+
+// Drives progress until every request is complete. Spins ZCOLL_SPIN_COUNT polls, then yields
+// the CPU between polls. Fails with zcollTimeout past the comm's timeout, zcollRemoteError on
+// abort or peer failure; on failure cancels the rest and puts the comm in the error state.
+Result waitAll(zcollComm* comm, Request* reqs, size_t n);
+
+// Local copy that counts as self-path bytes (no-op when dst == src).
+void copyLocal(zcollComm* comm, void* dst, const void* src, size_t bytes);
+
+// Puts the communicator in the error state (first error wins).
+void breakComm(zcollComm* comm, Result error);
+
+}  // namespace zcoll
+
+namespace zcoll {
+// Scratch space of at least `bytes` from the comm's reusable arena (one region per call).
+Result scratchGet(zcollComm* comm, size_t bytes, void** out);
+}  // namespace zcoll

@@ -1,0 +1,61 @@
+#include "core/validate.h"
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/memory.h"
+
+namespace zcoll {
+
+bool inGroup();  // core/p2p.cc
+
+Result checkDtype(zcollDataType_t dtype, const char* fn) {
+  if (!dtypeValid(dtype))
+    return fail(zcollInvalidArgument, "%s: invalid datatype %d", fn, static_cast<int>(dtype));
+  return zcollSuccess;
+}
+
+Result checkOp(zcollRedOp_t op, const char* fn) {
+  if (!opValid(op))
+    return fail(zcollInvalidArgument, "%s: invalid reduction op %d", fn, static_cast<int>(op));
+  return zcollSuccess;
+}
+
+Result checkBuffer(const void* buf, size_t elements, const char* what, const char* fn) {
+  if (buf == nullptr && elements > 0)
+    return fail(zcollInvalidArgument, "%s: %s is NULL with %zu elements", fn, what, elements);
+  return zcollSuccess;
+}
+
+Result checkHostCall(const void* send, const void* recv, zcollStream_t stream, const char* fn) {
+  if (memoryKind(send) == MemKind::kDevice || memoryKind(recv) == MemKind::kDevice)
+    return fail(zcollUnsupported, "%s: device (CUDA) buffers are not supported yet; pass host "
+                "buffers", fn);
+  if (stream != nullptr)
+    return fail(zcollInvalidArgument, "%s: stream must be NULL for host buffers", fn);
+  return zcollSuccess;
+}
+
+Result checkSize(size_t a, size_t b, size_t elemSize, const char* fn) {
+  if (elemSize != 0 && b != 0 && a > SIZE_MAX / b / elemSize)
+    return fail(zcollInvalidArgument, "%s: %zu x %zu elements overflow the address space", fn,
+                a, b);
+  return zcollSuccess;
+}
+
+Result checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, const char* fn,
+                    const char* rule) {
+  auto pa = reinterpret_cast<uintptr_t>(a);
+  auto pb = reinterpret_cast<uintptr_t>(b);
+  if (aBytes == 0 || bBytes == 0 || pa + aBytes <= pb || pb + bBytes <= pa) return zcollSuccess;
+  return fail(zcollInvalidArgument, "%s: send and receive buffers overlap (%s)", fn, rule);
+}
+
+Result checkNotInGroup(const char* fn) {
+  if (inGroup())
+    return fail(zcollInvalidUsage, "%s: collectives cannot be called between zcollGroupStart "
+                "and zcollGroupEnd (groups hold zcollSend/zcollRecv only)", fn);
+  return zcollSuccess;
+}
+
+}  // namespace zcoll

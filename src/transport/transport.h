@@ -1,0 +1,56 @@
+// The narrow interface every transport implements: post a tagged send or receive to a peer,
+// make progress, cancel. Completion is reported through the Request the caller owns.
+//
+// Tags are matched exactly (all 64 bits); the source rank is encoded in the tag by the caller
+// (see core/tags.h), so a transport need not know who sent a message. Messages with the same
+// tag from the same peer match in posting order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/result.h"
+
+namespace zcoll {
+
+class Transport;
+
+struct Request {
+  // Completion is signalled from inside progress(), on the thread that drives the transport,
+  // so plain fields suffice.
+  int done = 0;                      // set to 1 by the transport when complete
+  Result status = zcollSuccess;      // valid once done
+  size_t bytes = 0;                  // bytes the operation carries
+  void* impl = nullptr;              // transport-private handle
+  Transport* transport = nullptr;    // who completes it
+  int peer = -1;
+
+  void reset() {
+    done = 0;
+    status = zcollSuccess;
+    bytes = 0;
+    impl = nullptr;
+    transport = nullptr;
+    peer = -1;
+  }
+  bool complete() const { return done != 0; }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Post operations; `req` must stay alive until complete() or cancel().
+  virtual Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) = 0;
+  virtual Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) = 0;
+
+  // Advances outstanding operations. Returns an error once the transport is broken (a peer
+  // failed); requests that can no longer complete are then cancelled by the caller.
+  virtual Result progress() = 0;
+
+  // Gives up an incomplete request (timeout, abort, error). Afterwards it is safe to free it.
+  virtual void cancel(Request* req) = 0;
+};
+
+}  // namespace zcoll

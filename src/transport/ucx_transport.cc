@@ -1,0 +1,219 @@
+#include "transport/ucx_transport.h"
+
+#include <chrono>
+#include <memory>
+#include <cstdlib>
+#include <thread>
+
+namespace zcoll {
+
+namespace {
+
+Result ucxFail(ucs_status_t st, const char* what) {
+  return fail(zcollSystemError, "UCX %s failed: %s", what, ucs_status_string(st));
+}
+
+// Peer failure detection on shared-memory paths relies on UCX keepalive, 20 s by default;
+// a second keeps "a dead peer is reported well before the timeout" true. UCX_KEEPALIVE_INTERVAL
+// set by the user wins.
+void tuneConfig(ucp_config_t* config) {
+  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr)
+    ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
+}
+
+}  // namespace
+
+Result UcxTransport::create(const std::string& commName, UcxTransport** out) {
+  *out = nullptr;
+  std::unique_ptr<UcxTransport> t(new UcxTransport());
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return ucxFail(st, "config read");
+  tuneConfig(config);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG;
+  params.name = commName.c_str();
+  st = ucp_init(&params, config, &t->context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) return ucxFail(st, "init");
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  st = ucp_worker_create(t->context_, &wp, &t->worker_);
+  if (st != UCS_OK) return ucxFail(st, "worker create");
+
+  ucp_address_t* addr = nullptr;
+  size_t len = 0;
+  st = ucp_worker_get_address(t->worker_, &addr, &len);
+  if (st != UCS_OK) return ucxFail(st, "worker address");
+  t->address_.assign(reinterpret_cast<const char*>(addr), len);
+  ucp_worker_release_address(t->worker_, addr);
+  *out = t.release();
+  return zcollSuccess;
+}
+
+UcxTransport::~UcxTransport() {
+  closeEndpoints(0);
+  for (Slot* s : slots_) {
+    if (s->ucxRequest != nullptr) {
+      ucp_request_cancel(worker_, s->ucxRequest);
+      ucp_request_free(s->ucxRequest);
+    }
+    delete s;
+  }
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+Result UcxTransport::connect(const std::vector<std::string>& peerAddresses, int myRank) {
+  eps_.assign(peerAddresses.size(), nullptr);
+  peerErrorArgs_.resize(peerAddresses.size());
+  for (size_t p = 0; p < peerAddresses.size(); ++p) {
+    if (static_cast<int>(p) == myRank || peerAddresses[p].empty()) continue;
+    peerErrorArgs_[p] = PeerError{this, static_cast<int>(p)};
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(peerAddresses[p].data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &UcxTransport::onPeerError;
+    ep.err_handler.arg = &peerErrorArgs_[p];
+    ucs_status_t st = ucp_ep_create(worker_, &ep, &eps_[p]);
+    if (st != UCS_OK) return ucxFail(st, "endpoint create");
+  }
+  return zcollSuccess;
+}
+
+void UcxTransport::onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* pe = static_cast<PeerError*>(arg);
+  UcxTransport* t = pe->transport;
+  if (t->closing_) return;
+  if (t->failedPeer_ < 0) {
+    t->failedPeer_ = pe->peer;
+    t->failedStatus_ = status;
+  }
+  ZCOLL_INFO(LogSubsys::kNet, "UCX reports peer %d failed: %s", pe->peer,
+             ucs_status_string(status));
+}
+
+void UcxTransport::complete(Slot* slot, void* request, ucs_status_t status) {
+  if (Request* req = slot->owner) {
+    if (status == UCS_OK) {
+      req->status = zcollSuccess;
+    } else if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+      req->status = fail(zcollInvalidUsage,
+                         "a message from rank %d is larger than the %zu bytes posted for it "
+                         "(mismatched counts or types across ranks?)",
+                         req->peer, req->bytes);
+    } else {
+      req->status = fail(zcollRemoteError, "transfer with rank %d failed: %s", req->peer,
+                         ucs_status_string(status));
+    }
+    req->impl = nullptr;
+    req->done = 1;
+  }
+  if (request != nullptr) ucp_request_free(request);
+  slot->transport->slots_.erase(slot);
+  delete slot;
+}
+
+void UcxTransport::onSend(void* request, ucs_status_t status, void* userData) {
+  complete(static_cast<Slot*>(userData), request, status);
+}
+
+void UcxTransport::onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t*,
+                          void* userData) {
+  complete(static_cast<Slot*>(userData), request, status);
+}
+
+Result UcxTransport::finishPost(ucs_status_ptr_t sp, Slot* slot, const char* what, int peer) {
+  if (UCS_PTR_IS_ERR(sp)) {
+    ucs_status_t st = UCS_PTR_STATUS(sp);
+    slot->owner = nullptr;
+    complete(slot, nullptr, UCS_OK);
+    return fail(zcollRemoteError, "UCX %s to rank %d failed: %s", what, peer,
+                ucs_status_string(st));
+  }
+  if (sp == nullptr) {  // completed in place; UCX will not call back
+    complete(slot, nullptr, UCS_OK);
+    return zcollSuccess;
+  }
+  slot->ucxRequest = sp;
+  slot->owner->impl = slot;
+  return zcollSuccess;
+}
+
+Result UcxTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
+                              Request* req) {
+  if (peer < 0 || peer >= static_cast<int>(eps_.size()) || eps_[peer] == nullptr)
+    return fail(zcollInternalError, "no UCX endpoint to rank %d", peer);
+  req->transport = this;
+  req->peer = peer;
+  req->bytes = bytes;
+  auto* slot = new Slot{this, req, nullptr};
+  slots_.insert(slot);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &UcxTransport::onSend;
+  p.user_data = slot;
+  return finishPost(ucp_tag_send_nbx(eps_[peer], buf, bytes, tag, &p), slot, "send", peer);
+}
+
+Result UcxTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
+  req->transport = this;
+  req->peer = peer;
+  req->bytes = bytes;
+  auto* slot = new Slot{this, req, nullptr};
+  slots_.insert(slot);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv = &UcxTransport::onRecv;
+  p.user_data = slot;
+  return finishPost(ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~uint64_t{0}, &p), slot,
+                    "receive", peer);
+}
+
+Result UcxTransport::progress() {
+  while (ucp_worker_progress(worker_) != 0) {
+  }
+  if (failedPeer_ >= 0)
+    return fail(zcollRemoteError, "rank %d failed or disconnected (%s)", failedPeer_,
+                ucs_status_string(failedStatus_));
+  return zcollSuccess;
+}
+
+void UcxTransport::cancel(Request* req) {
+  auto* slot = static_cast<Slot*>(req->impl);
+  if (slot == nullptr || req->complete()) return;
+  slot->owner = nullptr;  // the callback now only frees the slot
+  req->impl = nullptr;
+  ucp_request_cancel(worker_, slot->ucxRequest);
+}
+
+void UcxTransport::closeEndpoints(int waitMs) {
+  closing_ = true;
+  std::vector<ucs_status_ptr_t> pending;
+  for (ucp_ep_h& ep : eps_) {
+    if (ep == nullptr) continue;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = (waitMs > 0 && failedPeer_ < 0) ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
+    if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) pending.push_back(sp);
+    ep = nullptr;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+  for (ucs_status_ptr_t sp : pending) {
+    while (ucp_request_check_status(sp) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < deadline) {
+      ucp_worker_progress(worker_);
+      std::this_thread::yield();
+    }
+    if (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_request_cancel(worker_, sp);
+    ucp_request_free(sp);
+  }
+}
+
+}  // namespace zcoll

@@ -1,0 +1,66 @@
+// Inter-node (and, until the shm path exists, every non-self) transport over UCX's UCP tag API:
+// one UCP context and worker per communicator, one endpoint per peer, peer error handling on,
+// so a peer that dies or disconnects turns pending work into zcollRemoteError instead of a hang.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace zcoll {
+
+class UcxTransport final : public Transport {
+ public:
+  // Creates the context and worker; address() is then what peers need to connect.
+  static Result create(const std::string& commName, UcxTransport** out);
+  ~UcxTransport() override;
+
+  const std::string& address() const { return address_; }
+  // Connects to every peer whose address is non-empty (index = comm rank; own entry skipped).
+  Result connect(const std::vector<std::string>& peerAddresses, int myRank);
+
+  const char* name() const override { return "ucx"; }
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result progress() override;
+  void cancel(Request* req) override;
+
+  // Flushes and closes every endpoint, waiting at most `waitMs`.
+  void closeEndpoints(int waitMs);
+
+ private:
+  // user_data of a UCX request: lets a cancelled Request be freed before UCX calls back.
+  struct Slot {
+    UcxTransport* transport;
+    Request* owner;  // null once cancelled
+    void* ucxRequest;
+  };
+  struct PeerError {
+    UcxTransport* transport;
+    int peer;
+  };
+
+  UcxTransport() = default;
+  Result finishPost(ucs_status_ptr_t sp, Slot* slot, const char* what, int peer);
+  static void onSend(void* request, ucs_status_t status, void* userData);
+  static void onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                     void* userData);
+  static void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static void complete(Slot* slot, void* request, ucs_status_t status);
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::string address_;
+  std::vector<ucp_ep_h> eps_;
+  std::vector<PeerError> peerErrorArgs_;
+  std::unordered_set<Slot*> slots_;
+  int failedPeer_ = -1;
+  ucs_status_t failedStatus_ = UCS_OK;
+  bool closing_ = false;
+};
+
+}  // namespace zcoll

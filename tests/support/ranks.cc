@@ -1,0 +1,52 @@
+#include "support/ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+namespace zcoll::test {
+
+int nodeOfRank(const RankSetup& s, int r) {
+  if (s.placement == Placement::kCyclic) return r % s.nodes;
+  // Contiguous, spread evenly: the first (n % nodes) nodes get one extra rank.
+  int base = s.nranks / s.nodes, extra = s.nranks % s.nodes;
+  int bigEnd = extra * (base + 1);
+  return r < bigEnd ? r / (base + 1) : extra + (r - bigEnd) / base;
+}
+
+void runRanks(const RankSetup& s, const std::function<void(int, zcollComm_t)>& body) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess) << zcollGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < s.nranks; ++r) {
+    threads.emplace_back([&, r] {
+      std::string host = "emulated-node-" + std::to_string(nodeOfRank(s, r));
+      zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+      config.hostId = host.c_str();
+      config.timeoutSec = s.timeoutSec;
+      zcollComm_t comm = nullptr;
+      zcollResult_t res = zcollCommInitRankConfig(&comm, s.nranks, id, r, &config);
+      EXPECT_EQ(res, zcollSuccess) << "rank " << r << " init: " << zcollGetLastError(nullptr);
+      if (res != zcollSuccess) return;
+      body(r, comm);
+      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  const char* old = std::getenv(name);
+  hadOld_ = old != nullptr;
+  if (hadOld_) old_ = old;
+  if (value != nullptr) setenv(name, value, 1);
+  else unsetenv(name);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
+  else unsetenv(name_.c_str());
+}
+
+}  // namespace zcoll::test

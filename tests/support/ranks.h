@@ -1,0 +1,54 @@
+// Ranks as threads in one process: each thread creates its own communicator from one unique
+// id, with a host identity per emulated node, and runs the test body.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "zcoll/zcoll.h"
+
+namespace zcoll::test {
+
+enum class Placement {
+  kContiguous,  // node k holds ranks [k*L, (k+1)*L)
+  kCyclic,      // rank r on node r % nodes (ranks not node-contiguous)
+};
+
+struct RankSetup {
+  int nranks = 1;
+  int nodes = 1;
+  Placement placement = Placement::kContiguous;
+  int timeoutSec = 60;
+};
+
+// Node index rank `r` is placed on.
+int nodeOfRank(const RankSetup& s, int r);
+
+// Creates the communicators (all threads), runs body(rank, comm) on each thread, destroys them.
+// Init failures are reported as test failures.
+void runRanks(const RankSetup& s, const std::function<void(int rank, zcollComm_t comm)>& body);
+
+// Expects `r` to be zcollSuccess, printing the error string and last error otherwise.
+#define ZCOLL_EXPECT_OK(comm, expr)                                                        \
+  do {                                                                                     \
+    zcollResult_t zr_ = (expr);                                                            \
+    EXPECT_EQ(zr_, zcollSuccess) << #expr << ": " << zcollGetErrorString(zr_) << " | "     \
+                                 << zcollGetLastError(comm);                               \
+  } while (0)
+
+// Sets an environment variable for the lifetime of the object (restores the old value).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::string old_;
+  bool hadOld_;
+};
+
+}  // namespace zcoll::test
