@@ -76,7 +76,7 @@ TopoDetail detailOf(const std::string& file) {
 
 // ---- Host identity ------------------------------------------------------------------------
 
-TEST(HostIdentity, OverrideBeatsEnvironment) {
+TEST(TopologyHostId, OverrideBeatsEnvironment) {
   ScopedEnv env("ZCOLL_HOSTID", "env-node");
   HostIdentity id = identity("config-node");
   EXPECT_STREQ(id.name, "config-node");
@@ -84,7 +84,7 @@ TEST(HostIdentity, OverrideBeatsEnvironment) {
   EXPECT_STREQ(identity(nullptr).name, "env-node");
 }
 
-TEST(HostIdentity, EnvironmentBeatsDiscovery) {
+TEST(TopologyHostId, EnvironmentBeatsDiscovery) {
   uint64_t discovered;
   {
     ScopedEnv env("ZCOLL_HOSTID", nullptr);
@@ -96,7 +96,7 @@ TEST(HostIdentity, EnvironmentBeatsDiscovery) {
   EXPECT_NE(identity(nullptr).hash, discovered);
 }
 
-TEST(HostIdentity, SameIdFromConfigOrEnvironmentIsOneNode) {
+TEST(TopologyHostId, SameIdFromConfigOrEnvironmentIsOneNode) {
   uint64_t fromConfig;
   {
     ScopedEnv env("ZCOLL_HOSTID", nullptr);
@@ -106,7 +106,7 @@ TEST(HostIdentity, SameIdFromConfigOrEnvironmentIsOneNode) {
   EXPECT_EQ(identity(nullptr).hash, fromConfig);
 }
 
-TEST(HostIdentity, DiscoveredUsesHostnameAndIsStable) {
+TEST(TopologyHostId, DiscoveredUsesHostnameAndIsStable) {
   ScopedEnv env("ZCOLL_HOSTID", "");  // empty counts as unset
   char host[256] = {};
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
@@ -118,7 +118,7 @@ TEST(HostIdentity, DiscoveredUsesHostnameAndIsStable) {
 }
 
 // Two containers on one host with separate IPC namespaces cannot share memory: different nodes.
-TEST(HostIdentity, OtherIpcNamespaceIsAnotherNode) {
+TEST(TopologyHostId, OtherIpcNamespaceIsAnotherNode) {
   ScopedEnv env("ZCOLL_HOSTID", nullptr);
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
@@ -141,7 +141,7 @@ TEST(HostIdentity, OtherIpcNamespaceIsAnotherNode) {
   EXPECT_NE(childHash, identity(nullptr).hash);
 }
 
-TEST(HostIdentity, DistinctOverridesGiveDistinctHashes) {
+TEST(TopologyHostId, DistinctOverridesGiveDistinctHashes) {
   std::set<uint64_t> hashes, highHalves;
   for (int i = 0; i < 256; ++i) {
     HostIdentity id = identity(("node" + std::to_string(i)).c_str());
@@ -153,7 +153,7 @@ TEST(HostIdentity, DistinctOverridesGiveDistinctHashes) {
   EXPECT_EQ(identity("node1").hash, identity("node1").hash);
 }
 
-TEST(HostIdentity, LongIdIsTruncatedInNameButNotInHash) {
+TEST(TopologyHostId, LongIdIsTruncatedInNameButNotInHash) {
   std::string longA(200, 'x'), longB(200, 'x');
   longA += "A";
   longB += "B";
@@ -164,13 +164,13 @@ TEST(HostIdentity, LongIdIsTruncatedInNameButNotInHash) {
   EXPECT_NE(a.hash, b.hash);
 }
 
-TEST(HostIdentity, NullOutputIsAnError) {
+TEST(TopologyHostId, NullOutputIsAnError) {
   EXPECT_EQ(getHostIdentity("x", nullptr), zcollInvalidArgument);
 }
 
 // ---- This machine -------------------------------------------------------------------------
 
-TEST(Topology, ThisMachineHasSaneCounts) {
+TEST(TopologyThisMachine, ThisMachineHasSaneCounts) {
   ScopedEnv env("ZCOLL_TOPO_FILE", nullptr);
   TopoSummary t{};
   ASSERT_EQ(discoverTopology(&t), zcollSuccess) << threadLastError();
@@ -188,7 +188,7 @@ TEST(Topology, ThisMachineHasSaneCounts) {
 
 // A thread pinned to one CPU is located on a package and a NUMA node; hwloc reports the
 // binding, so this checks the bound/unbound distinction, not just the counts.
-TEST(Topology, BoundThreadReportsItsPackageAndNuma) {
+TEST(TopologyThisMachine, BoundThreadReportsItsPackageAndNuma) {
   ScopedEnv env("ZCOLL_TOPO_FILE", nullptr);
   cpu_set_t all;
   ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
@@ -211,7 +211,7 @@ TEST(Topology, BoundThreadReportsItsPackageAndNuma) {
   EXPECT_LT(bound.myNuma, bound.numaNodes);
 }
 
-TEST(Topology, UnboundThreadReportsMinusOne) {
+TEST(TopologyThisMachine, UnboundThreadReportsMinusOne) {
   ScopedEnv env("ZCOLL_TOPO_FILE", nullptr);
   cpu_set_t all;
   ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
