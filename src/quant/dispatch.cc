@@ -36,7 +36,9 @@ bool cpuHas(Isa isa) {
 #endif
 }
 
-Isa resolveFromEnv() {
+}  // namespace
+
+Isa isaFromEnv() {
   std::string want = paramString("ZCOLL_QUANT_ISA");
   if (want.empty()) return bestIsa();
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
@@ -50,8 +52,6 @@ Isa resolveFromEnv() {
              want.c_str(), isaName(bestIsa()));
   return bestIsa();
 }
-
-}  // namespace
 
 const char* isaName(Isa isa) {
   switch (isa) {
@@ -75,7 +75,7 @@ Isa activeIsa() {
   if (o != kUnset) return static_cast<Isa>(o);
   int r = gResolved.load(std::memory_order_acquire);
   if (r == kUnset) {
-    r = static_cast<int>(resolveFromEnv());
+    r = static_cast<int>(isaFromEnv());
     gResolved.store(r, std::memory_order_release);
     ZCOLL_INFO(LogSubsys::kQuant, "quantization kernels: %s", isaName(static_cast<Isa>(r)));
   }

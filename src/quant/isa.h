@@ -31,6 +31,8 @@ Isa bestIsa();
 // The variant the operations use: the test override if set, else ZCOLL_QUANT_ISA (read once;
 // an unknown or unsupported value logs a warning and falls back), else bestIsa().
 Isa activeIsa();
+// What ZCOLL_QUANT_ISA asks for right now (falling back as above); activeIsa caches it.
+Isa isaFromEnv();
 // For tests: force a variant (zcollInvalidUsage if this CPU lacks it) / drop the override.
 Result setIsaOverride(Isa isa);
 void clearIsaOverride();
