@@ -1,0 +1,183 @@
+// CUDA quantization kernels: byte-identical to the CPU kernels for every operation, dtype, bits
+// and mode (skipped without a device), argument errors before any launch, and launch failures
+// reported as zcollCudaError (checked on machines without a GPU too).
+#include <gtest/gtest.h>
+
+#include "quant_support.h"
+
+#if ZCOLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda/quant_cuda.h"
+
+namespace zcoll {
+namespace quant {
+namespace test {
+namespace {
+
+namespace qc = ::zcoll::quant::cuda;
+
+// Device buffer holding a copy of host bytes (or n zero bytes).
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(n) {
+    EXPECT_EQ(cudaMalloc(&p, n ? n : 16), cudaSuccess);
+    EXPECT_EQ(cudaMemset(p, 0xcd, n ? n : 16), cudaSuccess);
+  }
+  explicit DevBuf(const Bytes& b) : DevBuf(b.size()) {
+    EXPECT_EQ(cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DevBuf() { cudaFree(p); }
+  Bytes get() const {
+    Bytes b(bytes);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(b.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return b;
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+#define SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                           \
+    if (!qc::cudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device available";  \
+  } while (0)
+
+TEST(QuantCuda, DeviceQueryNeverAborts) {
+  bool a = qc::cudaDeviceAvailable();
+  EXPECT_EQ(a, qc::cudaDeviceAvailable());  // stable, no abort
+}
+
+TEST(QuantCuda, BadArgumentsFailBeforeLaunch) {
+  alignas(16) static uint8_t buf[4096];
+  QuantParams ok = makeParams(8, 64, true);
+  QuantParams bad = makeParams(6, 64, true);
+  cudaStream_t s = nullptr;
+  EXPECT_EQ(qc::quantize(buf, zcollFloat32, 64, bad, buf + 2048, s), zcollInvalidArgument);
+  EXPECT_EQ(qc::quantize(buf, zcollInt32, 64, ok, buf + 2048, s), zcollInvalidArgument);
+  EXPECT_EQ(qc::quantize(buf, zcollFloat32, 64, ok, buf + 2049, s), zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find("16-byte aligned"), std::string::npos);
+  EXPECT_EQ(qc::quantize(nullptr, zcollFloat32, 64, ok, buf, s), zcollInvalidArgument);
+  EXPECT_EQ(qc::quantize(buf + 1, zcollFloat16, 64, ok, buf + 2048, s), zcollInvalidArgument);
+  const void* many[qc::kMaxSumChunks + 1];
+  for (auto& m : many) m = buf;
+  EXPECT_EQ(qc::dequantizeSum(many, qc::kMaxSumChunks + 1, 64, ok, 1.0f, buf + 2048,
+                              zcollFloat32, s),
+            zcollInvalidArgument);
+  EXPECT_EQ(qc::dequantReduceRequant(many, 0, 64, ok, ok, buf + 2048, s), zcollInvalidArgument);
+  const int order[2] = {1, 5};
+  EXPECT_EQ(qc::quantizeChunks(buf, zcollFloat32, 32, 2, order, ok, buf + 2048, s),
+            zcollInvalidArgument);
+}
+
+// Without a device a launch must fail loudly, never return success having done nothing.
+TEST(QuantCuda, LaunchWithoutDeviceIsACudaError) {
+  if (qc::cudaDeviceAvailable()) GTEST_SKIP() << "a device is present";
+  alignas(16) static uint8_t buf[4096];
+  EXPECT_EQ(qc::quantize(buf, zcollFloat32, 64, makeParams(8, 64, true), buf + 2048, nullptr),
+            zcollCudaError);
+  EXPECT_NE(threadLastError().find("launch failed"), std::string::npos);
+  (void)cudaGetLastError();
+}
+
+using Cfg = std::tuple<zcollDataType_t, int, bool, bool>;  // dtype, bits, symmetric, stochastic
+
+class QuantCudaVsCpu : public ::testing::TestWithParam<Cfg> {
+ protected:
+  zcollDataType_t dt() const { return std::get<0>(GetParam()); }
+  QuantParams params(int block) const {
+    QuantParams p = makeParams(std::get<1>(GetParam()), block, std::get<2>(GetParam()),
+                               std::get<3>(GetParam()), 321);
+    p.elementOffset = (uint64_t{1} << 32) - 100;  // crosses the hash's 2^32 boundary
+    return p;
+  }
+};
+
+TEST_P(QuantCudaVsCpu, QuantizeAndDequantizeByteIdentical) {
+  SKIP_WITHOUT_GPU();
+  for (size_t n : {size_t{1}, size_t{7}, size_t{255}, size_t{257}, size_t{100003}}) {
+    for (size_t skew : {size_t{0}, size_t{1}}) {  // 1: unaligned input, scalar loads
+      QuantParams p = params(256);
+      std::vector<float> x = genData(Dist::kHeavyTailed, n + skew, dt(), n);
+      x[n / 2 + skew] = n > 300 ? NAN : x[n / 2 + skew];
+      Bytes in = toDtype(x, dt());
+      size_t off = skew * dtypeSize(dt());
+      Bytes cpu(quantizedBytes(n, p));
+      ASSERT_EQ(quantize(in.data() + off, dt(), n, p, cpu.data()), zcollSuccess);
+      DevBuf din(in), dq(cpu.size());
+      ASSERT_EQ(qc::quantize(static_cast<uint8_t*>(din.p) + off, dt(), n, p, dq.p, nullptr),
+                zcollSuccess);
+      ASSERT_EQ(firstDiff(dq.get(), cpu), SIZE_MAX) << "quantize n=" << n << " skew=" << skew;
+      Bytes cpuOut(dequantizedBytes(n, dt()));
+      ASSERT_EQ(dequantize(cpu.data(), n, p, cpuOut.data(), dt()), zcollSuccess);
+      DevBuf dout(cpuOut.size());
+      ASSERT_EQ(qc::dequantize(dq.p, n, p, dout.p, dt(), nullptr), zcollSuccess);
+      ASSERT_EQ(firstDiff(dout.get(), cpuOut), SIZE_MAX) << "dequantize n=" << n;
+    }
+  }
+}
+
+TEST_P(QuantCudaVsCpu, ChunksSumAndRequantByteIdentical) {
+  SKIP_WITHOUT_GPU();
+  const size_t chunkElems = 1001, nChunks = 4;
+  const int order[nChunks] = {2, 0, 3, 1};
+  QuantParams p = params(128);
+  std::vector<float> x = genData(Dist::kGaussian, chunkElems * nChunks, dt(), 77);
+  Bytes in = toDtype(x, dt());
+  size_t slot = quantizedBytes(chunkElems, p);
+  Bytes cpu(quantizedChunksBytes(chunkElems, nChunks, p));
+  ASSERT_EQ(quantizeChunks(in.data(), dt(), chunkElems, nChunks, order, p, cpu.data()),
+            zcollSuccess);
+  DevBuf din(in), dq(cpu.size());
+  ASSERT_EQ(qc::quantizeChunks(din.p, dt(), chunkElems, nChunks, order, p, dq.p, nullptr),
+            zcollSuccess);
+  ASSERT_EQ(firstDiff(dq.get(), cpu), SIZE_MAX) << "quantizeChunks";
+
+  const void* hostChunks[nChunks];
+  const void* devChunks[nChunks];
+  for (size_t c = 0; c < nChunks; ++c) {
+    hostChunks[c] = cpu.data() + c * slot;
+    devChunks[c] = static_cast<uint8_t*>(dq.p) + c * slot;
+  }
+  Bytes sum(dequantizedBytes(chunkElems, dt()));
+  ASSERT_EQ(dequantizeSum(hostChunks, nChunks, chunkElems, p, 0.25f, sum.data(), dt()),
+            zcollSuccess);
+  DevBuf dsum(sum.size());
+  ASSERT_EQ(qc::dequantizeSum(devChunks, nChunks, chunkElems, p, 0.25f, dsum.p, dt(), nullptr),
+            zcollSuccess);
+  ASSERT_EQ(firstDiff(dsum.get(), sum), SIZE_MAX) << "dequantizeSum";
+
+  QuantParams outP = makeParams(p.bits == 8 ? 4 : 8, 64, !p.symmetric, p.stochastic, 5);
+  Bytes rq(requantizedBytes(chunkElems, outP));
+  ASSERT_EQ(dequantReduceRequant(hostChunks, nChunks, chunkElems, p, outP, rq.data()),
+            zcollSuccess);
+  DevBuf drq(rq.size());
+  ASSERT_EQ(qc::dequantReduceRequant(devChunks, nChunks, chunkElems, p, outP, drq.p, nullptr),
+            zcollSuccess);
+  ASSERT_EQ(firstDiff(drq.get(), rq), SIZE_MAX) << "dequantReduceRequant";
+}
+
+std::string cfgName(const ::testing::TestParamInfo<Cfg>& info) {
+  return std::string(dtName(std::get<0>(info.param))) + "_int" +
+         std::to_string(std::get<1>(info.param)) + (std::get<2>(info.param) ? "_sym" : "_asym") +
+         (std::get<3>(info.param) ? "_sr" : "_rne");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantCudaVsCpu,
+                         ::testing::Combine(::testing::Values(zcollFloat32, zcollFloat16,
+                                                              zcollBfloat16),
+                                            ::testing::Values(8, 4), ::testing::Bool(),
+                                            ::testing::Bool()),
+                         cfgName);
+
+}  // namespace
+}  // namespace test
+}  // namespace quant
+}  // namespace zcoll
+
+#else  // built without CUDA
+
+TEST(QuantCuda, NotBuilt) { GTEST_SKIP() << "zcoll built without CUDA"; }
+
+#endif
