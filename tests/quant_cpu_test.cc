@@ -276,6 +276,37 @@ TEST(QuantFormat, Int4PackingOrder) {
   }
 }
 
+// Values at and next to rounding ties (x = (k + 1/2) * scale, +-1..2 ulps) under several
+// scales: the SIMD variants' reciprocal shortcut must fall back to the exact division there.
+TEST(QuantFormat, NearTiesMatchTheScalarDefinition) {
+  std::vector<float> x;
+  for (float absmax : {127.0f, 1.1f * 127, 0.37f, 3.0e5f, 1.0e-30f}) {
+    float s = absmax / 127.0f;
+    x.push_back(absmax);
+    for (int k = -126; k < 126 && x.size() % 256 != 0; k += 1) {
+      float tie = (static_cast<float>(k) + 0.5f) * s;
+      x.push_back(tie);
+      x.push_back(std::nextafter(tie, 1e30f));
+      x.push_back(std::nextafter(tie, -1e30f));
+      x.push_back(std::nextafter(std::nextafter(tie, 1e30f), 1e30f));
+    }
+    while (x.size() % 256 != 0) x.push_back(0.0f);
+  }
+  size_t n = x.size();
+  Bytes in = toDtype(x, zcollFloat32);
+  for (bool sym : {true, false}) {
+    for (int bits : {8, 4}) {
+      QuantParams p = makeParams(bits, 256, sym);
+      Bytes ref = refQuantize(x, p);
+      for (Isa isa : supportedIsas()) {
+        IsaGuard guard(isa);
+        EXPECT_EQ(firstDiff(quantizeOrDie(in, zcollFloat32, n, p), ref), SIZE_MAX)
+            << isaName(isa) << " " << paramStr(p);
+      }
+    }
+  }
+}
+
 TEST(QuantFormat, OddInt4TailKeepsHighNibbleZero) {
   std::vector<float> x = {1.0f, -2.0f, 3.0f};
   QuantParams p = makeParams(4, 32, false);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "quant/quant_math.h"
@@ -66,6 +67,25 @@ struct Vec {
     std::memcpy(p, tmp, n * sizeof(T));
   }
 
+  // max over |x| of 16-bit floats as fp32 bits (see blockStats).
+  template <class T>
+  static uint32_t absMax16(const T* x, int len) {
+    const __m256i mag = _mm256_set1_epi16(0x7fff);
+    __m256i m = _mm256_setzero_si256();
+    int i = 0;
+    for (; i + 16 <= len; i += 16) {
+      m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), mag));
+    }
+    if (i < len) {
+      alignas(32) uint16_t tmp[16] = {};
+      std::memcpy(tmp, x + i, (len - i) * 2);
+      m = _mm256_max_epu16(m, _mm256_and_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)), mag));
+    }
+    uint32_t h = reduceMaxU(_mm256_max_epu32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)),
+                                             _mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1))));
+    if (!std::is_same<T, half_t>::value) return h << 16;
+    return f2u(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h)))));
+  }
   static VI absBits(VF v) { return _mm256_and_si256(_mm256_castps_si256(v), i32(0x7fffffff)); }
   static VI maxU(VI a, VI b) { return _mm256_max_epu32(a, b); }
   static uint32_t reduceMaxU(VI a) {
@@ -95,6 +115,16 @@ struct Vec {
   static VF div(VF a, VF b) { return _mm256_div_ps(a, b); }
   static VF toFloat(VI q) { return _mm256_cvtepi32_ps(q); }
 
+  static constexpr bool kUseReciprocal = true;
+  // rne(y) as int; dist = max(dist, |y - rne(y)|).
+  static VI roundRneTrackDist(VF y, VF& dist) {
+    VF r = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    dist = _mm256_max_ps(dist, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(y, r)));
+    return _mm256_cvttps_epi32(r);
+  }
+  static bool nearHalf(VF dist) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(dist, _mm256_set1_ps(0.5f - 0x1p-13f), _CMP_GT_OQ)) != 0;
+  }
   static VI roundRne(VF t) {
     return _mm256_cvttps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "quant/quant_math.h"
@@ -71,6 +72,26 @@ struct Vec {
     _mm256_mask_storeu_epi16(p, mask(n), toBf16(v));
   }
 
+  // max over |x| of 16-bit floats as fp32 bits (see blockStats).
+  static uint32_t widen16(uint16_t h, bool isHalf) {
+    if (!isHalf) return static_cast<uint32_t>(h) << 16;
+    return f2u(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
+  }
+  template <class T>
+  static uint32_t absMax16(const T* x, int len) {
+    const __m512i mag = _mm512_set1_epi16(0x7fff);
+    __m512i m = _mm512_setzero_si512();
+    int i = 0;
+    for (; i + 32 <= len; i += 32) m = _mm512_max_epu16(m, _mm512_and_si512(_mm512_loadu_si512(x + i), mag));
+    if (i < len) {
+      __mmask32 k = static_cast<__mmask32>((1ull << (len - i)) - 1);
+      m = _mm512_max_epu16(m, _mm512_and_si512(_mm512_maskz_loadu_epi16(k, x + i), mag));
+    }
+    __m512i m32 = _mm512_max_epu32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(m)),
+                                   _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(m, 1)));
+    return widen16(static_cast<uint16_t>(_mm512_reduce_max_epu32(m32)),
+                   std::is_same<T, half_t>::value);
+  }
   static VI absBits(VF v) { return _mm512_and_si512(_mm512_castps_si512(v), i32(0x7fffffff)); }
   static VI maxU(VI a, VI b) { return _mm512_max_epu32(a, b); }
   static uint32_t reduceMaxU(VI a) { return _mm512_reduce_max_epu32(a); }
@@ -85,6 +106,16 @@ struct Vec {
   static VF div(VF a, VF b) { return _mm512_div_ps(a, b); }
   static VF toFloat(VI q) { return _mm512_cvtepi32_ps(q); }
 
+  static constexpr bool kUseReciprocal = true;
+  // rne(y) as int; dist = max(dist, |y - rne(y)|) (vreduceps, then vrangeps: max |.|).
+  static VI roundRneTrackDist(VF y, VF& dist) {
+    VF frac = _mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    dist = _mm512_range_ps(dist, frac, 0x0b);
+    return _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static bool nearHalf(VF dist) {
+    return _mm512_cmp_ps_mask(dist, _mm512_set1_ps(0.5f - 0x1p-13f), _CMP_GT_OQ) != 0;
+  }
   static VI roundRne(VF t) {
     return _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
@@ -113,19 +144,24 @@ struct Vec {
                          _mm512_set1_ps(5.9604644775390625e-08f));
   }
 
+  // 16 values -> 8 INT4 bytes: in each 64-bit lane (element 2i | element 2i+1 << 32) keep bits
+  // 0-3 of the lane and bits 32-35 shifted down to 4-7 (one bit-select), then narrow.
+  static __m128i nibbles(VI a) {
+    __m512i hi = _mm512_srli_epi64(a, 28);
+    __m512i sel = _mm512_ternarylogic_epi64(_mm512_set1_epi64(0x0f), a, hi, 0xca);
+    return _mm512_cvtepi64_epi8(sel);
+  }
+
   // 32 values -> 32 bytes (int8) or 16 bytes (INT4, element 2i in the low nibble).
   template <int Bits>
   static void pack(VI a, VI b, uint8_t* dst) {
-    __m128i lo = _mm512_cvtepi32_epi8(a), hi = _mm512_cvtepi32_epi8(b);
     if (Bits == 8) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), lo);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), hi);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(a));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm512_cvtepi32_epi8(b));
       return;
     }
-    __m256i w = _mm256_set_m128i(hi, lo);  // 16-bit lanes: element 2i | element 2i+1 << 8
-    __m256i nib = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x000f)),
-                                  _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi16(0x00f0)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_cvtepi16_epi8(nib));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), nibbles(a));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + 8), nibbles(b));
   }
 
   template <int Bits, bool Sym>

@@ -126,6 +126,9 @@ struct Stats {
 
 template <class T, bool Sym>
 Stats blockStats(const T* x, int len) {
+  // Symmetric 16-bit input: max |x| on the raw 16-bit patterns (magnitude order is bit order),
+  // converted once: the same fp32 bits as converting every element, at a fraction of the work.
+  if (Sym && !std::is_same<T, float>::value) return Stats{Vec::absMax16(x, len), 0.0f, 0.0f};
   VF first = loadReduce(x, len);
   VI amax = Vec::absBits(first);
   VF mn = first, mx = first;
@@ -166,21 +169,61 @@ inline VF uniformAt(SrState& st, uint64_t g) {
   return Vec::load(u);
 }
 
+// Per-block constants of pass 2. rcp = 1/scale when the variant uses it (finite), else 0.
+struct QuantConsts {
+  VF scale, zero, rcp;
+  bool useRcp;
+};
+
+inline QuantConsts quantConsts(BlockParams p) {
+  float r = 1.0f / p.scale;
+  bool use = Vec::kUseReciprocal && finiteBits(f2u(r));
+  return QuantConsts{Vec::set1(p.scale), Vec::set1(p.zero), Vec::set1(r), use};
+}
+
 template <int Bits, bool Sym, bool Sr>
-inline VI quantVec(VF x, VF scale, VF zero, SrState& sr, uint64_t g) {
-  VF t = Sym ? Vec::div(x, scale) : Vec::div(Vec::sub(x, zero), scale);
+inline VI quantVec(VF x, const QuantConsts& c, SrState& sr, uint64_t g) {
+  VF d = Sym ? x : Vec::sub(x, c.zero);
+  VF t = Vec::div(d, c.scale);
   VI q = Sr ? Vec::roundSr(t, uniformAt(sr, g)) : Vec::roundRne(t);
+  // Symmetric round-to-nearest needs no clamp: |x| <= absmax gives |t| <= qmax (1 + 2^-23),
+  // which rounds to at most qmax (and tail lanes hold 0).
+  if (Sym && !Sr) return q;
   return Vec::clamp(q, qLow(Bits, Sym), qHigh(Bits, Sym));
+}
+
+// The division-free pass 2 (round to nearest even only): y = fl(d * fl(1/scale)) is within
+// 3 * 2^-24 * |t| <= 2^-14 of t = fl(d / scale) (|t| <= 256), so rne(y) == rne(t) unless y lies
+// within 2^-13 of a half-integer. dist tracks max |y - rne(y)| over the block; the caller redoes
+// the block with the division when it gets that close to 1/2 (rare: ~2^-12 per element).
+template <int Bits, bool Sym>
+inline VI quantVecRcp(VF x, const QuantConsts& c, VF& dist) {
+  VF d = Sym ? x : Vec::sub(x, c.zero);
+  VI q = Vec::roundRneTrackDist(Vec::mul(d, c.rcp), dist);
+  if (Sym) return q;
+  return Vec::clamp(q, qLow(Bits, Sym), qHigh(Bits, Sym));
+}
+
+// Full steps of pass 2 without division; false if some value came too close to a tie.
+template <class T, int Bits, bool Sym>
+bool quantizeStepsRcp(const T* x, int steps, const QuantConsts& c, uint8_t* qv) {
+  VF dist = Vec::set1(0.0f);
+  for (int i = 0; i < steps; i += S) {
+    VI a = quantVecRcp<Bits, Sym>(Vec::load(x + i), c, dist);
+    VI b = quantVecRcp<Bits, Sym>(Vec::load(x + i + W), c, dist);
+    Vec::template pack<Bits>(a, b, qv + packedOffset(Bits, i));
+  }
+  return !Vec::nearHalf(dist);
 }
 
 // The last < 2W elements of a block; an odd INT4 tail leaves the high nibble 0.
 template <class T, int Bits, bool Sym, bool Sr>
-void quantizeTail(const T* x, int r, VF scale, VF zero, SrState& sr, uint64_t g, uint8_t* dst) {
+void quantizeTail(const T* x, int r, const QuantConsts& c, SrState& sr, uint64_t g, uint8_t* dst) {
   VF x0 = loadN(x, r);
   VF x1 = r > W ? loadN(x + W, r - W) : Vec::set1(0.0f);
   alignas(64) uint8_t tmp[S];
-  Vec::template pack<Bits>(quantVec<Bits, Sym, Sr>(x0, scale, zero, sr, g),
-                           quantVec<Bits, Sym, Sr>(x1, scale, zero, sr, g + W), tmp);
+  Vec::template pack<Bits>(quantVec<Bits, Sym, Sr>(x0, c, sr, g),
+                           quantVec<Bits, Sym, Sr>(x1, c, sr, g + W), tmp);
   size_t nb = packedBytes(Bits, r);
   std::memcpy(dst, tmp, nb);
   if (Bits == 4 && (r & 1)) dst[nb - 1] &= 0x0f;
@@ -198,16 +241,17 @@ void quantizeBlock(const T* x, int len, uint64_t g0, SrState& sr, uint8_t* scale
     std::memset(qv, 0, packedBytes(Bits, len));
     return;
   }
-  VF scale = Vec::set1(p.scale), zero = Vec::set1(p.zero);
+  QuantConsts c = quantConsts(p);
+  int steps = len / S * S;
   int i = 0;
+  if (!Sr && c.useRcp && quantizeStepsRcp<T, Bits, Sym>(x, steps, c, qv)) i = steps;
   for (; i + S <= len; i += S) {
-    VI a = quantVec<Bits, Sym, Sr>(Vec::load(x + i), scale, zero, sr, g0 + i);
-    VI b = quantVec<Bits, Sym, Sr>(Vec::load(x + i + W), scale, zero, sr, g0 + i + W);
+    VI a = quantVec<Bits, Sym, Sr>(Vec::load(x + i), c, sr, g0 + i);
+    VI b = quantVec<Bits, Sym, Sr>(Vec::load(x + i + W), c, sr, g0 + i + W);
     Vec::template pack<Bits>(a, b, qv + packedOffset(Bits, i));
   }
   if (i < len) {
-    quantizeTail<T, Bits, Sym, Sr>(x + i, len - i, scale, zero, sr, g0 + i,
-                                   qv + packedOffset(Bits, i));
+    quantizeTail<T, Bits, Sym, Sr>(x + i, len - i, c, sr, g0 + i, qv + packedOffset(Bits, i));
   }
 }
 

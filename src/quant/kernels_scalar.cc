@@ -27,6 +27,15 @@ struct Vec {
   template <class T>
   static void storePartial(T* p, VF v, int) { store(p, v); }
 
+  template <class T>
+  static uint32_t absMax16(const T* x, int len) {
+    uint32_t m = 0;
+    for (int i = 0; i < len; ++i) {
+      uint32_t b = f2u(load(x + i)) & 0x7fffffffu;
+      m = b > m ? b : m;
+    }
+    return m;
+  }
   static VI absBits(VF v) { return static_cast<VI>(f2u(v) & 0x7fffffffu); }
   static VI maxU(VI a, VI b) { return static_cast<uint32_t>(a) > static_cast<uint32_t>(b) ? a : b; }
   static uint32_t reduceMaxU(VI a) { return static_cast<uint32_t>(a); }
@@ -46,6 +55,10 @@ struct Vec {
     r = r < -1.0e9f ? -1.0e9f : (r > 1.0e9f ? 1.0e9f : r);
     return static_cast<VI>(r);
   }
+  // The scalar variant is the plain definition: it always divides.
+  static constexpr bool kUseReciprocal = false;
+  static VI roundRneTrackDist(VF y, VF&) { return toInt(rintRn(y)); }  // unused
+  static bool nearHalf(VF) { return true; }
   static VI roundRne(VF t) { return toInt(rintRn(t)); }
   static VI roundSr(VF t, VF u) { return toInt(roundStochastic(t, u)); }
   static VI clamp(VI q, int lo, int hi) { return q < lo ? lo : (q > hi ? hi : q); }
