@@ -19,7 +19,8 @@ namespace zcoll {
 struct PeerInfo {
   int32_t rank;
   int32_t pid;
-  uint64_t hostHash;
+  uint64_t hostHash;     // node identity (may be overridden to emulate nodes)
+  uint64_t machineHash;  // the real machine + PID namespace: pids are comparable when equal
   char hostName[64];
   TopoSummary topo;
 };
@@ -80,6 +81,7 @@ struct zcollComm {
   std::string lastError;
 
   int node() const { return layout.nodeOf[rank]; }
+  bool sameMachine(int peer) const { return peers[peer].machineHash == peers[rank].machineHash; }
   zcollPath_t pathTo(int peer) const {
     if (peer == rank) return zcollPathSelf;
     return layout.nodeOf[peer] == layout.nodeOf[rank] ? zcollPathIntra : zcollPathInter;

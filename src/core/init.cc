@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -21,10 +22,29 @@ constexpr size_t kMinConfigSize = offsetof(zcollConfig_t, timeoutSec) + sizeof(i
 
 // ---- Phase 1: local discovery -------------------------------------------------------------
 
+// Hostname + boot id + PID namespace: processes with equal values can see each other's pids.
+uint64_t machineHash() {
+  std::string id;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  id += host;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof(boot), f) != nullptr) id += boot;
+    std::fclose(f);
+  }
+  char ns[64] = {};
+  if (readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1) > 0) id += ns;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
 Result describeSelf(const InitSettings& s, int rank, PeerInfo* info) {
   std::memset(info, 0, sizeof(*info));
   info->rank = rank;
   info->pid = getpid();
+  info->machineHash = machineHash();
   HostIdentity host{};
   ZCOLL_CHECK(getHostIdentity(s.hostId.empty() ? nullptr : s.hostId.c_str(), &host));
   info->hostHash = host.hash;
@@ -79,8 +99,11 @@ Result wire(zcollComm* comm, const std::vector<std::string>& addresses) {
   for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
   comm->layout = buildNodeLayout(hosts);
 #ifdef ZCOLL_HAVE_UCX
-  if (comm->net) ZCOLL_CHECK(static_cast<UcxTransport*>(comm->net.get())->connect(addresses,
-                                                                                  comm->rank));
+  std::vector<char> peerErrors(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) peerErrors[r] = !comm->sameMachine(r);
+  if (comm->net)
+    ZCOLL_CHECK(static_cast<UcxTransport*>(comm->net.get())->connect(addresses, peerErrors,
+                                                                     comm->rank));
 #else
   (void)addresses;
 #endif
@@ -89,6 +112,9 @@ Result wire(zcollComm* comm, const std::vector<std::string>& addresses) {
   comm->sendSeq.assign(comm->nranks, 0);
   comm->recvSeq.assign(comm->nranks, 0);
   comm->magic = kCommMagic;
+  // No rank may leave init (and possibly destroy its endpoints) before every peer has
+  // connected to it; the barrier also completes transport wire-up.
+  ZCOLL_CHECK(barrierDissemination(comm));
   ZCOLL_INFO(LogSubsys::kInit,
              "%s rank %d/%d pid %d on %s: node %d/%d, local rank %d/%d, topology: %s",
              comm->name.c_str(), comm->rank, comm->nranks, comm->peers[comm->rank].pid,
@@ -144,13 +170,9 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
   std::string address;
   if (nranks > 1) ZCOLL_CHECK(createNetTransport(comm.get(), &address));
 
-  std::vector<std::string> blobs;
-  if (nranks > 1) {
-    ZCOLL_CHECK(rendezvousAllGather(id, rank, nranks, encodeBlob(me, address), s.timeoutSec,
-                                    &blobs));
-  } else {
-    blobs.push_back(encodeBlob(me, address));
-  }
+  std::vector<std::string> blobs;  // a lone rank rendezvous too, so its root service ends
+  ZCOLL_CHECK(rendezvousAllGather(id, rank, nranks, encodeBlob(me, address), s.timeoutSec,
+                                  &blobs));
   comm->peers.resize(nranks);
   std::vector<std::string> addresses(nranks);
   for (int r = 0; r < nranks; ++r) ZCOLL_CHECK(decodeBlob(blobs[r], &comm->peers[r], &addresses[r]));

@@ -1,6 +1,8 @@
 #include "core/progress.h"
 
+#include <errno.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include "core/params.h"
 
 namespace zcoll {
+
+using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -60,9 +64,57 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
   return r;
 }
 
+namespace {
+
+// A peer is down when its transport says so or, on this machine, its process is gone.
+bool peerDown(const zcollComm* comm, int peer) {
+  if (peer == comm->rank) return false;
+  if (comm->route[peer]->peerFailed(peer)) return true;
+  return comm->sameMachine(peer) && kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH;
+}
+
+// Watches the pending requests' peers. A down peer fails the wait only after a grace period
+// of further progress, so data it delivered before leaving is still matched.
+class PeerWatch {
+ public:
+  Result check(zcollComm* comm, Request* reqs, size_t n, Clock::time_point now) {
+    if (now - lastCheck_ < std::chrono::milliseconds(50)) return zcollSuccess;
+    lastCheck_ = now;
+    for (size_t i = 0; i < n; ++i) {
+      if (reqs[i].complete() || !peerDown(comm, reqs[i].peer)) continue;
+      if (downSince_ == Clock::time_point{}) downSince_ = now;
+      if (now - downSince_ > std::chrono::milliseconds(200))
+        return fail(zcollRemoteError, "rank %d: rank %d (pid %d on %s) failed or disconnected",
+                    comm->rank, reqs[i].peer, comm->peers[reqs[i].peer].pid,
+                    comm->peers[reqs[i].peer].hostName);
+    }
+    return zcollSuccess;
+  }
+
+ private:
+  Clock::time_point lastCheck_{};
+  Clock::time_point downSince_{};
+};
+
+}  // namespace
+
+// Spin first (lowest latency), then yield, then sleep a little longer each time up to 100 us:
+// with more ranks than cores, waiting ranks must leave the CPU to the ranks that have work.
+void backoff(int64_t polls, int64_t spinCount) {
+  if (polls < spinCount) return;
+  int64_t idle = polls - spinCount;
+  if (idle < 64) {
+    sched_yield();
+    return;
+  }
+  int64_t us = idle / 64;
+  std::this_thread::sleep_for(std::chrono::microseconds(us < 100 ? us : 100));
+}
+
 Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(comm->timeoutSec);
+  const auto deadline = Clock::now() + std::chrono::seconds(comm->timeoutSec);
   const int64_t spinCount = paramInt("ZCOLL_SPIN_COUNT");
+  PeerWatch watch;
   for (int64_t polls = 0;; ++polls) {
     Result r = progressAll(comm);
     size_t done = 0;
@@ -74,17 +126,21 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
     if (r == zcollSuccess && done == n) return zcollSuccess;
     if (r == zcollSuccess && comm->aborting.load(std::memory_order_relaxed))
       r = fail(zcollRemoteError, "communicator %s was aborted", comm->name.c_str());
-    if (r == zcollSuccess && (polls & 1023) == 1023 && std::chrono::steady_clock::now() > deadline)
-      r = fail(zcollTimeout,
-               "rank %d waited more than %d s for %zu of %zu transfers (a peer is stuck, dead, "
-               "or called a different collective; raise ZCOLL_TIMEOUT if it is just slow)",
-               comm->rank, comm->timeoutSec, n - done, n);
+    if (r == zcollSuccess && (polls & 255) == 255) {
+      auto now = Clock::now();
+      r = watch.check(comm, reqs, n, now);
+      if (r == zcollSuccess && now > deadline)
+        r = fail(zcollTimeout,
+                 "rank %d waited more than %d s for %zu of %zu transfers (a peer is stuck, "
+                 "or called a different collective; raise ZCOLL_TIMEOUT if it is just slow)",
+                 comm->rank, comm->timeoutSec, n - done, n);
+    }
     if (r != zcollSuccess) {
       cancelPending(reqs, n);
       breakComm(comm, r);
       return r;
     }
-    if (polls >= spinCount) sched_yield();
+    backoff(polls, spinCount);
   }
 }
 

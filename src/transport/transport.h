@@ -45,9 +45,15 @@ class Transport {
   virtual Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) = 0;
   virtual Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) = 0;
 
-  // Advances outstanding operations. Returns an error once the transport is broken (a peer
-  // failed); requests that can no longer complete are then cancelled by the caller.
+  // Advances outstanding operations. Returns an error only if the transport itself broke.
   virtual Result progress() = 0;
+
+  // True once the transport learned that `peer` failed or disconnected. Requests already
+  // satisfied (data that arrived before) still complete; the caller fails the rest.
+  virtual bool peerFailed(int peer) const {
+    (void)peer;
+    return false;
+  }
 
   // Gives up an incomplete request (timeout, abort, error). Afterwards it is safe to free it.
   virtual void cancel(Request* req) = 0;

@@ -13,13 +13,7 @@ Result ucxFail(ucs_status_t st, const char* what) {
   return fail(zcollSystemError, "UCX %s failed: %s", what, ucs_status_string(st));
 }
 
-// Peer failure detection on shared-memory paths relies on UCX keepalive, 20 s by default;
-// a second keeps "a dead peer is reported well before the timeout" true. UCX_KEEPALIVE_INTERVAL
-// set by the user wins.
-void tuneConfig(ucp_config_t* config) {
-  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr)
-    ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
-}
+void tuneConfig(ucp_config_t*) {}
 
 }  // namespace
 
@@ -67,8 +61,10 @@ UcxTransport::~UcxTransport() {
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 
-Result UcxTransport::connect(const std::vector<std::string>& peerAddresses, int myRank) {
+Result UcxTransport::connect(const std::vector<std::string>& peerAddresses,
+                             const std::vector<char>& peerErrors, int myRank) {
   eps_.assign(peerAddresses.size(), nullptr);
+  failed_.assign(peerAddresses.size(), 0);
   peerErrorArgs_.resize(peerAddresses.size());
   for (size_t p = 0; p < peerAddresses.size(); ++p) {
     if (static_cast<int>(p) == myRank || peerAddresses[p].empty()) continue;
@@ -77,7 +73,7 @@ Result UcxTransport::connect(const std::vector<std::string>& peerAddresses, int 
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(peerAddresses[p].data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_mode = peerErrors[p] ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     ep.err_handler.cb = &UcxTransport::onPeerError;
     ep.err_handler.arg = &peerErrorArgs_[p];
     ucs_status_t st = ucp_ep_create(worker_, &ep, &eps_[p]);
@@ -90,10 +86,7 @@ void UcxTransport::onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* pe = static_cast<PeerError*>(arg);
   UcxTransport* t = pe->transport;
   if (t->closing_) return;
-  if (t->failedPeer_ < 0) {
-    t->failedPeer_ = pe->peer;
-    t->failedStatus_ = status;
-  }
+  t->failed_[pe->peer] = 1;
   ZCOLL_INFO(LogSubsys::kNet, "UCX reports peer %d failed: %s", pe->peer,
              ucs_status_string(status));
 }
@@ -178,9 +171,6 @@ Result UcxTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, R
 Result UcxTransport::progress() {
   while (ucp_worker_progress(worker_) != 0) {
   }
-  if (failedPeer_ >= 0)
-    return fail(zcollRemoteError, "rank %d failed or disconnected (%s)", failedPeer_,
-                ucs_status_string(failedStatus_));
   return zcollSuccess;
 }
 
@@ -199,7 +189,7 @@ void UcxTransport::closeEndpoints(int waitMs) {
     if (ep == nullptr) continue;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = (waitMs > 0 && failedPeer_ < 0) ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    p.flags = waitMs > 0 ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
     if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) pending.push_back(sp);
     ep = nullptr;

@@ -21,13 +21,17 @@ class UcxTransport final : public Transport {
 
   const std::string& address() const { return address_; }
   // Connects to every peer whose address is non-empty (index = comm rank; own entry skipped).
-  Result connect(const std::vector<std::string>& peerAddresses, int myRank);
+  // peerErrors[p]: ask UCX to report p's failure. UCX 1.13's shared-memory transports cannot,
+  // so asking restricts the endpoint to TCP/IB: only done for peers on another machine.
+  Result connect(const std::vector<std::string>& peerAddresses,
+                 const std::vector<char>& peerErrors, int myRank);
 
   const char* name() const override { return "ucx"; }
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override;
   void cancel(Request* req) override;
+  bool peerFailed(int peer) const override { return failed_[peer] != 0; }
 
   // Flushes and closes every endpoint, waiting at most `waitMs`.
   void closeEndpoints(int waitMs);
@@ -58,8 +62,7 @@ class UcxTransport final : public Transport {
   std::vector<ucp_ep_h> eps_;
   std::vector<PeerError> peerErrorArgs_;
   std::unordered_set<Slot*> slots_;
-  int failedPeer_ = -1;
-  ucs_status_t failedStatus_ = UCS_OK;
+  std::vector<char> failed_;  // per peer
   bool closing_ = false;
 };
 

@@ -1,0 +1,89 @@
+#include "support/values.h"
+
+#include <cmath>
+
+#include "core/dtype.h"
+
+namespace zcoll::test {
+
+const zcollDataType_t kAllTypes[10] = {zcollInt8,    zcollUint8,   zcollInt32,   zcollUint32,
+                                       zcollInt64,   zcollUint64,  zcollFloat16, zcollFloat32,
+                                       zcollFloat64, zcollBfloat16};
+const zcollRedOp_t kAllOps[5] = {zcollSum, zcollProd, zcollMax, zcollMin, zcollAvg};
+
+size_t typeSize(zcollDataType_t t) { return zcoll::dtypeSize(t); }
+
+bool isSigned(zcollDataType_t t) {
+  return t == zcollInt8 || t == zcollInt32 || t == zcollInt64 || isFloat(t);
+}
+
+bool isFloat(zcollDataType_t t) {
+  return t == zcollFloat16 || t == zcollFloat32 || t == zcollFloat64 || t == zcollBfloat16;
+}
+
+void setElement(void* buf, zcollDataType_t t, size_t i, double v) {
+  switch (t) {
+    case zcollInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
+    case zcollUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
+    case zcollInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
+    case zcollUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v); break;
+    case zcollInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
+    case zcollUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v); break;
+    case zcollFloat16: static_cast<half_t*>(buf)[i] = floatToHalf(static_cast<float>(v)); break;
+    case zcollFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case zcollFloat64: static_cast<double*>(buf)[i] = v; break;
+    case zcollBfloat16: static_cast<bf16_t*>(buf)[i] = floatToBf16(static_cast<float>(v)); break;
+    default: break;
+  }
+}
+
+double getElement(const void* buf, zcollDataType_t t, size_t i) {
+  switch (t) {
+    case zcollInt8: return static_cast<const int8_t*>(buf)[i];
+    case zcollUint8: return static_cast<const uint8_t*>(buf)[i];
+    case zcollInt32: return static_cast<const int32_t*>(buf)[i];
+    case zcollUint32: return static_cast<const uint32_t*>(buf)[i];
+    case zcollInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case zcollUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
+    case zcollFloat16: return halfToFloat(static_cast<const half_t*>(buf)[i]);
+    case zcollFloat32: return static_cast<const float*>(buf)[i];
+    case zcollFloat64: return static_cast<const double*>(buf)[i];
+    case zcollBfloat16: return bf16ToFloat(static_cast<const bf16_t*>(buf)[i]);
+    default: return NAN;
+  }
+}
+
+double inputValue(zcollDataType_t t, zcollRedOp_t op, int rank, int nranks, size_t i) {
+  if (op == zcollProd) {
+    // At most one rank contributes 2 per element, others +-1: products stay in {+-1, +-2}.
+    if (static_cast<int>(i % nranks) == rank) return 2;
+    return (isSigned(t) && (i + rank) % 3 == 0) ? -1 : 1;
+  }
+  int v = static_cast<int>((i * 7 + rank * 3) % 9);  // 0..8; sums of up to 14 ranks fit int8
+  return isSigned(t) ? v - 4 : v;
+}
+
+double expectedValue(zcollDataType_t t, zcollRedOp_t op, int nranks, size_t i) {
+  double acc = inputValue(t, op, 0, nranks, i);
+  for (int r = 1; r < nranks; ++r) {
+    double x = inputValue(t, op, r, nranks, i);
+    switch (op) {
+      case zcollSum:
+      case zcollAvg: acc += x; break;
+      case zcollProd: acc *= x; break;
+      case zcollMax: acc = std::fmax(acc, x); break;
+      case zcollMin: acc = std::fmin(acc, x); break;
+      default: break;
+    }
+  }
+  if (op != zcollAvg) return acc;
+  if (t == zcollFloat64) return acc / nranks;
+  if (isFloat(t)) return static_cast<float>(acc) / static_cast<float>(nranks);
+  return std::trunc(acc / nranks);  // integer division truncates toward zero
+}
+
+std::vector<unsigned char> makeBuffer(zcollDataType_t t, size_t n) {
+  return std::vector<unsigned char>(n * typeSize(t) + 1, 0xa5);
+}
+
+}  // namespace zcoll::test

@@ -1,0 +1,33 @@
+// Typed element access through doubles, and inputs whose reductions are exact in every dtype,
+// so unquantized collectives can be checked for exact equality.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "zcoll/zcoll.h"
+
+namespace zcoll::test {
+
+size_t typeSize(zcollDataType_t t);
+bool isSigned(zcollDataType_t t);
+bool isFloat(zcollDataType_t t);
+
+// Writes/reads element i of a typed buffer (value converted with the dtype's rounding).
+void setElement(void* buf, zcollDataType_t t, size_t i, double v);
+double getElement(const void* buf, zcollDataType_t t, size_t i);
+
+// Input of `rank` at element i for `op`: small integers (sums/products stay exact and in range).
+double inputValue(zcollDataType_t t, zcollRedOp_t op, int rank, int nranks, size_t i);
+// op over ranks 0..nranks-1 of inputValue(.., i), rounded as zcoll documents (one rounding in
+// the output type; Avg divides in the accumulator type).
+double expectedValue(zcollDataType_t t, zcollRedOp_t op, int nranks, size_t i);
+
+// Buffer of `n` elements filled by f(i).
+std::vector<unsigned char> makeBuffer(zcollDataType_t t, size_t n);
+
+extern const zcollDataType_t kAllTypes[10];
+extern const zcollRedOp_t kAllOps[5];
+
+}  // namespace zcoll::test
