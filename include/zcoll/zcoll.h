@@ -258,6 +258,79 @@ ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t 
 ZCOLL_API zcollResult_t zcollGroupStart(void);
 ZCOLL_API zcollResult_t zcollGroupEnd(void);
 
+/* ------------------------------------------------------------------------------------------ */
+/* ZeRO++ collectives (see docs/ZEROPP.md for exact semantics, error bounds and byte counts)   */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum { zcollQuantSymmetric = 0, zcollQuantAsymmetric = 1 } zcollQuantMode_t;
+typedef enum { zcollRoundNearestEven = 0, zcollRoundStochastic = 1 } zcollRounding_t;
+
+#define ZCOLL_QUANT_CONFIG_MAGIC 0x7a717566u /* "zquf" */
+
+/* Quantization settings, growable like zcollConfig_t: start from ZCOLL_QUANT_CONFIG_INITIALIZER.
+ * A field left 0 takes the collective's documented default. */
+typedef struct {
+  size_t size;           /* sizeof(zcollQuantConfig_t) as compiled by the caller */
+  unsigned int magic;    /* ZCOLL_QUANT_CONFIG_MAGIC */
+  unsigned int version;  /* ZCOLL_VERSION_CODE */
+  int bits;              /* 4 or 8: bits on the wire (qwZ, hpZ), qgZ's inter-node hop */
+  int intraBits;         /* 4 or 8: qgZ's intra-node hop */
+  int blockSize;         /* elements per scale: a multiple of 32 in [32, 4096] */
+  int mode;              /* zcollQuantMode_t */
+  int rounding;          /* zcollRounding_t */
+  unsigned long long seed; /* stochastic rounding: same seed, same bits */
+  int pipelineDepth;     /* qgZ: pieces per call, so the inter-node hop of piece k overlaps the
+                            intra-node hop of piece k+1 (1 = no pipelining) */
+} zcollQuantConfig_t;
+
+#define ZCOLL_QUANT_CONFIG_INITIALIZER                                                   \
+  {                                                                                      \
+    sizeof(zcollQuantConfig_t), ZCOLL_QUANT_CONFIG_MAGIC, ZCOLL_VERSION_CODE, 0, 0, 0,   \
+        zcollQuantSymmetric, zcollRoundNearestEven, 0ULL, 0                              \
+  }
+
+/* qwZ: all-gather where every shard travels block-quantized. recvbuff[r*sendcount ..] holds
+ * dequant(quant(shard of rank r)) on EVERY rank, rank r included: all ranks end with identical
+ * bits. datatype: Float32, Float16 or Bfloat16. quant NULL: defaults (INT8, block 256).
+ * In place when sendbuff == recvbuff + rank*sendcount. */
+ZCOLL_API zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff,
+                                                size_t sendcount, zcollDataType_t datatype,
+                                                const zcollQuantConfig_t* quant,
+                                                zcollComm_t comm, zcollStream_t stream);
+
+/* Elements the secondary shard of hpZ holds on this rank: nodes * sendcount. */
+ZCOLL_API zcollResult_t zcollSecondaryShardCount(const zcollComm_t comm, size_t sendcount,
+                                                 size_t* count);
+
+/* hpZ forward all-gather: an inter-node all-gather among the ranks with this rank's local index
+ * (quantized as qwZ when quant != NULL, exact otherwise), whose result is kept in `secondary`
+ * (zcollSecondaryShardCount elements; may be NULL when not needed), then an intra-node
+ * all-gather of the secondary shards into recvbuff (sendcount * nranks elements).
+ * Requires the same number of ranks on every node (zcollInvalidUsage otherwise). */
+ZCOLL_API zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* secondary,
+                                           size_t sendcount, zcollDataType_t datatype,
+                                           const zcollQuantConfig_t* quant, zcollComm_t comm,
+                                           zcollStream_t stream);
+
+/* hpZ backward all-gather: the intra-node stage only, from a secondary shard filled by
+ * zcollAllGatherHier with the same sendcount and datatype. Sends zero inter-node bytes;
+ * recvbuff is bit-identical to the forward call's. */
+ZCOLL_API zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
+                                                    size_t sendcount, zcollDataType_t datatype,
+                                                    zcollComm_t comm, zcollStream_t stream);
+
+/* qgZ: reduce-scatter (op Sum, or Avg = Sum / nranks) with block-quantized traffic in two
+ * hops: intra-node all-to-all, dequantize-reduce-requantize, inter-node all-to-all,
+ * dequantize-sum. datatype: Float32, Float16 or Bfloat16; any recvcount. quant NULL: defaults
+ * (INT4 both hops, block 256). Falls back to a flat quantized all-to-all reduce-scatter when
+ * nodes have unequal rank counts (logged at INFO). In place when
+ * recvbuff == sendbuff + rank*recvcount. */
+ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff,
+                                                    size_t recvcount, zcollDataType_t datatype,
+                                                    zcollRedOp_t op,
+                                                    const zcollQuantConfig_t* quant,
+                                                    zcollComm_t comm, zcollStream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
