@@ -144,10 +144,13 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
   Socket s;
   ZCOLL_CHECK(connectBefore(id.root, deadline, &s));
   Hello h{id.magic, rank, nranks};
-  ZCOLL_CHECK(sendAll(s, &h, sizeof(h), deadline));
-  ZCOLL_CHECK(sendBlob(s, mine, deadline));
+  Result sent = sendAll(s, &h, sizeof(h), deadline);
+  if (sent == zcollSuccess) sent = sendBlob(s, mine, deadline);
+  // A refusal arrives right after the hello and the root closes: the blob may then fail to
+  // send, but the status explaining why is still readable.
   uint32_t status = 0;
-  Result r = recvAll(s, &status, sizeof(status), deadline);
+  Result r = recvAll(s, &status, sizeof(status), sent == zcollSuccess ? deadline : deadlineIn(1));
+  if (r != zcollSuccess && sent != zcollSuccess) return sent;
   if (r == zcollRemoteError)
     return fail(zcollRemoteError, "the rendezvous at %s closed the connection (root gone?)",
                 addrToString(id.root).c_str());

@@ -41,9 +41,14 @@ Result checkQuery(const zcollComm* comm, const void* out, const char* fn) {
   return zcollSuccess;
 }
 
+// The comm itself when live (so its failures show in zcollGetLastError(comm)), else NULL.
+zcollComm* liveOrNull(const zcollComm* comm) {
+  return comm != nullptr && comm->magic == kCommMagic ? const_cast<zcollComm*>(comm) : nullptr;
+}
+
 template <typename F>
 zcollResult_t query(const zcollComm* comm, void* out, const char* fn, F&& body) {
-  return guarded(nullptr, [&]() -> Result {
+  return guarded(liveOrNull(comm), [&]() -> Result {
     ZCOLL_CHECK(checkQuery(comm, out, fn));
     body();
     return zcollSuccess;
@@ -270,7 +275,7 @@ zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize) {
 }
 
 zcollResult_t zcollCommGetStats(const zcollComm_t comm, zcollStats_t* stats) {
-  return guarded(nullptr, [&]() -> Result {
+  return guarded(liveOrNull(comm), [&]() -> Result {
     ZCOLL_CHECK(checkQuery(comm, stats, "zcollCommGetStats"));
     if (stats->size < sizeof(zcollStats_t))
       return fail(zcollInvalidArgument, "zcollCommGetStats: set stats->size = "

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -66,11 +67,25 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
 
 namespace {
 
+// Gone, or a zombie nobody reaped yet (kill() still succeeds on those).
+bool processGone(int pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  const char* close = std::strrchr(buf, ')');  // the state follows the command name
+  return n > 0 && close != nullptr && (close[2] == 'Z' || close[2] == 'X');
+}
+
 // A peer is down when its transport says so or, on this machine, its process is gone.
 bool peerDown(const zcollComm* comm, int peer) {
   if (peer == comm->rank) return false;
   if (comm->route[peer]->peerFailed(peer)) return true;
-  return comm->sameMachine(peer) && kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH;
+  return comm->sameMachine(peer) && processGone(comm->peers[peer].pid);
 }
 
 // Watches the pending requests' peers. A down peer fails the wait only after a grace period

@@ -1,0 +1,89 @@
+// hpZ: hierarchical all-gather with a secondary shard (ZeRO++ weights, forward and backward).
+//   N nodes, L ranks each; rail(r) = {members[m][local(r)] : m}, node(r) = members[node(r)].
+//   stage A (inter-node, over rail(r)):  sec[m] = x_{members[m][l]}      (dequant(quant(.)) when
+//            quantized, via the qwZ ring; exact otherwise)                 -> the secondary shard
+//   stage B (intra-node, over node(r)):  recv[members[m][l'] * C] = sec_{l'}[m]  for all m, l'
+//   Forward = A then B; backward (FromSecondary) = B alone: zero inter-node bytes, same bits.
+//   Inter-node bytes per rank: (N-1) * quantizedBytes(C) (or (N-1)*C*es exact), all in A.
+#include <vector>
+
+#include "coll/zeropp_allgather.h"
+#include "core/dtype.h"
+
+namespace zcoll {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Stage A: the rail all-gather into `sec` (N shards in node order).
+Result railStage(const Stage& st, zcollComm* comm, const void* send, char* sec, size_t count,
+                 zcollDataType_t dtype, const quant::QuantParams* p, void* wire) {
+  const Group rail = makeGroup(comm, comm->layout.railGroup(comm->rank));
+  const size_t bytes = count * dtypeSize(dtype);
+  std::vector<size_t> off(rail.size() + 1);
+  for (int m = 0; m <= rail.size(); ++m) off[m] = static_cast<size_t>(m) * (p ? count : bytes);
+  if (p == nullptr) {
+    copyLocal(comm, sec + off[rail.me], send, bytes);
+    return ringAllGatherv(st, rail, sec, off.data());
+  }
+  quant::QuantParams mine = *p;
+  mine.elementOffset = static_cast<uint64_t>(comm->rank) * count;  // same bits as qwZ
+  return quantizedRingAllGather(st, rail, send, count, dtype, mine, wire, sec, off.data());
+}
+
+// Stage B: every local member sends its N secondary shards to every other local member;
+// shard m of member l lands at recv[members[m][l] * count]. Placement from the layout only.
+Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* recv, size_t count,
+                 zcollDataType_t dtype) {
+  const NodeLayout& lay = comm->layout;
+  const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
+  const int n = lay.nodes, l = node.size();
+  const size_t bytes = count * dtypeSize(dtype);
+  const char* sec = static_cast<const char*>(secondary);
+  auto dst = [&](int m, int local) {
+    return static_cast<char*>(recv) + static_cast<size_t>(lay.members[m][local]) * bytes;
+  };
+  for (int m = 0; m < n; ++m) copyLocal(comm, dst(m, node.me), sec + m * bytes, bytes);
+  RequestList reqs(2 * static_cast<size_t>(l) * n);
+  for (int k = 1; k < l; ++k) {
+    int peer = (node.me + k) % l;
+    for (int m = 0; m < n; ++m)
+      ZCOLL_CHECK(
+          st.recv(node.at(peer), dst(m, peer), bytes, static_cast<uint32_t>(m), reqs.next()));
+  }
+  for (int k = 1; k < l; ++k)
+    for (int m = 0; m < n; ++m)
+      ZCOLL_CHECK(st.send(node.at(node.me + k), sec + m * bytes, bytes, static_cast<uint32_t>(m),
+                          reqs.next()));
+  return st.wait(reqs);
+}
+
+}  // namespace
+
+Result hpzAllGatherHier(zcollComm* comm, const void* send, void* recv, void* secondary,
+                        size_t count, zcollDataType_t dtype, const quant::QuantParams* p) {
+  const int n = comm->layout.nodes;
+  const size_t secBytes = secondary ? 0 : alignUp(n * count * dtypeSize(dtype));
+  const size_t wireBytes = p ? quant::quantizedBytes(count, *p) * n : 0;
+  void* scratch = nullptr;
+  ZCOLL_CHECK(scratchGet(comm, secBytes + wireBytes, &scratch));  // [secondary?][wire?]
+  char* sec = secondary ? static_cast<char*>(secondary) : static_cast<char*>(scratch);
+  {
+    Stage st(comm);
+    ZCOLL_CHECK(
+        railStage(st, comm, send, sec, count, dtype, p, static_cast<char*>(scratch) + secBytes));
+  }
+  Stage st(comm);
+  return nodeStage(st, comm, sec, recv, count, dtype);
+}
+
+Result hpzAllGatherFromSecondary(zcollComm* comm, const void* secondary, void* recv, size_t count,
+                                 zcollDataType_t dtype) {
+  Stage st(comm);
+  return nodeStage(st, comm, secondary, recv, count, dtype);
+}
+
+}  // namespace zcoll

@@ -1,0 +1,131 @@
+// Public C API: the ZeRO++ all-gathers, qwZ (zcollQuantizedAllGather) and hpZ
+// (zcollSecondaryShardCount, zcollAllGatherHier, zcollAllGatherFromSecondary). Each entry point
+// checks its arguments in the order a user would fix them, then runs its algorithm
+// (coll/qwz_allgather.cc, coll/hpz_allgather.cc).
+#include "coll/zeropp_allgather.h"
+#include "coll/zeropp_config.h"
+#include "core/api_guard.h"
+#include "core/dtype.h"
+#include "core/validate.h"
+
+using namespace zcoll;
+
+namespace {
+
+// Not in a group, dtype, buffers (the input one named `sendName`), host call.
+Result checkArgs(const char* fn, const void* send, const char* sendName, size_t sendElems,
+                 const void* recv, size_t recvElems, zcollDataType_t dtype, zcollStream_t stream) {
+  ZCOLL_CHECK(checkNotInGroup(fn));
+  ZCOLL_CHECK(checkQuantDtype(dtype, fn));
+  ZCOLL_CHECK(checkBuffer(send, sendElems, sendName, fn));
+  ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));
+  return checkHostCall(send, recv, stream, fn);
+}
+
+// NCCL's all-gather rule: in place exactly when send == recv + rank*count, else disjoint.
+Result checkGatherOverlap(const zcollComm* comm, const void* send, const void* recv, size_t bytes,
+                          const char* fn) {
+  if (send == static_cast<const char*>(recv) + comm->rank * bytes) return zcollSuccess;
+  return checkOverlap(send, bytes, recv, bytes * comm->nranks, fn,
+                      "in place only when sendbuff == recvbuff + rank*sendcount");
+}
+
+Result checkUniform(const zcollComm* comm, const char* fn) {
+  if (comm->layout.uniform()) return zcollSuccess;
+  return fail(zcollInvalidUsage,
+              "%s: hpZ needs the same number of ranks on every node (%d nodes, "
+              "rank %d's node has %d); use zcollQuantizedAllGather or zcollAllGather instead",
+              fn, comm->layout.nodes, comm->rank, comm->layout.localSize(comm->rank));
+}
+
+// Secondary shard: nodes*count elements, disjoint from send and recv.
+Result checkSecondary(const zcollComm* comm, const void* secondary, const void* send,
+                      const void* recv, size_t count, zcollDataType_t dtype, const char* fn) {
+  const size_t es = dtypeSize(dtype);
+  const size_t secBytes = comm->layout.nodes * count * es;
+  if (secondary == nullptr) return zcollSuccess;
+  ZCOLL_CHECK(checkHostCall(secondary, nullptr, nullptr, fn));
+  ZCOLL_CHECK(checkOverlap(secondary, secBytes, recv, count * comm->nranks * es, fn,
+                           "secondary must not overlap recvbuff"));
+  return checkOverlap(secondary, secBytes, send, count * es, fn,
+                      "secondary must not overlap sendbuff");
+}
+
+void countOp(zcollComm* comm) { comm->stats.ops.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace
+
+extern "C" {
+
+zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                      zcollDataType_t datatype, const zcollQuantConfig_t* quant,
+                                      zcollComm_t comm, zcollStream_t stream) {
+  const char* fn = "zcollQuantizedAllGather";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
+    ZCOLL_CHECK(checkArgs(fn, sendbuff, "sendbuff", sendcount, recvbuff, sendcount * comm->nranks,
+                          datatype, stream));
+    QuantSettings qs;
+    ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
+    ZCOLL_CHECK(checkGatherOverlap(comm, sendbuff, recvbuff, sendcount * dtypeSize(datatype), fn));
+    if (sendcount == 0) return zcollSuccess;
+    ZCOLL_CHECK(qwzAllGather(comm, sendbuff, recvbuff, sendcount, datatype, qs.inter));
+    countOp(comm);
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollSecondaryShardCount(const zcollComm_t comm, size_t sendcount, size_t* count) {
+  const char* fn = "zcollSecondaryShardCount";
+  return commCall(comm, fn, [&]() -> Result {
+    if (count == nullptr) return fail(zcollInvalidArgument, "%s: count is NULL", fn);
+    ZCOLL_CHECK(checkSize(sendcount, comm->layout.nodes, 4, fn));
+    *count = sendcount * comm->layout.nodes;
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* secondary,
+                                 size_t sendcount, zcollDataType_t datatype,
+                                 const zcollQuantConfig_t* quant, zcollComm_t comm,
+                                 zcollStream_t stream) {
+  const char* fn = "zcollAllGatherHier";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
+    ZCOLL_CHECK(checkArgs(fn, sendbuff, "sendbuff", sendcount, recvbuff, sendcount * comm->nranks,
+                          datatype, stream));
+    QuantSettings qs;
+    if (quant != nullptr)
+      ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
+    ZCOLL_CHECK(checkUniform(comm, fn));
+    ZCOLL_CHECK(checkGatherOverlap(comm, sendbuff, recvbuff, sendcount * dtypeSize(datatype), fn));
+    ZCOLL_CHECK(checkSecondary(comm, secondary, sendbuff, recvbuff, sendcount, datatype, fn));
+    if (sendcount == 0) return zcollSuccess;
+    ZCOLL_CHECK(hpzAllGatherHier(comm, sendbuff, recvbuff, secondary, sendcount, datatype,
+                                 quant != nullptr ? &qs.inter : nullptr));
+    countOp(comm);
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff, size_t sendcount,
+                                          zcollDataType_t datatype, zcollComm_t comm,
+                                          zcollStream_t stream) {
+  const char* fn = "zcollAllGatherFromSecondary";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
+    const size_t secElems = sendcount * comm->layout.nodes;
+    ZCOLL_CHECK(checkArgs(fn, secondary, "secondary", secElems, recvbuff, sendcount * comm->nranks,
+                          datatype, stream));
+    ZCOLL_CHECK(checkUniform(comm, fn));
+    const size_t es = dtypeSize(datatype);
+    ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,
+                             "secondary must not overlap recvbuff"));
+    if (sendcount == 0) return zcollSuccess;
+    ZCOLL_CHECK(hpzAllGatherFromSecondary(comm, secondary, recvbuff, sendcount, datatype));
+    countOp(comm);
+    return zcollSuccess;
+  });
+}
+
+}  // extern "C"

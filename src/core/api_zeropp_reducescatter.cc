@@ -1,0 +1,90 @@
+// Public C API: zcollQuantizedReduceScatter (qgZ). Validates the arguments (in the order a user
+// would fix them), resolves the quantization settings and the pipeline depth, then runs the
+// hierarchical algorithm, or the flat one when nodes hold unequal rank counts.
+#include <cstddef>
+
+#include "coll/qgz.h"
+#include "core/api_guard.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/validate.h"
+
+using namespace zcoll;
+
+namespace {
+
+// Default pipeline depth (docs/ZEROPP.md "qgZ", measured in perf/RESULTS.md): pieces of at
+// least kMinPieceElems elements per chunk, at most kDefaultPipelineDepth of them.
+constexpr int kDefaultPipelineDepth = 4;
+constexpr size_t kMinPieceElems = size_t(1) << 16;
+
+Result checkQgzOp(zcollRedOp_t op, const char* fn) {
+  if (op != zcollSum && op != zcollAvg)
+    return fail(zcollInvalidArgument, "%s: reduction op %d is not supported (zcollSum or "
+                "zcollAvg only)", fn, static_cast<int>(op));
+  return zcollSuccess;
+}
+
+// The caller's pipelineDepth, or 0 when left to the default.
+int requestedDepth(const zcollQuantConfig_t* cfg) {
+  constexpr size_t end = offsetof(zcollQuantConfig_t, pipelineDepth) + sizeof(int);
+  return cfg != nullptr && cfg->size >= end ? cfg->pipelineDepth : 0;
+}
+
+int defaultDepth(size_t count) {
+  size_t d = count / kMinPieceElems;
+  return d < 1 ? 1 : d > size_t(kDefaultPipelineDepth) ? kDefaultPipelineDepth : int(d);
+}
+
+Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
+                 zcollDataType_t dtype, zcollRedOp_t op, zcollComm* comm, zcollStream_t stream) {
+  ZCOLL_CHECK(checkNotInGroup(fn));
+  ZCOLL_CHECK(checkQuantDtype(dtype, fn));
+  ZCOLL_CHECK(checkQgzOp(op, fn));
+  ZCOLL_CHECK(checkSize(count, comm->nranks, dtypeSize(dtype), fn));
+  ZCOLL_CHECK(checkBuffer(send, count * comm->nranks, "sendbuff", fn));
+  ZCOLL_CHECK(checkBuffer(recv, count, "recvbuff", fn));
+  ZCOLL_CHECK(checkHostCall(send, recv, stream, fn));
+  const size_t bytes = count * dtypeSize(dtype);
+  if (recv != static_cast<const char*>(send) + comm->rank * bytes)
+    ZCOLL_CHECK(checkOverlap(send, bytes * comm->nranks, recv, bytes, fn,
+                             "in place only when recvbuff == sendbuff + rank*recvcount"));
+  return zcollSuccess;
+}
+
+Result runQgz(zcollComm* comm, const QgzArgs& a) {
+  if (!comm->layout.uniform()) {
+    ZCOLL_INFO(LogSubsys::kColl, "%s rank %d: qgZ: nodes hold unequal rank counts, using the "
+               "flat quantized all-to-all reduce-scatter (%d-bit)", comm->name.c_str(),
+               comm->rank, a.quant.inter.bits);
+    return qgzFlat(comm, a);
+  }
+  ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: qgZ count %zu %s bits %d/%d depth %d",
+                  comm->name.c_str(), comm->rank, a.count, dtypeName(a.dtype),
+                  a.quant.intra.bits, a.quant.inter.bits, a.pipelineDepth);
+  return qgzHierarchical(comm, a);
+}
+
+}  // namespace
+
+extern "C" {
+
+zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                          zcollDataType_t datatype, zcollRedOp_t op,
+                                          const zcollQuantConfig_t* quant, zcollComm_t comm,
+                                          zcollStream_t stream) {
+  const char* fn = "zcollQuantizedReduceScatter";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+    QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1};
+    ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
+    int depth = requestedDepth(quant);
+    a.pipelineDepth = depth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
+    if (recvcount == 0) return zcollSuccess;
+    ZCOLL_CHECK(runQgz(comm, a));
+    comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
+    return zcollSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,223 @@
+// Bad input gets its specific code and a message; broken communicators stay broken; abort
+// from another thread returns promptly; nothing hangs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <future>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/ranks.h"
+
+#ifdef ZCOLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+using namespace zcoll::test;
+
+namespace {
+
+// Expects `expr` to return `code` with a non-empty last-error message mentioning `needle`.
+#define EXPECT_FAILS_WITH(comm, code, needle, expr)                                          \
+  do {                                                                                       \
+    zcollResult_t r_ = (expr);                                                               \
+    EXPECT_EQ(r_, code) << #expr;                                                            \
+    std::string msg_ = zcollGetLastError(comm);                                              \
+    EXPECT_NE(msg_.find(needle), std::string::npos) << #expr << " message: " << msg_;       \
+  } while (0)
+
+TEST(Errors, EveryResultHasADistinctString) {
+  std::set<std::string> seen;
+  for (int r = 0; r < zcollNumResults; ++r) {
+    const char* s = zcollGetErrorString(static_cast<zcollResult_t>(r));
+    ASSERT_NE(s, nullptr);
+    EXPECT_TRUE(seen.insert(s).second) << s;
+  }
+  EXPECT_STRNE(zcollGetErrorString(static_cast<zcollResult_t>(999)), "");
+}
+
+TEST(Errors, VersionAndNullOutputs) {
+  int v = 0;
+  EXPECT_EQ(zcollGetVersion(&v), zcollSuccess);
+  EXPECT_EQ(v, ZCOLL_VERSION_CODE);
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "NULL", zcollGetVersion(nullptr));
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "NULL", zcollGetUniqueId(nullptr));
+}
+
+TEST(Errors, InitArguments) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comm = reinterpret_cast<zcollComm_t>(0x1);
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "nranks", zcollCommInitRank(&comm, 0, id, 0));
+  EXPECT_EQ(comm, nullptr);  // set to NULL on failure
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "rank 2", zcollCommInitRank(&comm, 2, id, 2));
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "rank -1", zcollCommInitRank(&comm, 2, id, -1));
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "NULL", zcollCommInitRank(nullptr, 1, id, 0));
+  zcollConfig_t bad = ZCOLL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "ZCOLL_CONFIG_INITIALIZER",
+                    zcollCommInitRankConfig(&comm, 1, id, 0, &bad));
+  zcollConfig_t negative = ZCOLL_CONFIG_INITIALIZER;
+  negative.timeoutSec = -5;
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "timeoutSec",
+                    zcollCommInitRankConfig(&comm, 1, id, 0, &negative));
+  zcollUniqueId zero;
+  std::memset(&zero, 0, sizeof(zero));
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "not initialized",
+                    zcollCommInitRank(&comm, 1, zero, 0));
+}
+
+TEST(Errors, MismatchedUniqueIdIsRefusedAndTheRootTimesOut) {
+  zcollUniqueId good;
+  ASSERT_EQ(zcollGetUniqueId(&good), zcollSuccess);
+  zcollUniqueId forged = good;
+  forged.internal[0] ^= 0x5a;  // same root address, different magic
+  zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+  config.timeoutSec = 2;
+  auto root = std::async(std::launch::async, [&] {
+    zcollComm_t c = nullptr;
+    zcollResult_t r = zcollCommInitRankConfig(&c, 2, good, 0, &config);
+    return std::make_pair(r, std::string(zcollGetLastError(nullptr)));
+  });
+  zcollComm_t c = nullptr;
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidUsage, "does not match",
+                    zcollCommInitRankConfig(&c, 2, forged, 1, &config));
+  auto [r, msg] = root.get();
+  EXPECT_EQ(r, zcollTimeout) << msg;
+}
+
+TEST(Errors, NullCommAndDestroyedComm) {
+  int x = 0;
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "comm is NULL",
+                    zcollAllGather(&x, &x, 1, zcollInt32, nullptr, nullptr));
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "comm",
+                    zcollCommCount(nullptr, &x));
+  EXPECT_EQ(zcollCommDestroy(nullptr), zcollSuccess);
+  EXPECT_EQ(zcollCommAbort(nullptr), zcollSuccess);
+}
+
+TEST(Errors, CollectiveArguments) {
+  RankSetup s;
+  s.nranks = 2;
+  runRanks(s, [](int rank, zcollComm_t comm) {
+    std::vector<float> a(8, 1.f), b(16, 0.f);
+    auto dt = static_cast<zcollDataType_t>(42);
+    auto op = static_cast<zcollRedOp_t>(17);
+    auto stream = reinterpret_cast<zcollStream_t>(0x1234);
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sendbuff is NULL",
+                      zcollAllGather(nullptr, b.data(), 8, zcollFloat32, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "recvbuff is NULL",
+                      zcollAllReduce(a.data(), nullptr, 8, zcollFloat32, zcollSum, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "invalid datatype",
+                      zcollAllGather(a.data(), b.data(), 8, dt, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "invalid reduction op",
+                      zcollReduceScatter(b.data(), a.data(), 8, zcollFloat32, op, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "stream must be NULL",
+                      zcollAllGather(a.data(), b.data(), 8, zcollFloat32, comm, stream));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "root 5",
+                      zcollBroadcast(a.data(), a.data(), 8, zcollFloat32, 5, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overflow",
+                      zcollAllGather(a.data(), b.data(), SIZE_MAX / 2, zcollFloat32, comm, nullptr));
+    // All-gather in place only at the rank's own slot.
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overlap",
+                      zcollAllGather(b.data() + 1, b.data(), 4, zcollFloat32, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overlap",
+                      zcollAllToAll(b.data(), b.data() + 4, 4, zcollFloat32, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "peer 7",
+                      zcollSend(a.data(), 8, zcollFloat32, 7, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "itself",
+                      zcollSend(a.data(), 8, zcollFloat32, rank, comm, nullptr));
+    zcollStats_t st{};
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sizeof(zcollStats_t)", zcollCommGetStats(comm, &st));
+    // Argument errors do not break the communicator.
+    zcollResult_t async = zcollInternalError;
+    EXPECT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
+    EXPECT_EQ(async, zcollSuccess);
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(a.data(), a.data(), 8, zcollFloat32, zcollSum, comm, nullptr));
+    EXPECT_EQ(a[0], 2.f);
+  });
+}
+
+TEST(Errors, GroupMisuse) {
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidUsage, "without a matching", zcollGroupEnd());
+  RankSetup s;
+  s.nranks = 1;
+  runRanks(s, [](int, zcollComm_t comm) {
+    float x = 1, y = 0;
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "between zcollGroupStart",
+                      zcollAllReduce(&x, &y, 1, zcollFloat32, zcollSum, comm, nullptr));
+    ASSERT_EQ(zcollGroupEnd(), zcollSuccess);
+    // A rejected operation makes the whole group fail instead of running half of it.
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    EXPECT_EQ(zcollSend(&x, 1, zcollFloat32, 0, comm, nullptr), zcollSuccess);
+    EXPECT_EQ(zcollRecv(nullptr, 1, zcollFloat32, 0, comm, nullptr), zcollInvalidArgument);
+    EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "rejected", zcollGroupEnd());
+  });
+}
+
+// Rank 1 never joins the collective: rank 0 times out, then its comm stays broken.
+TEST(Errors, TimeoutBreaksTheCommAndLaterCallsSayWhy) {
+  RankSetup s;
+  s.nranks = 2;
+  s.timeoutSec = 1;
+  runRanks(s, [](int rank, zcollComm_t comm) {
+    float x = 1;
+    if (rank == 0) {
+      auto start = std::chrono::steady_clock::now();
+      EXPECT_FAILS_WITH(comm, zcollTimeout, "waited more than 1 s",
+                        zcollAllReduce(&x, &x, 1, zcollFloat32, zcollSum, comm, nullptr));
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+      EXPECT_FAILS_WITH(comm, zcollTimeout, "error state",
+                        zcollBarrier(comm, nullptr));
+      zcollResult_t async = zcollSuccess;
+      EXPECT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
+      EXPECT_EQ(async, zcollTimeout);
+    }
+  });
+}
+
+TEST(Errors, AbortFromAnotherThreadReturnsPromptly) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comms[2] = {nullptr, nullptr};
+  std::thread t1([&] { zcollCommInitRank(&comms[1], 2, id, 1); });
+  ASSERT_EQ(zcollCommInitRank(&comms[0], 2, id, 0), zcollSuccess);
+  t1.join();
+  ASSERT_NE(comms[1], nullptr);
+  // Rank 0 waits in a barrier rank 1 never enters; another thread aborts rank 0's comm.
+  auto waiting = std::async(std::launch::async, [&] { return zcollBarrier(comms[0], nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(zcollCommAbort(comms[0]), zcollSuccess) << zcollGetLastError(nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(waiting.get(), zcollRemoteError);
+  EXPECT_EQ(zcollCommDestroy(comms[1]), zcollSuccess);
+}
+
+TEST(Errors, DeviceBuffersAreUnsupportedNotMisread) {
+#ifndef ZCOLL_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "no GPU on this machine";
+  }
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, 64 * sizeof(float)), cudaSuccess);
+  RankSetup s;
+  s.nranks = 1;
+  runRanks(s, [&](int, zcollComm_t comm) {
+    EXPECT_FAILS_WITH(comm, zcollUnsupported, "device",
+                      zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, nullptr));
+  });
+  cudaFree(dev);
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,115 @@
+// Point-to-point in groups, communicator split, and the byte counters per path.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "support/ranks.h"
+
+using namespace zcoll::test;
+
+namespace {
+
+TEST(P2p, RingExchangeInAGroupAndOrderedMatching) {
+  RankSetup s;
+  s.nranks = 4;
+  s.nodes = 2;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    const int w = s.nranks, right = (rank + 1) % w, left = (rank + w - 1) % w;
+    std::vector<double> a(1000, rank), b(1000, rank * 10.0), ra(1000, -1), rb(1000, -1);
+    // Two messages to the same peer: matched in call order.
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    ZCOLL_EXPECT_OK(comm, zcollSend(a.data(), a.size(), zcollFloat64, right, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollSend(b.data(), b.size(), zcollFloat64, right, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollRecv(ra.data(), ra.size(), zcollFloat64, left, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollRecv(rb.data(), rb.size(), zcollFloat64, left, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
+    EXPECT_EQ(ra[999], double(left));
+    EXPECT_EQ(rb[0], left * 10.0);
+  });
+}
+
+TEST(P2p, SelfSendAndReceiveInAGroup) {
+  RankSetup s;
+  s.nranks = 2;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    int out = rank + 40, in = -1;
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    ZCOLL_EXPECT_OK(comm, zcollRecv(&in, 1, zcollInt32, rank, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollSend(&out, 1, zcollInt32, rank, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
+    EXPECT_EQ(in, rank + 40);
+  });
+}
+
+TEST(P2p, BlockingPairOutsideAGroup) {
+  RankSetup s;
+  s.nranks = 2;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    std::vector<int> v(100000);
+    if (rank == 0) {
+      std::iota(v.begin(), v.end(), 7);
+      ZCOLL_EXPECT_OK(comm, zcollSend(v.data(), v.size(), zcollInt32, 1, comm, nullptr));
+    } else {
+      ZCOLL_EXPECT_OK(comm, zcollRecv(v.data(), v.size(), zcollInt32, 0, comm, nullptr));
+      EXPECT_EQ(v[99999], 99999 + 7);
+    }
+  });
+}
+
+TEST(Split, ColorsKeysAndNoColor) {
+  RankSetup s;
+  s.nranks = 6;
+  s.nodes = 2;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    // Rank 5 opts out; the others split by parity, ordered by descending rank.
+    int color = rank == 5 ? ZCOLL_SPLIT_NOCOLOR : rank % 2;
+    zcollComm_t sub = reinterpret_cast<zcollComm_t>(0x1);
+    ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, color, -rank, &sub, nullptr));
+    if (rank == 5) {
+      EXPECT_EQ(sub, nullptr);
+      return;
+    }
+    ASSERT_NE(sub, nullptr);
+    int n = 0, me = -1;
+    zcollCommCount(sub, &n);
+    zcollCommUserRank(sub, &me);
+    std::vector<int> members;
+    for (int r = 4; r >= 0; --r)
+      if (r % 2 == rank % 2) members.push_back(r);
+    EXPECT_EQ(n, int(members.size()));
+    EXPECT_EQ(members[me], rank);
+    int x = rank, sum = 0;
+    ZCOLL_EXPECT_OK(sub, zcollAllReduce(&x, &sum, 1, zcollInt32, zcollSum, sub, nullptr));
+    EXPECT_EQ(sum, std::accumulate(members.begin(), members.end(), 0));
+    // Node identities carry over: ranks 0..2 on one node, 3..5 on the other.
+    int nodes = 0;
+    zcollCommNodeCount(sub, &nodes);
+    EXPECT_EQ(nodes, 2);
+    EXPECT_EQ(zcollCommDestroy(sub), zcollSuccess);
+  });
+}
+
+TEST(Stats, RingAllGatherBytesPerPathOnTwoNodes) {
+  // 2x2, node-contiguous: the ring 0->1->2->3->0 crosses nodes at 1->2 and 3->0.
+  RankSetup s;
+  s.nranks = 4;
+  s.nodes = 2;
+  ScopedEnv force("ZCOLL_ALGO_ALLGATHER", "ring");
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    const size_t count = 1000, bytes = count * sizeof(float);
+    std::vector<float> send(count, 1.f), recv(count * 4);
+    ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(send.data(), recv.data(), count, zcollFloat32, comm, nullptr));
+    zcollStats_t st{};
+    st.size = sizeof(st);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    const bool sendsAcross = rank == 1 || rank == 3;
+    EXPECT_EQ(st.bytesSent[zcollPathInter], sendsAcross ? 3 * bytes : 0);
+    EXPECT_EQ(st.bytesSent[zcollPathIntra], sendsAcross ? 0 : 3 * bytes);
+    EXPECT_EQ(st.bytesSent[zcollPathSelf], bytes);  // own block copied into place
+    EXPECT_EQ(st.opCount, 1u);
+  });
+}
+
+}  // namespace

@@ -1,0 +1,212 @@
+// Ranks as processes: every environment style of zcollCommInitFromEnv, emulated nodes, a peer
+// killed in the middle of a collective (the others get zcollRemoteError, fast) and a peer that
+// never arrives (zcollTimeout). The rank program is tests/programs/zcoll_probe.cc.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fcntl.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+using Clock = std::chrono::steady_clock;
+
+std::string probePath() {
+  const char* dir = std::getenv("ZCOLL_BUILD_DIR");
+  return std::string(dir ? dir : ".") + "/tests/zcoll_probe";
+}
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Proc {
+  pid_t pid = -1;
+  std::string log;
+  int status = -1;  // exit code, 128+signal, or -1 while running
+  double seconds = 0;
+};
+
+// Starts the probe with the current environment plus `extra`, output to a log file.
+Proc spawnProbe(const std::vector<std::string>& args, const Env& extra, int index) {
+  Proc p;
+  p.log = testing::TempDir() + "probe_" + std::to_string(getpid()) + "_" + std::to_string(index) + ".log";
+  Env env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const char* k : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "ZCOLL_COMM_ID",
+                        "MASTER_ADDR", "MASTER_PORT", "ZCOLL_HOSTID"})
+    env.erase(k);
+  for (const auto& kv : extra) env[kv.first] = kv.second;
+  std::vector<std::string> envStrings;
+  for (const auto& kv : env) envStrings.push_back(kv.first + "=" + kv.second);
+  std::vector<char*> envp, argv;
+  for (auto& s : envStrings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string exe = probePath();
+  std::vector<std::string> all = {exe};
+  all.insert(all.end(), args.begin(), args.end());
+  for (auto& s : all) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, p.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  EXPECT_EQ(posix_spawn(&p.pid, exe.c_str(), &fa, nullptr, argv.data(), envp.data()), 0) << exe;
+  posix_spawn_file_actions_destroy(&fa);
+  return p;
+}
+
+// Waits for all, killing any still running after `limitSec`.
+void waitAll(std::vector<Proc>& procs, int limitSec) {
+  auto start = Clock::now();
+  size_t left = procs.size();
+  while (left > 0) {
+    for (Proc& p : procs) {
+      if (p.status != -1) continue;
+      int st = 0;
+      if (waitpid(p.pid, &st, WNOHANG) == p.pid) {
+        p.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        --left;
+      }
+    }
+    if (Clock::now() - start > std::chrono::seconds(limitSec)) {
+      for (Proc& p : procs)
+        if (p.status == -1) kill(p.pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string readLog(const Proc& p) {
+  std::ifstream f(p.log);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs `n` ranks with per-rank environments from makeEnv(rank).
+std::vector<Proc> runProbes(int n, const std::vector<std::string>& args,
+                            const std::function<Env(int)>& makeEnv, int limitSec = 60) {
+  std::vector<Proc> procs;
+  for (int r = 0; r < n; ++r) procs.push_back(spawnProbe(args, makeEnv(r), r));
+  waitAll(procs, limitSec);
+  return procs;
+}
+
+void expectAllExit(const std::vector<Proc>& procs, int code) {
+  for (size_t r = 0; r < procs.size(); ++r)
+    EXPECT_EQ(procs[r].status, code) << "rank " << r << " log:\n" << readLog(procs[r]);
+}
+
+struct Style {
+  const char* name;
+  const char* rankVar;
+  const char* sizeVar;
+  bool masterAddr;  // MASTER_ADDR/MASTER_PORT instead of ZCOLL_COMM_ID
+};
+
+class InitFromEnv : public testing::TestWithParam<Style> {};
+
+TEST_P(InitFromEnv, ThreeRanksAllReduce) {
+  const Style st = GetParam();
+  const int port = freePort();
+  auto procs = runProbes(3, {"ok"}, [&](int r) {
+    Env e{{st.rankVar, std::to_string(r)}, {st.sizeVar, "3"}};
+    if (st.masterAddr) {
+      e["MASTER_ADDR"] = "127.0.0.1";
+      e["MASTER_PORT"] = std::to_string(port - 1);  // zcoll uses MASTER_PORT + 1
+    } else {
+      e["ZCOLL_COMM_ID"] = "127.0.0.1:" + std::to_string(port);
+    }
+    return e;
+  });
+  expectAllExit(procs, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Styles, InitFromEnv,
+    testing::Values(Style{"zcollrun", "RANK", "WORLD_SIZE", false},
+                    Style{"torchrun", "RANK", "WORLD_SIZE", true},
+                    Style{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", true},
+                    Style{"pmi", "PMI_RANK", "PMI_SIZE", false},
+                    Style{"slurm", "SLURM_PROCID", "SLURM_NTASKS", false}),
+    [](const testing::TestParamInfo<Style>& i) { return std::string(i.param.name); });
+
+Env rankEnv(int r, int n, int port) {
+  return Env{{"RANK", std::to_string(r)},
+             {"WORLD_SIZE", std::to_string(n)},
+             {"ZCOLL_COMM_ID", "127.0.0.1:" + std::to_string(port)}};
+}
+
+TEST(Processes, EmulatedNodesFromHostId) {
+  const int port = freePort();
+  auto procs = runProbes(4, {"info"}, [&](int r) {
+    Env e = rankEnv(r, 4, port);
+    e["ZCOLL_HOSTID"] = r % 2 == 0 ? "nodeA" : "nodeB";  // not node-contiguous
+    return e;
+  });
+  expectAllExit(procs, 0);
+  for (int r = 0; r < 4; ++r) {
+    std::string want = "rank " + std::to_string(r) + " size 4 nodes 2 node " +
+                       std::to_string(r % 2) + " local " + std::to_string(r / 2) + "/2";
+    EXPECT_NE(readLog(procs[r]).find(want), std::string::npos) << readLog(procs[r]);
+  }
+}
+
+TEST(Processes, PeerKilledMidCollectiveGivesRemoteErrorFast) {
+  const int port = freePort();
+  auto procs = runProbes(4, {"die", "2"}, [&](int r) {
+    Env e = rankEnv(r, 4, port);
+    e["ZCOLL_TIMEOUT"] = "120";  // a hang would show as a timeout after 120 s, not in 20
+    return e;
+  }, 60);
+  EXPECT_EQ(procs[2].status, 128 + SIGKILL);
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(procs[r].status, 3) << "rank " << r << " log:\n" << readLog(procs[r]);
+    EXPECT_LT(procs[r].seconds, 20.0) << "rank " << r;
+  }
+}
+
+TEST(Processes, PeerThatNeverArrivesGivesTimeout) {
+  const int port = freePort();
+  auto procs = runProbes(2, {"ok"}, [&](int r) {
+    Env e = rankEnv(r, 3, port);  // rank 2 never starts
+    e["ZCOLL_TIMEOUT"] = "3";
+    return e;
+  }, 60);
+  expectAllExit(procs, 4);
+  for (const Proc& p : procs) EXPECT_LT(p.seconds, 15.0);
+}
+
+}  // namespace

@@ -1,0 +1,80 @@
+// A rank program for process-level tests (tests/process_test.cc). Links the public library
+// only. Initializes from the environment, then acts out a scenario:
+//   zcoll_probe ok              all-reduce a few times, check the result, exit 0
+//   zcoll_probe die RANK        RANK kills itself (SIGKILL) mid-way; the others must get
+//                               zcollRemoteError (exit 3) and never hang
+//   zcoll_probe info            print "rank R size S nodes N node K local L/LS" and exit 0
+// Exit codes: 0 ok, 2 usage, 3 zcollRemoteError, 4 zcollTimeout, 5 other error, 6 wrong data.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "zcoll/zcoll.h"
+
+namespace {
+
+int exitCodeFor(zcollResult_t r) {
+  if (r == zcollRemoteError) return 3;
+  if (r == zcollTimeout) return 4;
+  return 5;
+}
+
+int report(const char* what, zcollResult_t r, zcollComm_t comm) {
+  std::fprintf(stderr, "probe: %s: %s | %s\n", what, zcollGetErrorString(r),
+               zcollGetLastError(comm));
+  return exitCodeFor(r);
+}
+
+int allReduceLoop(zcollComm_t comm, int rank, int nranks, int dieRank) {
+  std::vector<float> buf(1 << 16);
+  for (int iter = 0; iter < 50; ++iter) {
+    if (rank == dieRank && iter == 5) raise(SIGKILL);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = float(rank + 1);
+    zcollResult_t r = zcollAllReduce(buf.data(), buf.data(), buf.size(), zcollFloat32, zcollSum,
+                                     comm, nullptr);
+    if (r != zcollSuccess) return report("all-reduce", r, comm);
+    const float want = float(nranks * (nranks + 1) / 2);
+    for (float v : buf)
+      if (v != want) return 6;
+  }
+  return 0;
+}
+
+int printInfo(zcollComm_t comm) {
+  int rank, size, nodes, node, local, localSize;
+  zcollCommUserRank(comm, &rank);
+  zcollCommCount(comm, &size);
+  zcollCommNodeCount(comm, &nodes);
+  zcollCommNodeRank(comm, &node);
+  zcollCommLocalRank(comm, &local);
+  zcollCommLocalSize(comm, &localSize);
+  std::printf("rank %d size %d nodes %d node %d local %d/%d\n", rank, size, nodes, node, local,
+              localSize);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s ok|die RANK|info\n", argv[0]);
+    return 2;
+  }
+  zcollComm_t comm = nullptr;
+  zcollResult_t r = zcollCommInitFromEnv(&comm, nullptr);
+  if (r != zcollSuccess) return report("init", r, nullptr);
+  int rank = 0, nranks = 0;
+  zcollCommUserRank(comm, &rank);
+  zcollCommCount(comm, &nranks);
+  int code = 2;
+  if (std::strcmp(argv[1], "ok") == 0) code = allReduceLoop(comm, rank, nranks, -1);
+  else if (std::strcmp(argv[1], "die") == 0 && argc > 2)
+    code = allReduceLoop(comm, rank, nranks, std::atoi(argv[2]));
+  else if (std::strcmp(argv[1], "info") == 0) code = printInfo(comm);
+  zcollCommDestroy(comm);
+  return code;
+}
