@@ -40,6 +40,9 @@ extern "C" {
 /* The CUDA stream type, declared without including CUDA headers (same as cudaStream_t). */
 typedef struct CUstream_st* zcollStream_t;
 
+/* An opaque communicator handle. */
+typedef struct zcollComm* zcollComm_t;
+
 /* ------------------------------------------------------------------------------------------ */
 /* Results                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
@@ -64,7 +67,7 @@ ZCOLL_API const char* zcollGetErrorString(zcollResult_t result);
 /* The detailed message of the last failure seen on `comm`; with comm == NULL, the last failure of
  * the calling thread (any comm). Returns "" when there was none. The string is owned by zcoll and
  * stays valid until the next call on the same comm (or thread, for NULL). */
-ZCOLL_API const char* zcollGetLastError(struct zcollComm* comm);
+ZCOLL_API const char* zcollGetLastError(zcollComm_t comm);
 
 /* Version as ZCOLL_VERSION_CODE (MAJOR*10000 + MINOR*100 + PATCH). */
 ZCOLL_API zcollResult_t zcollGetVersion(int* version);
@@ -72,8 +75,6 @@ ZCOLL_API zcollResult_t zcollGetVersion(int* version);
 /* ------------------------------------------------------------------------------------------ */
 /* Types                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
-
-typedef struct zcollComm* zcollComm_t;
 
 #define ZCOLL_UNIQUE_ID_BYTES 128
 typedef struct {

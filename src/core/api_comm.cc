@@ -151,7 +151,7 @@ const char* zcollGetErrorString(zcollResult_t r) {
   }
 }
 
-const char* zcollGetLastError(zcollComm* comm) {
+const char* zcollGetLastError(zcollComm_t comm) {
   if (comm == nullptr || comm->magic != kCommMagic) return threadLastError().c_str();
   std::lock_guard<std::mutex> lock(comm->lastErrorMu);
   return comm->lastError.c_str();

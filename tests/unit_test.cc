@@ -1,0 +1,109 @@
+// Unit tests of internals: fp16/bf16 conversions, node layout, tags, parameters, reductions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "coll/reduce_kernels.h"
+#include "core/dtype.h"
+#include "core/node_layout.h"
+#include "core/params.h"
+#include "core/tags.h"
+
+using namespace zcoll;
+
+TEST(Dtype, HalfRoundTripsEveryValue) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    half_t h{static_cast<uint16_t>(b)};
+    float f = halfToFloat(h);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(f))));
+      continue;
+    }
+    EXPECT_EQ(floatToHalf(f).bits, h.bits) << b;
+  }
+}
+
+TEST(Dtype, HalfRoundsToNearestEven) {
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048).bits, floatToHalf(1.0f).bits);       // tie -> even
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048).bits, floatToHalf(1.0f + 4.0f / 2048).bits);
+  EXPECT_EQ(floatToHalf(65520.f).bits, 0x7c00);                                  // -> +Inf
+  EXPECT_EQ(floatToHalf(65519.f).bits, 0x7bff);
+  EXPECT_EQ(floatToHalf(5.9604645e-08f).bits, 0x0001);                           // min subnormal
+  EXPECT_EQ(floatToHalf(2.9802322e-08f).bits, 0x0000);                           // tie -> 0
+}
+
+TEST(Dtype, Bf16RoundsToNearestEvenAndKeepsNaN) {
+  EXPECT_EQ(floatToBf16(1.0f).bits, 0x3f80);
+  float tie;  // exactly between 0x3f80 and 0x3f81: rounds to even (0x3f80)
+  uint32_t u = 0x3f808000;
+  std::memcpy(&tie, &u, 4);
+  EXPECT_EQ(floatToBf16(tie).bits, 0x3f80);
+  u = 0x3f818000;
+  std::memcpy(&tie, &u, 4);
+  EXPECT_EQ(floatToBf16(tie).bits, 0x3f82);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(NodeLayout, NonContiguousHostsAndSubgroups) {
+  // Hosts A B A B C: nodes numbered by lowest rank: A=0, B=1, C=2.
+  NodeLayout l = buildNodeLayout({11, 22, 11, 22, 33});
+  EXPECT_EQ(l.nodes, 3);
+  EXPECT_EQ(l.nodeOf, (std::vector<int>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(l.localOf, (std::vector<int>{0, 0, 1, 1, 0}));
+  EXPECT_FALSE(l.uniform());
+  EXPECT_EQ(l.nodeGroup(2), (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.railGroup(3), (std::vector<int>{2, 3}));  // local index 1: node C has none
+  EXPECT_EQ(l.railGroup(4), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(l.leaders(), (std::vector<int>{0, 1, 4}));
+  EXPECT_TRUE(buildNodeLayout({5, 6, 5, 6}).uniform());
+}
+
+TEST(Tags, FieldsDoNotCollide) {
+  EXPECT_NE(makeCollTag(1, 2, 3), makeCollTag(1, 3, 2));
+  EXPECT_NE(makeCollTag(1, 2, 3), makeCollTag(2, 2, 3));
+  EXPECT_NE(makeCollTag(1, 2, 0), makeP2pTag(1, 2));
+  EXPECT_EQ(makeCollTag(kSeqMask + 1, 2, 3), makeCollTag(0, 2, 3));  // sequence wraps
+  EXPECT_EQ(makeCollTag(0, kMaxRanks - 1, 0xffff) >> 40, 0u);
+}
+
+TEST(Params, TableDefaultsEnvironmentAndBadValues) {
+  bool found = false;
+  for (const ParamDesc& p : allParams()) {
+    EXPECT_EQ(std::strncmp(p.name, "ZCOLL_", 6), 0) << p.name;
+    EXPECT_GT(std::strlen(p.description), 10u) << p.name;
+    found |= std::strcmp(p.name, "ZCOLL_TIMEOUT") == 0;
+  }
+  EXPECT_TRUE(found);
+  unsetenv("ZCOLL_SPIN_COUNT");
+  EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), 2000);
+  setenv("ZCOLL_SPIN_COUNT", "17", 1);
+  EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), 17);
+  setenv("ZCOLL_SPIN_COUNT", "lots", 1);  // unparsable: default, with a warning
+  EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), 2000);
+  unsetenv("ZCOLL_SPIN_COUNT");
+}
+
+TEST(Reduce, HalfTypesAccumulateInFloatAndRoundOnce) {
+  // 2048 + 1 + 1 in fp16 step by step gives 2048 (1 is below half an ulp); accumulated in
+  // fp32 and rounded once it gives 2050.
+  half_t in[3] = {floatToHalf(2048.f), floatToHalf(1.f), floatToHalf(1.f)};
+  float acc = 0;
+  toAcc(&acc, &in[0], zcollFloat16, 1);
+  accumulate(&acc, &in[1], false, zcollFloat16, zcollSum, 1);
+  accumulate(&acc, &in[2], false, zcollFloat16, zcollSum, 1);
+  half_t out;
+  fromAcc(&out, &acc, zcollFloat16, zcollSum, 3, 1);
+  EXPECT_EQ(halfToFloat(out), 2050.f);
+}
+
+TEST(Reduce, IntegerSumsWrapAndAvgTruncates) {
+  int8_t a = 120, b = 10;
+  accumulate(&a, &b, false, zcollInt8, zcollSum, 1);
+  EXPECT_EQ(a, static_cast<int8_t>(-126));
+  int32_t sum = -7, out = 0;
+  fromAcc(&out, &sum, zcollInt32, zcollAvg, 2, 1);
+  EXPECT_EQ(out, -3);
+}
