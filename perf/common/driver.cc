@@ -148,7 +148,8 @@ class Bench {
     if (info_.rank == opt_.corruptRank && a.counts.recvElems > 0)
       spoilValue(a.recv, opt_.dtype, a.counts.recvElems / 2);
     Verdict v = verifyValues(a.recv, opt_.dtype, a.counts.recvElems, pat, info_.rank,
-                             coll_.expected, coll_.tolerance);
+                             coll_.expected,
+                             coll_.toleranceFor ? coll_.toleranceFor(opt_.dtype) : coll_.tolerance);
     m->checked = true;
     m->wrong = v.wrong;
     m->maxError = v.maxError;

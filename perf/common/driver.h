@@ -79,7 +79,11 @@ struct Collective {
   ValueFn input;     // send-buffer element i of a rank
   ValueFn expected;  // receive-buffer element i of a rank after the call
   double tolerance = 0;  // 0: exact
+  // When set, replaces `tolerance` for the run's dtype (a bound that depends on the output
+  // type's rounding, as for the quantized collectives).
+  std::function<double(zcollDataType_t)> toleranceFor;
   std::vector<ExtraColumn> extraColumns;
+  std::vector<std::string> notes;  // extra setup lines rank 0 prints (each starts with "# ")
 };
 
 // Runs the benchmark. Returns the process exit code: 0 when every call succeeded and no

@@ -97,6 +97,7 @@ void printSetup(const Collective& coll, const Options& opt, const RankInfo& info
                 const std::vector<std::string>& rankLines) {
   std::printf("# zcoll %d.%d.%d %s_perf\n", ZCOLL_MAJOR, ZCOLL_MINOR, ZCOLL_PATCH,
               coll.name.c_str());
+  for (const std::string& note : coll.notes) std::printf("%s\n", note.c_str());
   std::printf("# nThread 1 nRanks %d nNodes %d minBytes %zu maxBytes %zu step: %zu(%s) "
               "warmup iters: %d iters: %d validation: %d\n",
               info.nranks, info.nodes, opt.minBytes, opt.maxBytes,

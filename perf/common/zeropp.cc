@@ -1,0 +1,89 @@
+#include "common/zeropp.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace zcoll {
+namespace perf {
+
+namespace {
+
+bool parseInt(const char* flag, const char* text, int* out) {
+  char* end = nullptr;
+  long v = text ? std::strtol(text, &end, 10) : 0;
+  if (text == nullptr || *end != '\0') {
+    std::fprintf(stderr, "%s needs an integer, got '%s'\n", flag, text ? text : "");
+    return false;
+  }
+  *out = static_cast<int>(v);
+  return true;
+}
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+}  // namespace
+
+bool takeQuantFlags(int* argc, char** argv, QuantFlags* f) {
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const char* a = argv[i];
+    bool ok = true;
+    if (std::strcmp(a, "--bits") == 0) ok = parseInt(a, i + 1 < *argc ? argv[++i] : nullptr, &f->bits);
+    else if (std::strcmp(a, "--block") == 0)
+      ok = parseInt(a, i + 1 < *argc ? argv[++i] : nullptr, &f->blockSize);
+    else if (std::strcmp(a, "--asym") == 0) f->asymmetric = true;
+    else if (std::strcmp(a, "--stochastic") == 0) f->stochastic = true;
+    else if (std::strcmp(a, "--from-secondary") == 0) f->fromSecondary = true;
+    else argv[out++] = argv[i];
+    if (!ok) return false;
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return true;
+}
+
+const zcollQuantConfig_t* quantConfig(const QuantFlags& f, zcollQuantConfig_t* c) {
+  if (f.bits == 0) return nullptr;
+  *c = ZCOLL_QUANT_CONFIG_INITIALIZER;
+  c->bits = f.bits;
+  c->blockSize = f.blockSize;
+  c->mode = f.asymmetric ? zcollQuantAsymmetric : zcollQuantSymmetric;
+  c->rounding = f.stochastic ? zcollRoundStochastic : zcollRoundNearestEven;
+  c->seed = 1;
+  return c;
+}
+
+double quantTolerance(const QuantFlags& f, zcollDataType_t dtype) {
+  if (f.bits == 0) return 0;
+  double qmax = std::ldexp(1.0, f.bits - 1) - 1;
+  double scale = 120.0 / qmax;
+  double rounding = dtype == zcollBfloat16 ? 0.25 : dtype == zcollFloat16 ? 0.03125 : 4e-6;
+  return scale * (f.stochastic ? 1.0 : 0.5) + rounding + 1e-4;
+}
+
+std::vector<ExtraColumn> zeroppColumns() {
+  return {
+      {"wire", "(B)", 11, [](const Measurement& m) { return format("%.0f", m.wireBytes); }},
+      {"inter", "(B)", 11, [](const Measurement& m) { return format("%.0f", m.interBytes); }},
+      {"maxerr", "", 8,
+       [](const Measurement& m) { return m.checked ? format("%.3g", m.maxError) : "N/A"; }},
+  };
+}
+
+std::string describe(const QuantFlags& f) {
+  if (f.bits == 0) return "# quantization: none (exact)";
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "# quantization: INT%d, block %d, %s, %s rounding", f.bits,
+                f.blockSize ? f.blockSize : 256, f.asymmetric ? "asymmetric" : "symmetric",
+                f.stochastic ? "stochastic (seed 1)" : "nearest-even");
+  return buf;
+}
+
+}  // namespace perf
+}  // namespace zcoll

@@ -1,0 +1,41 @@
+// Shared by the ZeRO++ perf binaries (quantized_all_gather_perf, hier_all_gather_perf):
+// quantization flags taken off the command line before the driver parses the rest, the
+// documented error bound for the driver's inputs, and the wire-bytes / max-error columns.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/driver.h"
+
+namespace zcoll {
+namespace perf {
+
+struct QuantFlags {
+  int bits = 8;            // --bits 4|8 (hier_all_gather_perf: 0 = exact, no quantization)
+  int blockSize = 0;       // --block N (0: the collective's default, 256)
+  bool asymmetric = false; // --asym
+  bool stochastic = false; // --stochastic (seed 1)
+  bool fromSecondary = false;  // --from-secondary (hier_all_gather_perf: time the backward call)
+};
+
+// Removes the flags above from argv. Returns false (message printed) on a bad value.
+bool takeQuantFlags(int* argc, char** argv, QuantFlags* flags);
+
+// NULL when bits == 0 (exact), else `storage` filled from the flags.
+const zcollQuantConfig_t* quantConfig(const QuantFlags& f, zcollQuantConfig_t* storage);
+
+// The documented bound for the driver's inputs (integers in [0, 120], so every block's scale
+// is at most 120/qmax): scale/2 (scale with stochastic rounding), plus the output dtype's
+// rounding of values below 128, plus fp32 slack. 0 when bits == 0.
+double quantTolerance(const QuantFlags& f, zcollDataType_t dtype);
+
+// "wire(B)" and "inter(B)": bytes each rank sent to other ranks / to other nodes per call (max
+// over ranks, from zcollCommGetStats); "maxerr": max |got - exact| over all checked elements.
+std::vector<ExtraColumn> zeroppColumns();
+
+// One line saying which quantization runs (printed by rank 0 before the table).
+std::string describe(const QuantFlags& f);
+
+}  // namespace perf
+}  // namespace zcoll

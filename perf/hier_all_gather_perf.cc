@@ -1,0 +1,71 @@
+// hier_all_gather_perf: hpZ. Default: zcollAllGatherHier (forward) with INT8 rail traffic,
+// filling a secondary shard. --bits 0: exact (no quantization); --from-secondary: times
+// zcollAllGatherFromSecondary (backward) from a secondary shard filled by one forward call per
+// size, so the inter column reads 0. Also --bits 4|8, --block N, --asym, --stochastic.
+// Size = the whole gathered buffer (as all_gather_perf). Needs the same ranks on every node.
+#include <vector>
+
+#include "common/zeropp.h"
+
+namespace zp = zcoll::perf;
+
+namespace {
+
+// The secondary shard of the current size, (re)filled by a forward call when the size changes.
+struct Secondary {
+  std::vector<unsigned char> bytes;
+  size_t count = static_cast<size_t>(-1);
+  zcollDataType_t dtype = zcollFloat32;
+};
+
+size_t typeSize(zcollDataType_t t) {
+  return t == zcollFloat32 ? 4 : 2;  // the quantizable types; others fail in the call
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  zp::QuantFlags flags;
+  if (!zp::takeQuantFlags(&argc, argv, &flags)) return 2;
+  static zcollQuantConfig_t storage;
+  const zcollQuantConfig_t* quant = zp::quantConfig(flags, &storage);
+  static Secondary sec;
+  zp::Collective c;
+  c.name = flags.fromSecondary ? "all_gather_from_secondary" : "hier_all_gather";
+  c.notes = {zp::describe(flags)};
+  c.busFactor = [](int n) { return double(n - 1) / n; };
+  c.counts = [](size_t elems, int n, int rank) {
+    zp::Counts k;
+    k.count = elems / n;
+    k.sendElems = k.count;
+    k.recvElems = k.count * n;
+    k.sendInPlace = k.count * rank;
+    return k;
+  };
+  const bool backward = flags.fromSecondary;
+  c.run = [quant, backward](const zp::RunArgs& a) {
+    zcollComm_t comm = a.info->comm;
+    size_t count = a.counts.count;
+    if (sec.count != count || sec.dtype != a.dtype) {
+      sec.bytes.assign(count * a.info->nodes * typeSize(a.dtype) + 1, 0);
+      sec.count = count;
+      sec.dtype = a.dtype;
+      if (backward) {  // fill it once per size (not timed when -w >= 1)
+        zcollResult_t r = zcollAllGatherHier(a.send, a.recv, sec.bytes.data(), count, a.dtype,
+                                             quant, comm, nullptr);
+        if (r != zcollSuccess) return r;
+      }
+    }
+    if (backward)
+      return zcollAllGatherFromSecondary(sec.bytes.data(), a.recv, count, a.dtype, comm, nullptr);
+    return zcollAllGatherHier(a.send, a.recv, sec.bytes.data(), count, a.dtype, quant, comm,
+                              nullptr);
+  };
+  c.input = [](const zp::Pattern&, int rank, size_t i) { return zp::movedValue(rank, i); };
+  c.expected = [](const zp::Pattern& p, int, size_t i) {
+    return zp::movedValue(int(i / p.count), i % p.count);
+  };
+  c.toleranceFor = [flags](zcollDataType_t t) { return zp::quantTolerance(flags, t); };
+  c.extraColumns = zp::zeroppColumns();
+  return zp::perfMain(argc, argv, c);
+}

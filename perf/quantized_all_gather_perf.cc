@@ -1,0 +1,40 @@
+// quantized_all_gather_perf: zcollQuantizedAllGather (qwZ). Size = the whole gathered buffer
+// (as all_gather_perf); each rank sends size/n elements, quantized on the wire. Extra flags:
+// --bits 4|8 (8), --block N (256), --asym, --stochastic. The check admits the documented bound
+// (common/zeropp.h); the wire/inter columns show the bytes each rank actually sent.
+#include <cstdio>
+
+#include "common/zeropp.h"
+
+namespace zp = zcoll::perf;
+
+int main(int argc, char** argv) {
+  zp::QuantFlags flags;
+  if (!zp::takeQuantFlags(&argc, argv, &flags)) return 2;
+  if (flags.bits == 0) flags.bits = 8;  // qwZ always quantizes
+  static zcollQuantConfig_t storage;
+  const zcollQuantConfig_t* quant = zp::quantConfig(flags, &storage);
+  zp::Collective c;
+  c.name = "quantized_all_gather";
+  c.notes = {zp::describe(flags)};
+  c.busFactor = [](int n) { return double(n - 1) / n; };
+  c.counts = [](size_t elems, int n, int rank) {
+    zp::Counts k;
+    k.count = elems / n;
+    k.sendElems = k.count;
+    k.recvElems = k.count * n;
+    k.sendInPlace = k.count * rank;
+    return k;
+  };
+  c.run = [quant](const zp::RunArgs& a) {
+    return zcollQuantizedAllGather(a.send, a.recv, a.counts.count, a.dtype, quant, a.info->comm,
+                                   nullptr);
+  };
+  c.input = [](const zp::Pattern&, int rank, size_t i) { return zp::movedValue(rank, i); };
+  c.expected = [](const zp::Pattern& p, int, size_t i) {
+    return zp::movedValue(int(i / p.count), i % p.count);
+  };
+  c.toleranceFor = [flags](zcollDataType_t t) { return zp::quantTolerance(flags, t); };
+  c.extraColumns = zp::zeroppColumns();
+  return zp::perfMain(argc, argv, c);
+}
