@@ -1,0 +1,125 @@
+// quantized_reduce_scatter_perf: zcollQuantizedReduceScatter (qgZ). Size = the whole input
+// buffer (as reduce_scatter_perf); each rank gets size/n elements. Ops sum and avg. Extra flags:
+// --bits 4|8 (inter-node hop, 4), --intra-bits 4|8 (intra-node hop, 4), --block N (256),
+// --asym, --stochastic, --depth N (pipeline depth; 0 = the library's default).
+// The check admits the bound of docs/ZEROPP.md "qgZ" for the driver's inputs (non-negative
+// integers, so every block's absmax is at most the rank's largest input A_s):
+//   F * sum_s A_s (+ fp32 slack), divided by W for avg, plus one unit of the output dtype,
+//   F = 1/(2qi) + (1 + 1/(2qi))/(2qe) (two hops or the flat fallback), 1/(2qi) on one node,
+//   1/(2qe) with one rank per node; q = 2^(bits-1) - 1; stochastic rounding doubles each term.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "common/zeropp.h"
+
+namespace zp = zcoll::perf;
+
+namespace {
+
+struct QgzFlags {
+  int intraBits = 0;  // 0: the library default (4)
+  int depth = 0;      // 0: the library default
+  bool bitsGiven = false;
+};
+
+// Takes --intra-bits and --depth off argv (the shared flags are taken by takeQuantFlags).
+bool takeQgzFlags(int* argc, char** argv, QgzFlags* f) {
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    bool intra = std::strcmp(argv[i], "--intra-bits") == 0;
+    if (intra || std::strcmp(argv[i], "--depth") == 0) {
+      if (i + 1 >= *argc) {
+        std::fprintf(stderr, "%s needs an integer\n", argv[i]);
+        return false;
+      }
+      (intra ? f->intraBits : f->depth) = std::atoi(argv[++i]);
+      continue;
+    }
+    f->bitsGiven |= std::strcmp(argv[i], "--bits") == 0;
+    argv[out++] = argv[i];
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return true;
+}
+
+// What the tolerance needs from the run (filled by the first call).
+struct RunShape {
+  int nranks = 1, nodes = 1, localSize = 1;
+  zcollRedOp_t op = zcollSum;
+};
+
+double ulpOf(double v, zcollDataType_t t) {
+  int mant = t == zcollFloat16 ? 10 : t == zcollBfloat16 ? 7 : 23;
+  return std::ldexp(1.0, std::max(-14, std::ilogb(std::max(v, 1.0))) - mant);
+}
+
+double tolerance(const RunShape& s, int interBits, int intraBits, bool stochastic,
+                 zcollDataType_t t) {
+  const double k = stochastic ? 1.0 : 0.5;
+  const double qi = std::ldexp(1.0, intraBits - 1) - 1, qe = std::ldexp(1.0, interBits - 1) - 1;
+  double f = k / qi + (1 + k / qi) * k / qe;
+  if (s.nodes == 1) f = k / qi;
+  else if (s.nodes == s.nranks) f = k / qe;
+  zp::Pattern p{s.op, s.nranks, 0, 0};
+  double sumA = 0, maxOut = 0;
+  for (int r = 0; r < s.nranks; ++r) {
+    double a = 0;
+    for (size_t i = 0; i < 4096; ++i) a = std::max(a, zp::reduceInput(p, r, i));
+    sumA += a;
+  }
+  for (size_t i = 0; i < 4096; ++i) maxOut = std::max(maxOut, zp::reduceResult(p, i));
+  double div = s.op == zcollAvg ? s.nranks : 1;
+  double err = (f * sumA * (1 + 0x1.0p-10) + 0x1.0p-16 * sumA) / div;
+  return err + ulpOf(maxOut + err, t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QgzFlags qf;
+  zp::QuantFlags flags;
+  if (!takeQgzFlags(&argc, argv, &qf) || !zp::takeQuantFlags(&argc, argv, &flags)) return 2;
+  if (!qf.bitsGiven) flags.bits = 4;  // qgZ's default: INT4 across nodes
+  static zcollQuantConfig_t storage;
+  zp::quantConfig(flags, &storage);
+  storage.intraBits = qf.intraBits;
+  storage.pipelineDepth = qf.depth;
+  const int intraBits = qf.intraBits ? qf.intraBits : 4;
+  auto shape = std::make_shared<RunShape>();
+
+  zp::Collective c;
+  c.name = "quantized_reduce_scatter";
+  c.reduces = true;
+  char note[96];
+  std::snprintf(note, sizeof(note), "# qgZ: intra-node hop INT%d, pipeline depth %d%s",
+                intraBits, qf.depth, qf.depth == 0 ? " (default)" : "");
+  c.notes = {zp::describe(flags) + " (inter-node hop)", note};
+  c.busFactor = [](int n) { return double(n - 1) / n; };
+  c.counts = [](size_t elems, int n, int rank) {
+    zp::Counts k;
+    k.count = elems / n;
+    k.sendElems = k.count * n;
+    k.recvElems = k.count;
+    k.recvInPlace = k.count * rank;
+    return k;
+  };
+  c.run = [shape](const zp::RunArgs& a) {
+    *shape = RunShape{a.info->nranks, a.info->nodes, a.info->localSize, a.op};
+    return zcollQuantizedReduceScatter(a.send, a.recv, a.counts.count, a.dtype, a.op, &storage,
+                                       a.info->comm, nullptr);
+  };
+  c.input = zp::reduceInput;
+  c.expected = [](const zp::Pattern& p, int rank, size_t i) {
+    return zp::reduceResult(p, size_t(rank) * p.count + i);
+  };
+  c.toleranceFor = [shape, flags, intraBits](zcollDataType_t t) {
+    return tolerance(*shape, flags.bits, intraBits, flags.stochastic, t);
+  };
+  c.extraColumns = zp::zeroppColumns();
+  return zp::perfMain(argc, argv, c);
+}
