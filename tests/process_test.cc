@@ -28,9 +28,10 @@ namespace {
 using Env = std::map<std::string, std::string>;
 using Clock = std::chrono::steady_clock;
 
+// The probe is built next to the test binaries (support/test_main.cc sets the directory).
 std::string probePath() {
-  const char* dir = std::getenv("ZCOLL_BUILD_DIR");
-  return std::string(dir ? dir : ".") + "/tests/zcoll_probe";
+  const char* dir = std::getenv("ZCOLL_TEST_BIN_DIR");
+  return std::string(dir ? dir : ".") + "/zcoll_probe";
 }
 
 int freePort() {
