@@ -2,21 +2,39 @@
 //   W-1 steps; at step s member i sends its partial of chunk (i - s - 1) to i+1, receives the
 //   partial of chunk (i - s - 2) from i-1 and adds its own contribution. After the last step
 //   member i holds chunk i reduced over all members, in the fixed order i+1, i+2, ..., i:
-//   deterministic run to run. Partials travel in the accumulator type (fp32 for 16-bit floats),
-//   so 16-bit results are rounded once.
+//   deterministic run to run. Partials travel in the data type (as NCCL: 16-bit types move 16
+//   bits per element); each hop adds in fp32 and rounds the partial once. The direct algorithm
+//   rounds only once in all, at twice the latency-hiding cost; see reducescatter_direct.cc.
 #include <algorithm>
-#include <utility>
 
 #include "coll/coll.h"
 #include "coll/reduce_kernels.h"
 
 namespace zcoll {
 
+namespace {
+
+// partial (dtype, received) op= own (dtype), result written to `out` (dtype); `acc` is fp32
+// scratch for 16-bit types. Avg divides only when `last`.
+void reduceHop(void* partial, const void* own, void* out, void* acc, size_t n,
+               zcollDataType_t dtype, zcollRedOp_t op, int nranks, bool last) {
+  const zcollRedOp_t convertOp = last ? op : (op == zcollAvg ? zcollSum : op);
+  if (!isHalfType(dtype)) {
+    accumulate(partial, own, false, dtype, op, n);
+    fromAcc(out, partial, dtype, convertOp, nranks, n);
+    return;
+  }
+  toAcc(acc, partial, dtype, n);
+  accumulate(acc, own, false, dtype, op, n);
+  fromAcc(out, acc, dtype, convertOp, nranks, n);
+}
+
+}  // namespace
+
 Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, void* out,
                           const size_t* off, zcollDataType_t dtype, zcollRedOp_t op) {
   const int w = g.size();
   const size_t es = dtypeSize(dtype);
-  const size_t as = accSize(dtype);
   const char* in = static_cast<const char*>(send);
   auto chunk = [&](int c) { return off[c + 1] - off[c]; };
   if (w == 1) {
@@ -25,31 +43,26 @@ Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, voi
   }
   size_t maxChunk = 0;
   for (int c = 0; c < w; ++c) maxChunk = std::max(maxChunk, chunk(c));
+  const size_t accBytes = isHalfType(dtype) ? maxChunk * accSize(dtype) : 0;
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(st.comm(), 2 * maxChunk * as, &scratch));
-  char* partial = static_cast<char*>(scratch);
-  char* incoming = partial + maxChunk * as;
+  ZCOLL_CHECK(scratchGet(st.comm(), 2 * maxChunk * es + accBytes, &scratch));
+  char* outgoing = static_cast<char*>(scratch);
+  char* incoming = outgoing + maxChunk * es;
+  char* acc = incoming + maxChunk * es;
 
-  // The first partial is this member's own chunk (me - 1); send it straight from the input
-  // when no conversion is needed.
-  int c0 = (g.me - 1 + w) % w;
-  const void* outgoing = in + off[c0] * es;
-  if (isHalfType(dtype)) {
-    toAcc(partial, outgoing, dtype, chunk(c0));
-    outgoing = partial;
-  }
   const int right = g.at(g.me + 1);
   const int left = g.at(g.me - 1);
+  const char* sendPtr = in + off[(g.me - 1 + w) % w] * es;  // first partial: own chunk me-1
   for (int s = 0; s < w - 1; ++s) {
     int sendC = (g.me - s - 1 + w) % w;
     int recvC = (g.me - s - 2 + w) % w;
-    ZCOLL_CHECK(st.exchange(right, outgoing, chunk(sendC) * as, left, incoming,
-                            chunk(recvC) * as, static_cast<uint32_t>(s)));
-    accumulate(incoming, in + off[recvC] * es, false, dtype, op, chunk(recvC));
-    outgoing = incoming;
-    std::swap(partial, incoming);
+    ZCOLL_CHECK(st.exchange(right, sendPtr, chunk(sendC) * es, left, incoming, chunk(recvC) * es,
+                            static_cast<uint32_t>(s)));
+    const bool last = s == w - 2;
+    reduceHop(incoming, in + off[recvC] * es, last ? out : outgoing, acc, chunk(recvC), dtype, op,
+              w, last);
+    sendPtr = outgoing;  // the exchange completed, so `outgoing` is free to refill next step
   }
-  fromAcc(out, outgoing, dtype, op, w, chunk(g.me));
   return zcollSuccess;
 }
 
