@@ -28,7 +28,7 @@ __device__ __forceinline__ bool sumGroup(const uint8_t* const* chunks, int k, co
     const uint8_t* base = chunks[c];
     float scale = reinterpret_cast<const float*>(base)[j];
     float zero = Sym ? 0.0f : reinterpret_cast<const float*>(base + l.zerosOffset)[j];
-    if (!finiteBits(f2u(scale))) return false;
+    if (!finiteBits(floatBits(scale))) return false;
     loadQGroup<Bits, Sym>(base + l.valuesOffset, e, cnt, q);
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
@@ -52,7 +52,7 @@ __global__ void dequantSumKernel(SumArgs a) {
     bool finite = sumGroup<Bits, Sym>(a.chunks, a.k, l, e / a.blockSize, e, cnt, acc);
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
-      acc[i] = !finite ? u2f(kCanonicalNan) : (a.applyScale ? mulRn(acc[i], a.scale) : acc[i]);
+      acc[i] = !finite ? bitsFloat(kCanonicalNan) : (a.applyScale ? mulRn(acc[i], a.scale) : acc[i]);
     }
     storeGroup<T, Vec>(static_cast<T*>(a.out) + e, cnt, acc);
   }

@@ -16,6 +16,7 @@
 #include "core/result.h"
 #include "cuda/quant_cuda.h"
 #include "quant/quant_math.h"
+#include "quant/type_switch.h"
 
 namespace zcoll {
 namespace quant {
@@ -149,12 +150,12 @@ struct Stats {
   float mn, mx;
   __device__ void init() {
     maxAbs = 0;
-    mn = u2f(0x7f800000u);
-    mx = u2f(0xff800000u);
+    mn = bitsFloat(0x7f800000u);
+    mx = bitsFloat(0xff800000u);
   }
   __device__ void add(const float v[kGroup], int cnt) {
     for (int i = 0; i < cnt; ++i) {
-      maxAbs = max(maxAbs, f2u(v[i]) & 0x7fffffffu);
+      maxAbs = max(maxAbs, floatBits(v[i]) & 0x7fffffffu);
       mn = fminf(mn, v[i]);
       mx = fmaxf(mx, v[i]);
     }
@@ -202,39 +203,6 @@ __device__ __forceinline__ void writeBlockHeader(uint8_t* q, const Layout& l, si
 }
 
 // ---- Host side --------------------------------------------------------------------------------
-template <class T>
-struct TypeTag {
-  using type = T;
-};
-
-template <class F>
-void withDtype(zcollDataType_t dt, F&& f) {
-  if (dt == zcollFloat16) {
-    f(TypeTag<half_t>{});
-  } else if (dt == zcollBfloat16) {
-    f(TypeTag<bf16_t>{});
-  } else {
-    f(TypeTag<float>{});
-  }
-}
-
-template <class F>
-void withBits(int bits, F&& f) {
-  if (bits == 4) {
-    f(std::integral_constant<int, 4>{});
-  } else {
-    f(std::integral_constant<int, 8>{});
-  }
-}
-
-template <class F>
-void withBool(bool b, F&& f) {
-  if (b) {
-    f(std::true_type{});
-  } else {
-    f(std::false_type{});
-  }
-}
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 

@@ -11,7 +11,7 @@ namespace zcoll {
 namespace quant {
 namespace {
 
-uint32_t absBits(float f) { return f2u(f) & 0x7fffffffu; }
+uint32_t absBits(float f) { return floatBits(f) & 0x7fffffffu; }
 
 TEST(QuantMath, SymmetricScaleAndZeroBlock) {
   BlockParams p = symmetricParams(absBits(127.0f), 8);
@@ -32,16 +32,16 @@ TEST(QuantMath, NonFiniteGivesNanScale) {
 }
 
 TEST(QuantMath, UnderflowingScaleBecomesSmallestSubnormal) {
-  float tiny = u2f(5u);  // 5 * 2^-149
+  float tiny = bitsFloat(5u);  // 5 * 2^-149
   BlockParams p = symmetricParams(absBits(tiny), 8);
-  EXPECT_EQ(f2u(p.scale), 1u);
+  EXPECT_EQ(floatBits(p.scale), 1u);
   EXPECT_EQ(quantizeValue(tiny, p, 8, true, false, 0.0f), 5);
   EXPECT_EQ(dequantizeValue(5, p.scale, 0.0f, true), tiny);  // exact
 }
 
 TEST(QuantMath, AsymmetricCanonicalZeroAndOverflow) {
   BlockParams p = asymmetricParams(0u, -0.0f, 0.0f, 8);
-  EXPECT_EQ(f2u(p.zero), 0u);  // -0 became +0
+  EXPECT_EQ(floatBits(p.zero), 0u);  // -0 became +0
   EXPECT_EQ(p.scale, 0.0f);
   BlockParams q = asymmetricParams(absBits(1.0f), -1.0f, 1.0f, 8);
   EXPECT_EQ(q.zero, -1.0f);

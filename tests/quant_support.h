@@ -169,7 +169,7 @@ inline Bytes refQuantize(const std::vector<float>& x, const QuantParams& p) {
     uint32_t amax = 0;
     float mn = x[e0], mx = x[e0];
     for (size_t i = e0; i < e1; ++i) {
-      amax = std::max(amax, f2u(x[i]) & 0x7fffffffu);
+      amax = std::max(amax, floatBits(x[i]) & 0x7fffffffu);
       mn = std::min(mn, x[i]);
       mx = std::max(mx, x[i]);
     }
@@ -194,7 +194,7 @@ inline Bytes refQuantize(const std::vector<float>& x, const QuantParams& p) {
 
 inline float refDequantValue(const Bytes& q, size_t n, const QuantParams& p, size_t i) {
   BlockParams bp = blockParamsOf(q, n, p, i / p.blockSize);
-  if (std::isnan(bp.scale)) return u2f(kCanonicalNan);
+  if (std::isnan(bp.scale)) return bitsFloat(kCanonicalNan);
   return dequantizeValue(qValue(q, n, p, i), bp.scale, bp.zero, p.symmetric);
 }
 
@@ -204,7 +204,7 @@ inline float refSumValue(const std::vector<Bytes>& chunks, size_t n, const Quant
   float acc = 0.0f;
   for (size_t c = 0; c < chunks.size(); ++c) {
     float v = refDequantValue(chunks[c], n, p, i);
-    if (std::isnan(v)) return u2f(kCanonicalNan);
+    if (std::isnan(v)) return bitsFloat(kCanonicalNan);
     acc = c == 0 ? v : acc + v;
   }
   return acc;

@@ -84,7 +84,7 @@ struct Vec {
     uint32_t h = reduceMaxU(_mm256_max_epu32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)),
                                              _mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1))));
     if (!std::is_same<T, half_t>::value) return h << 16;
-    return f2u(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h)))));
+    return floatBits(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h)))));
   }
   static VI absBits(VF v) { return _mm256_and_si256(_mm256_castps_si256(v), i32(0x7fffffff)); }
   static VI maxU(VI a, VI b) { return _mm256_max_epu32(a, b); }

@@ -75,7 +75,7 @@ struct Vec {
   // max over |x| of 16-bit floats as fp32 bits (see blockStats).
   static uint32_t widen16(uint16_t h, bool isHalf) {
     if (!isHalf) return static_cast<uint32_t>(h) << 16;
-    return f2u(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
+    return floatBits(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
   }
   template <class T>
   static uint32_t absMax16(const T* x, int len) {

@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "quant/isa.h"
 #include "quant/quant_math.h"
+#include "quant/type_switch.h"
 
 namespace zcoll {
 namespace quant {
@@ -30,39 +31,6 @@ using VF = Vec::VF;
 using VI = Vec::VI;
 
 // ---- Small helpers ----------------------------------------------------------------------------
-template <class T>
-struct TypeTag {
-  using type = T;
-};
-
-template <class F>
-void withDtype(zcollDataType_t dt, F&& f) {
-  if (dt == zcollFloat16) {
-    f(TypeTag<half_t>{});
-  } else if (dt == zcollBfloat16) {
-    f(TypeTag<bf16_t>{});
-  } else {
-    f(TypeTag<float>{});
-  }
-}
-
-template <class F>
-void withBits(int bits, F&& f) {
-  if (bits == 4) {
-    f(std::integral_constant<int, 4>{});
-  } else {
-    f(std::integral_constant<int, 8>{});
-  }
-}
-
-template <class F>
-void withBool(bool b, F&& f) {
-  if (b) {
-    f(std::true_type{});
-  } else {
-    f(std::false_type{});
-  }
-}
 
 inline size_t packedBytes(int bits, size_t elems) { return bits == 8 ? elems : (elems + 1) / 2; }
 inline size_t packedOffset(int bits, size_t elem) { return bits == 8 ? elem : elem / 2; }
@@ -76,7 +44,7 @@ inline float loadF(const uint8_t* p) {
 }
 inline void storeF(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
 
-inline bool isNanBits(float f) { return (f2u(f) & 0x7fffffffu) > kExpMask; }
+inline bool isNanBits(float f) { return (floatBits(f) & 0x7fffffffu) > kExpMask; }
 
 inline BlockParams readParams(const uint8_t* q, const Layout& l, size_t j, bool sym) {
   return BlockParams{loadF(q + 4 * j), sym ? 0.0f : loadF(q + l.zerosOffset + 4 * j)};
@@ -114,7 +82,7 @@ inline void storeN(T* p, VF v, int cnt) {
 
 template <class T>
 void fillNan(T* out, int len) {
-  VF nan = Vec::set1(u2f(kCanonicalNan));
+  VF nan = Vec::set1(bitsFloat(kCanonicalNan));
   for (int i = 0; i < len; i += W) storeN(out + i, nan, len - i);
 }
 
@@ -177,7 +145,7 @@ struct QuantConsts {
 
 inline QuantConsts quantConsts(BlockParams p) {
   float r = 1.0f / p.scale;
-  bool use = Vec::kUseReciprocal && finiteBits(f2u(r));
+  bool use = Vec::kUseReciprocal && finiteBits(floatBits(r));
   return QuantConsts{Vec::set1(p.scale), Vec::set1(p.zero), Vec::set1(r), use};
 }
 

@@ -31,12 +31,12 @@ struct Vec {
   static uint32_t absMax16(const T* x, int len) {
     uint32_t m = 0;
     for (int i = 0; i < len; ++i) {
-      uint32_t b = f2u(load(x + i)) & 0x7fffffffu;
+      uint32_t b = floatBits(load(x + i)) & 0x7fffffffu;
       m = b > m ? b : m;
     }
     return m;
   }
-  static VI absBits(VF v) { return static_cast<VI>(f2u(v) & 0x7fffffffu); }
+  static VI absBits(VF v) { return static_cast<VI>(floatBits(v) & 0x7fffffffu); }
   static VI maxU(VI a, VI b) { return static_cast<uint32_t>(a) > static_cast<uint32_t>(b) ? a : b; }
   static uint32_t reduceMaxU(VI a) { return static_cast<uint32_t>(a); }
   static VF min(VF a, VF b) { return b < a ? b : a; }

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.h"
+
 // Host copies are static so that the per-ISA translation units (compiled with -mavx2 / -mavx512*)
 // never share an out-of-line copy with the baseline code.
 #if defined(__CUDACC__)
@@ -28,25 +30,7 @@ constexpr int kBlockSizeMultiple = 32;
 constexpr uint32_t kCanonicalNan = 0x7fc00000u;  // what a non-finite block dequantizes to
 constexpr uint32_t kExpMask = 0x7f800000u;
 
-ZCOLL_QHD uint32_t f2u(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-
-ZCOLL_QHD float u2f(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
+// Bit casts: floatBits / bitsFloat from core/dtype.h (shared with the fp16/bf16 code).
 
 // Correctly rounded (round-to-nearest-even) IEEE operations, never contracted into FMAs.
 #if defined(__CUDA_ARCH__)
@@ -99,20 +83,20 @@ ZCOLL_QHD int qHigh(int bits, bool symmetric) {
   return symmetric ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
 }
 
-ZCOLL_QHD BlockParams nonFiniteParams() { return BlockParams{u2f(kCanonicalNan), u2f(kCanonicalNan)}; }
+ZCOLL_QHD BlockParams nonFiniteParams() { return BlockParams{bitsFloat(kCanonicalNan), bitsFloat(kCanonicalNan)}; }
 
 // A scale that underflows to 0 for a nonzero block becomes the smallest subnormal: every value
 // of such a block is then an exact multiple of it, so the error bound still holds (error 0).
 ZCOLL_QHD float scaleFor(float range, int levels) {
   float s = divRn(range, static_cast<float>(levels));
-  return s == 0.0f ? u2f(1u) : s;
+  return s == 0.0f ? bitsFloat(1u) : s;
 }
 
 // maxAbsBits: max over the block of (bits(x) & 0x7fffffff), which also detects NaN/Inf.
 ZCOLL_QHD BlockParams symmetricParams(uint32_t maxAbsBits, int bits) {
   if (maxAbsBits >= kExpMask) return nonFiniteParams();
   if (maxAbsBits == 0) return BlockParams{0.0f, 0.0f};
-  return BlockParams{scaleFor(u2f(maxAbsBits), qHigh(bits, true)), 0.0f};
+  return BlockParams{scaleFor(bitsFloat(maxAbsBits), qHigh(bits, true)), 0.0f};
 }
 
 // mn/mx: block minimum and maximum (any order of reduction: -0 and +0 are canonicalized here).
@@ -127,11 +111,11 @@ ZCOLL_QHD BlockParams asymmetricParams(uint32_t maxAbsBits, float mn, float mx, 
   int levels = qHigh(bits, false);
   float s = scaleFor(range, levels);
   float top = addRn(mn, mulRn(static_cast<float>(levels), s));
-  if (!finiteBits(f2u(range)) || !finiteBits(f2u(top))) return nonFiniteParams();
+  if (!finiteBits(floatBits(range)) || !finiteBits(floatBits(top))) return nonFiniteParams();
   return BlockParams{s, mn};
 }
 
-ZCOLL_QHD bool paramsQuantizable(BlockParams p) { return finiteBits(f2u(p.scale)) && p.scale != 0.0f; }
+ZCOLL_QHD bool paramsQuantizable(BlockParams p) { return finiteBits(floatBits(p.scale)) && p.scale != 0.0f; }
 
 // ---- Element math (preconditions: paramsQuantizable(p)) ------------------------------------
 ZCOLL_QHD float scaledValue(float x, BlockParams p, bool symmetric) {
