@@ -21,13 +21,9 @@ Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_
 }
 
 Result allGatherDirect(zcollComm* comm, const CollArgs& a) {
-  const size_t bytes = a.count * dtypeSize(a.dtype);
-  char* recv = static_cast<char*>(a.recv);
-  copyLocal(comm, recv + comm->rank * bytes, a.send, bytes);
-  std::vector<size_t> off(comm->nranks + 1);
-  for (int i = 0; i <= comm->nranks; ++i) off[i] = i * bytes;
+  std::vector<size_t> off = prepareWorldAllGather(comm, a);
   Stage st(comm);
-  return directAllGatherv(st, worldGroup(comm), recv, off.data());
+  return directAllGatherv(st, worldGroup(comm), a.recv, off.data());
 }
 
 }  // namespace zcoll

@@ -90,6 +90,9 @@ Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_
 Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, void* out,
                           const size_t* offsets, zcollDataType_t dtype, zcollRedOp_t op);
 
+// Copies this rank's block into place and returns the world offsets i * bytes (i = 0..W).
+std::vector<size_t> prepareWorldAllGather(zcollComm* comm, const CollArgs& a);
+
 // ---- Registry -------------------------------------------------------------------------------
 enum class CollKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kBroadcast, kNumKinds };
 

@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "coll/coll.h"
+#include "core/dtype.h"
 
 namespace zcoll {
 
@@ -18,6 +19,14 @@ Group makeGroup(const zcollComm* comm, std::vector<int> ranks) {
   g.ranks = std::move(ranks);
   g.me = static_cast<int>(std::find(g.ranks.begin(), g.ranks.end(), comm->rank) - g.ranks.begin());
   return g;
+}
+
+std::vector<size_t> prepareWorldAllGather(zcollComm* comm, const CollArgs& a) {
+  const size_t bytes = a.count * dtypeSize(a.dtype);
+  copyLocal(comm, static_cast<char*>(a.recv) + comm->rank * bytes, a.send, bytes);
+  std::vector<size_t> off(comm->nranks + 1);
+  for (int i = 0; i <= comm->nranks; ++i) off[i] = i * bytes;
+  return off;
 }
 
 Result Stage::exchange(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,

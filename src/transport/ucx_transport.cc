@@ -138,32 +138,33 @@ Result UcxTransport::finishPost(ucs_status_ptr_t sp, Slot* slot, const char* wha
   return zcollSuccess;
 }
 
+UcxTransport::Slot* UcxTransport::track(int peer, size_t bytes, Request* req,
+                                        ucp_request_param_t* p) {
+  req->transport = this;
+  req->peer = peer;
+  req->bytes = bytes;
+  auto* slot = new Slot{this, req, nullptr};
+  slots_.insert(slot);
+  *p = ucp_request_param_t{};
+  p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p->user_data = slot;
+  return slot;
+}
+
 Result UcxTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
                               Request* req) {
   if (peer < 0 || peer >= static_cast<int>(eps_.size()) || eps_[peer] == nullptr)
     return fail(zcollInternalError, "no UCX endpoint to rank %d", peer);
-  req->transport = this;
-  req->peer = peer;
-  req->bytes = bytes;
-  auto* slot = new Slot{this, req, nullptr};
-  slots_.insert(slot);
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  ucp_request_param_t p;
+  Slot* slot = track(peer, bytes, req, &p);
   p.cb.send = &UcxTransport::onSend;
-  p.user_data = slot;
   return finishPost(ucp_tag_send_nbx(eps_[peer], buf, bytes, tag, &p), slot, "send", peer);
 }
 
 Result UcxTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
-  req->transport = this;
-  req->peer = peer;
-  req->bytes = bytes;
-  auto* slot = new Slot{this, req, nullptr};
-  slots_.insert(slot);
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  ucp_request_param_t p;
+  Slot* slot = track(peer, bytes, req, &p);
   p.cb.recv = &UcxTransport::onRecv;
-  p.user_data = slot;
   return finishPost(ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~uint64_t{0}, &p), slot,
                     "receive", peer);
 }

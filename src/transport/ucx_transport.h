@@ -49,6 +49,8 @@ class UcxTransport final : public Transport {
   };
 
   UcxTransport() = default;
+  // Binds `req` to a new slot and fills the UCX request parameters (callback left to the caller).
+  Slot* track(int peer, size_t bytes, Request* req, ucp_request_param_t* p);
   Result finishPost(ucs_status_ptr_t sp, Slot* slot, const char* what, int peer);
   static void onSend(void* request, ucs_status_t status, void* userData);
   static void onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
