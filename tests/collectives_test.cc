@@ -14,34 +14,15 @@ using namespace zcoll::test;
 
 namespace {
 
-struct Case {
-  int nranks;
-  int nodes;
-  Placement placement;
-};
-
-std::string caseName(const testing::TestParamInfo<Case>& info) {
-  const Case& c = info.param;
-  return std::to_string(c.nranks) + "ranks_" + std::to_string(c.nodes) + "nodes" +
-         (c.placement == Placement::kCyclic ? "_cyclic" : "");
-}
-
-const Case kCases[] = {
+const RankSetup kCases[] = {
     {1, 1, Placement::kContiguous}, {2, 1, Placement::kContiguous},
     {3, 1, Placement::kContiguous}, {4, 2, Placement::kContiguous},
     {6, 3, Placement::kContiguous}, {6, 2, Placement::kCyclic},
     {8, 2, Placement::kContiguous},
 };
 
-class Collectives : public testing::TestWithParam<Case> {
+class Collectives : public LayoutTest {
  protected:
-  RankSetup setup() const {
-    RankSetup s;
-    s.nranks = GetParam().nranks;
-    s.nodes = GetParam().nodes;
-    s.placement = GetParam().placement;
-    return s;
-  }
   // Counts to try: zero, one, odd, and a large one (about 1M elements in all).
   std::vector<size_t> counts(bool withLarge) const {
     std::vector<size_t> c = {0, 1, 13};
@@ -236,6 +217,6 @@ TEST_P(Collectives, BarrierAndQueries) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, Collectives, testing::ValuesIn(kCases), caseName);
+INSTANTIATE_TEST_SUITE_P(Layouts, Collectives, testing::ValuesIn(kCases), layoutName);
 
 }  // namespace

@@ -21,15 +21,6 @@ using namespace zcoll::test;
 
 namespace {
 
-// Expects `expr` to return `code` with a non-empty last-error message mentioning `needle`.
-#define EXPECT_FAILS_WITH(comm, code, needle, expr)                                          \
-  do {                                                                                       \
-    zcollResult_t r_ = (expr);                                                               \
-    EXPECT_EQ(r_, code) << #expr;                                                            \
-    std::string msg_ = zcollGetLastError(comm);                                              \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << #expr << " message: " << msg_;       \
-  } while (0)
-
 TEST(Errors, EveryResultHasADistinctString) {
   std::set<std::string> seen;
   for (int r = 0; r < zcollNumResults; ++r) {

@@ -169,19 +169,7 @@ struct Layout {
 
 // ---- Cases ----------------------------------------------------------------------------------
 
-struct Case {
-  int nranks;
-  int nodes;
-  Placement placement;
-};
-
-std::string caseName(const testing::TestParamInfo<Case>& info) {
-  const Case& c = info.param;
-  return std::to_string(c.nodes) + "nodes_x" + std::to_string(c.nranks / c.nodes) + "ranks" +
-         (c.placement == Placement::kCyclic ? "_cyclic" : "");
-}
-
-const Case kCases[] = {
+const RankSetup kCases[] = {
     {1, 1, Placement::kContiguous}, {4, 1, Placement::kContiguous},
     {4, 4, Placement::kContiguous}, {4, 2, Placement::kContiguous},
     {6, 2, Placement::kContiguous}, {6, 3, Placement::kContiguous},
@@ -190,15 +178,8 @@ const Case kCases[] = {
 
 const zcollDataType_t kTypes[] = {zcollFloat32, zcollFloat16, zcollBfloat16};
 
-class ZeroppAllGather : public testing::TestWithParam<Case> {
+class ZeroppAllGather : public LayoutTest {
  protected:
-  RankSetup setup() const {
-    RankSetup s;
-    s.nranks = GetParam().nranks;
-    s.nodes = GetParam().nodes;
-    s.placement = GetParam().placement;
-    return s;
-  }
   size_t largeCount() const { return (size_t(1) << 20) / GetParam().nranks + 3; }
 };
 
@@ -326,7 +307,7 @@ TEST_P(ZeroppAllGather, HierarchicalAllGather) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ZeroppAllGather, testing::ValuesIn(kCases), caseName);
+INSTANTIATE_TEST_SUITE_P(Layouts, ZeroppAllGather, testing::ValuesIn(kCases), layoutName);
 
 // ---- Bad arguments --------------------------------------------------------------------------
 

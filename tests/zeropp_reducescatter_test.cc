@@ -28,19 +28,7 @@ using namespace zcoll::test;
 
 namespace {
 
-struct Case {
-  int nranks;
-  int nodes;
-  Placement placement;
-};
-
-std::string caseName(const testing::TestParamInfo<Case>& info) {
-  const Case& c = info.param;
-  return std::to_string(c.nranks) + "ranks_" + std::to_string(c.nodes) + "nodes" +
-         (c.placement == Placement::kCyclic ? "_cyclic" : "");
-}
-
-const Case kCases[] = {
+const RankSetup kCases[] = {
     {1, 1, Placement::kContiguous}, {4, 1, Placement::kContiguous},  // W = 1; N = 1
     {4, 4, Placement::kContiguous}, {4, 2, Placement::kContiguous},  // L = 1; 2x2
     {6, 2, Placement::kContiguous}, {6, 3, Placement::kContiguous},  // 2x3; 3x2
@@ -204,16 +192,7 @@ void checkOutput(const Shape& sh, int rank, const Call& c, const std::vector<uns
   EXPECT_EQ(bad, 0u) << "rank " << rank << " " << describe(c) << ": " << first;
 }
 
-class Qgz : public testing::TestWithParam<Case> {
- protected:
-  RankSetup setup() const {
-    RankSetup s;
-    s.nranks = GetParam().nranks;
-    s.nodes = GetParam().nodes;
-    s.placement = GetParam().placement;
-    return s;
-  }
-};
+class Qgz : public LayoutTest {};
 
 // ---- Error bound over every configuration, dtype, op, count ---------------------------------
 
@@ -320,17 +299,9 @@ TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, Qgz, testing::ValuesIn(kCases), caseName);
+INSTANTIATE_TEST_SUITE_P(Layouts, Qgz, testing::ValuesIn(kCases), layoutName);
 
 // ---- Bad arguments (one rank: nothing communicates) -------------------------------------------
-
-#define EXPECT_QGZ_FAILS(comm, code, needle, expr)                                       \
-  do {                                                                                   \
-    zcollResult_t r_ = (expr);                                                           \
-    EXPECT_EQ(r_, code) << #expr;                                                        \
-    std::string msg_ = zcollGetLastError(comm);                                          \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << #expr << " message: " << msg_;    \
-  } while (0)
 
 TEST(QgzArguments, BadArgumentsFailWithSpecificMessages) {
   RankSetup s;
@@ -343,20 +314,20 @@ TEST(QgzArguments, BadArgumentsFailWithSpecificMessages) {
     };
     EXPECT_EQ(call(in.data(), out.data(), 8, f32, zcollSum, nullptr, nullptr, nullptr),
               zcollInvalidArgument);
-    EXPECT_QGZ_FAILS(comm, zcollInvalidArgument, "sendbuff",
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sendbuff",
                      call(nullptr, out.data(), 8, f32, zcollSum, nullptr, comm, nullptr));
-    EXPECT_QGZ_FAILS(comm, zcollInvalidArgument, "recvbuff",
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "recvbuff",
                      call(in.data(), nullptr, 8, f32, zcollSum, nullptr, comm, nullptr));
     for (zcollDataType_t t : {zcollInt32, zcollFloat64, zcollDataType_t(99)})
-      EXPECT_QGZ_FAILS(comm, zcollInvalidArgument, "datatype",
+      EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "datatype",
                        call(in.data(), out.data(), 8, t, zcollSum, nullptr, comm, nullptr));
     for (zcollRedOp_t op : {zcollProd, zcollMax, zcollMin, zcollRedOp_t(77)})
-      EXPECT_QGZ_FAILS(comm, zcollInvalidArgument, "op",
+      EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "op",
                        call(in.data(), out.data(), 8, f32, op, nullptr, comm, nullptr));
     auto badCfg = [&](const char* needle, void (*spoil)(zcollQuantConfig_t*)) {
       zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
       spoil(&q);
-      EXPECT_QGZ_FAILS(comm, zcollInvalidArgument, needle,
+      EXPECT_FAILS_WITH(comm, zcollInvalidArgument, needle,
                        call(in.data(), out.data(), 8, f32, zcollSum, &q, comm, nullptr));
     };
     badCfg("ZCOLL_QUANT_CONFIG_INITIALIZER", [](zcollQuantConfig_t* q) { q->magic = 1; });
@@ -368,10 +339,10 @@ TEST(QgzArguments, BadArgumentsFailWithSpecificMessages) {
     badCfg("pipelineDepth", [](zcollQuantConfig_t* q) { q->pipelineDepth = 65; });
     badCfg("pipelineDepth", [](zcollQuantConfig_t* q) { q->pipelineDepth = -1; });
     int dummy = 0;
-    EXPECT_QGZ_FAILS(comm, zcollInvalidArgument, "stream",
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "stream",
                      call(in.data(), out.data(), 8, f32, zcollSum, nullptr, comm,
                           reinterpret_cast<zcollStream_t>(&dummy)));
-    EXPECT_QGZ_FAILS(comm, zcollInvalidArgument, "overlap",
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overlap",
                      call(in.data(), in.data() + 4, 8, f32, zcollSum, nullptr, comm, nullptr));
     // NULL buffers with count 0, and in place (recvbuff == sendbuff + rank*count), succeed.
     EXPECT_EQ(call(nullptr, nullptr, 0, f32, zcollSum, nullptr, comm, nullptr), zcollSuccess);

@@ -28,7 +28,7 @@ Result readQuantConfig(const zcollQuantConfig_t* cfg, int defaultBits, int defau
   base.bits = defaultBits;
   base.blockSize = kDefaultBlockSize;
   int intraBits = defaultIntraBits;
-  out->pipelineDepth = 1;
+  out->pipelineDepth = 0;
   if (cfg != nullptr) {
     if (cfg->magic != ZCOLL_QUANT_CONFIG_MAGIC || cfg->size < kMinQuantConfigSize)
       return fail(zcollInvalidArgument, "%s: quant config not initialized with "

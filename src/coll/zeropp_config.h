@@ -15,7 +15,7 @@ constexpr int kDefaultGradBits = 4;       // qgZ: INT4 on both hops, as ZeRO++
 struct QuantSettings {
   quant::QuantParams inter;  // the wire format of qwZ/hpZ, and qgZ's inter-node hop
   quant::QuantParams intra;  // qgZ's intra-node hop
-  int pipelineDepth = 1;
+  int pipelineDepth = 0;  // 0: the caller left it to the collective's default
 };
 
 // `fn` names the calling API function in error messages.

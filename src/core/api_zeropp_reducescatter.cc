@@ -25,12 +25,6 @@ Result checkQgzOp(zcollRedOp_t op, const char* fn) {
   return zcollSuccess;
 }
 
-// The caller's pipelineDepth, or 0 when left to the default.
-int requestedDepth(const zcollQuantConfig_t* cfg) {
-  constexpr size_t end = offsetof(zcollQuantConfig_t, pipelineDepth) + sizeof(int);
-  return cfg != nullptr && cfg->size >= end ? cfg->pipelineDepth : 0;
-}
-
 int defaultDepth(size_t count) {
   size_t d = count / kMinPieceElems;
   return d < 1 ? 1 : d > size_t(kDefaultPipelineDepth) ? kDefaultPipelineDepth : int(d);
@@ -78,8 +72,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
     QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1};
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
-    int depth = requestedDepth(quant);
-    a.pipelineDepth = depth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
+    a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
     if (recvcount == 0) return zcollSuccess;
     ZCOLL_CHECK(runQgz(comm, a));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);

@@ -15,6 +15,12 @@ int nodeOfRank(const RankSetup& s, int r) {
   return r < bigEnd ? r / (base + 1) : extra + (r - bigEnd) / base;
 }
 
+std::string layoutName(const testing::TestParamInfo<RankSetup>& info) {
+  const RankSetup& s = info.param;
+  return std::to_string(s.nranks) + "ranks_" + std::to_string(s.nodes) + "nodes" +
+         (s.placement == Placement::kCyclic ? "_cyclic" : "");
+}
+
 void runRanks(const RankSetup& s, const std::function<void(int, zcollComm_t)>& body) {
   zcollUniqueId id;
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess) << zcollGetLastError(nullptr);

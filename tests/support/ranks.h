@@ -2,6 +2,8 @@
 // id, with a host identity per emulated node, and runs the test body.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,6 +23,24 @@ struct RankSetup {
   Placement placement = Placement::kContiguous;
   int timeoutSec = 60;
 };
+
+// Layouts as test parameters: fixtures derive from LayoutTest, instantiate with RankSetup
+// values and name the cases with layoutName ("6ranks_2nodes_cyclic").
+class LayoutTest : public testing::TestWithParam<RankSetup> {
+ protected:
+  const RankSetup& setup() const { return GetParam(); }
+};
+std::string layoutName(const testing::TestParamInfo<RankSetup>& info);
+
+// Expects `expr` to return `code` with a last-error message (for `comm`, or the thread's when
+// NULL) that contains `needle`.
+#define EXPECT_FAILS_WITH(comm, code, needle, expr)                                         \
+  do {                                                                                      \
+    zcollResult_t r_ = (expr);                                                              \
+    EXPECT_EQ(r_, code) << #expr;                                                           \
+    std::string msg_ = zcollGetLastError(comm);                                             \
+    EXPECT_NE(msg_.find(needle), std::string::npos) << #expr << " message: " << msg_;      \
+  } while (0)
 
 // Node index rank `r` is placed on.
 int nodeOfRank(const RankSetup& s, int r);
