@@ -6,7 +6,8 @@
 
 namespace zcoll {
 
-Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* off) {
+Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* off,
+                        const void* own) {
   const int w = g.size();
   char* base = static_cast<char*>(recv);
   RequestList reqs(2 * static_cast<size_t>(w));
@@ -15,15 +16,15 @@ Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_
     ZCOLL_CHECK(st.recv(g.at(i), base + off[i], off[i + 1] - off[i], 0, reqs.next()));
   }
   const size_t mine = off[g.me + 1] - off[g.me];
-  for (int k = 1; k < w; ++k)
-    ZCOLL_CHECK(st.send(g.at(g.me + k), base + off[g.me], mine, 0, reqs.next()));
+  for (int k = 1; k < w; ++k) ZCOLL_CHECK(st.send(g.at(g.me + k), own, mine, 0, reqs.next()));
+  copyLocal(st.comm(), base + off[g.me], own, mine);  // while the transfers run
   return st.wait(reqs);
 }
 
 Result allGatherDirect(zcollComm* comm, const CollArgs& a) {
-  std::vector<size_t> off = prepareWorldAllGather(comm, a);
+  std::vector<size_t> off = worldAllGatherOffsets(comm, a);
   Stage st(comm);
-  return directAllGatherv(st, worldGroup(comm), a.recv, off.data());
+  return directAllGatherv(st, worldGroup(comm), a.recv, off.data(), a.send);
 }
 
 }  // namespace zcoll

@@ -6,12 +6,27 @@
 
 namespace zcoll {
 
-Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* off) {
+Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* off,
+                      const void* own) {
   const int w = g.size();
   char* base = static_cast<char*>(recv);
+  char* mine = base + off[g.me];
+  const size_t mineBytes = off[g.me + 1] - off[g.me];
+  if (w == 1) {
+    copyLocal(st.comm(), mine, own, mineBytes);
+    return zcollSuccess;
+  }
   const int right = g.at(g.me + 1);
   const int left = g.at(g.me - 1);
-  for (int s = 0; s < w - 1; ++s) {
+  {  // Step 0 sends the own block from where it is and copies it into place meanwhile.
+    int recvIdx = (g.me - 1 + w) % w;
+    RequestList reqs(2);
+    ZCOLL_CHECK(st.recv(left, base + off[recvIdx], off[recvIdx + 1] - off[recvIdx], 0, reqs.next()));
+    ZCOLL_CHECK(st.send(right, own, mineBytes, 0, reqs.next()));
+    copyLocal(st.comm(), mine, own, mineBytes);
+    ZCOLL_CHECK(st.wait(reqs));
+  }
+  for (int s = 1; s < w - 1; ++s) {
     int sendIdx = (g.me - s + w) % w;
     int recvIdx = (g.me - s - 1 + w) % w;
     ZCOLL_CHECK(st.exchange(right, base + off[sendIdx], off[sendIdx + 1] - off[sendIdx], left,
@@ -22,9 +37,9 @@ Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t*
 }
 
 Result allGatherRing(zcollComm* comm, const CollArgs& a) {
-  std::vector<size_t> off = prepareWorldAllGather(comm, a);
+  std::vector<size_t> off = worldAllGatherOffsets(comm, a);
   Stage st(comm);
-  return ringAllGatherv(st, worldGroup(comm), a.recv, off.data());
+  return ringAllGatherv(st, worldGroup(comm), a.recv, off.data(), a.send);
 }
 
 }  // namespace zcoll

@@ -23,7 +23,7 @@ Result allReduceRing(zcollComm* comm, const CollArgs& a) {
                                    a.op));
   }
   Stage st(comm);
-  return ringAllGatherv(st, g, recv, byteOff.data());
+  return ringAllGatherv(st, g, recv, byteOff.data(), recv + byteOff[g.me]);
 }
 
 }  // namespace zcoll

@@ -81,17 +81,20 @@ struct CollArgs {
 
 // ---- Byte-level building blocks, reused by hierarchical algorithms --------------------------
 // All-gather of variable blocks: block i of group member i lives at recv + offsets[i] with
-// offsets[i+1] - offsets[i] bytes; this rank's block must already be in place.
-Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* offsets);
-Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* offsets);
+// offsets[i+1] - offsets[i] bytes. This rank's block is read from `own`; when `own` is not its
+// place in recv, it is copied there while the first transfer is in flight.
+Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* offsets,
+                      const void* own);
+Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_t* offsets,
+                        const void* own);
 
 // Reduce-scatter of variable chunks (elements): chunk i of `send` (offsets[i]..offsets[i+1])
 // is reduced over the group into `out` on member i. Partials travel in the accumulator type.
 Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, void* out,
                           const size_t* offsets, zcollDataType_t dtype, zcollRedOp_t op);
 
-// Copies this rank's block into place and returns the world offsets i * bytes (i = 0..W).
-std::vector<size_t> prepareWorldAllGather(zcollComm* comm, const CollArgs& a);
+// The world offsets i * bytes (i = 0..W) of an all-gather of a.count elements per rank.
+std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs& a);
 
 // ---- Registry -------------------------------------------------------------------------------
 enum class CollKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kBroadcast, kNumKinds };

@@ -21,9 +21,8 @@ Group makeGroup(const zcollComm* comm, std::vector<int> ranks) {
   return g;
 }
 
-std::vector<size_t> prepareWorldAllGather(zcollComm* comm, const CollArgs& a) {
+std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs& a) {
   const size_t bytes = a.count * dtypeSize(a.dtype);
-  copyLocal(comm, static_cast<char*>(a.recv) + comm->rank * bytes, a.send, bytes);
   std::vector<size_t> off(comm->nranks + 1);
   for (int i = 0; i <= comm->nranks; ++i) off[i] = i * bytes;
   return off;

@@ -25,10 +25,7 @@ Result railStage(const Stage& st, zcollComm* comm, const void* send, char* sec, 
   const size_t bytes = count * dtypeSize(dtype);
   std::vector<size_t> off(rail.size() + 1);
   for (int m = 0; m <= rail.size(); ++m) off[m] = static_cast<size_t>(m) * (p ? count : bytes);
-  if (p == nullptr) {
-    copyLocal(comm, sec + off[rail.me], send, bytes);
-    return ringAllGatherv(st, rail, sec, off.data());
-  }
+  if (p == nullptr) return ringAllGatherv(st, rail, sec, off.data(), send);
   quant::QuantParams mine = *p;
   mine.elementOffset = static_cast<uint64_t>(comm->rank) * count;  // same bits as qwZ
   return quantizedRingAllGather(st, rail, send, count, dtype, mine, wire, sec, off.data());

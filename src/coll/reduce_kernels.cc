@@ -64,6 +64,17 @@ void accumulateOp(void* acc, const In* in, zcollRedOp_t op, size_t n) {
   }
 }
 
+template <typename T, zcollRedOp_t Op>
+void combineLoop(T* o, const T* a, const T* b, int avgDivisor, size_t n) {
+  using A = typename Acc<T>::type;
+  if (Op == zcollAvg && avgDivisor > 0) {
+    const A div = static_cast<A>(avgDivisor);
+    for (size_t i = 0; i < n; ++i) o[i] = store<T>(static_cast<A>(add(load(a[i]), load(b[i])) / div));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) o[i] = store<T>(combine<A, Op>(load(a[i]), load(b[i])));
+}
+
 template <typename T> struct Kernels {
   using A = typename Acc<T>::type;
   static void toAcc(void* acc, const void* in, size_t n) {
@@ -74,6 +85,20 @@ template <typename T> struct Kernels {
   static void accumulate(void* acc, const void* in, bool inIsAcc, zcollRedOp_t op, size_t n) {
     if (inIsAcc) accumulateOp<T>(acc, static_cast<const A*>(in), op, n);
     else accumulateOp<T>(acc, static_cast<const T*>(in), op, n);
+  }
+  static void combineInto(void* out, const void* a, const void* b, zcollRedOp_t op, int div,
+                          size_t n) {
+    auto* o = static_cast<T*>(out);
+    auto* x = static_cast<const T*>(a);
+    auto* y = static_cast<const T*>(b);
+    switch (op) {
+      case zcollSum: combineLoop<T, zcollSum>(o, x, y, div, n); break;
+      case zcollProd: combineLoop<T, zcollProd>(o, x, y, div, n); break;
+      case zcollMax: combineLoop<T, zcollMax>(o, x, y, div, n); break;
+      case zcollMin: combineLoop<T, zcollMin>(o, x, y, div, n); break;
+      case zcollAvg: combineLoop<T, zcollAvg>(o, x, y, div, n); break;
+      default: break;
+    }
   }
   static void fromAcc(void* out, const void* acc, zcollRedOp_t op, int nranks, size_t n) {
     auto* o = static_cast<T*>(out);
@@ -112,6 +137,11 @@ template <typename T> struct Accumulate {
     Kernels<T>::accumulate(acc, in, inIsAcc, op, n);
   }
 };
+template <typename T> struct CombineInto {
+  static void run(void* out, const void* a, const void* b, zcollRedOp_t op, int div, size_t n) {
+    Kernels<T>::combineInto(out, a, b, op, div, n);
+  }
+};
 template <typename T> struct FromAcc {
   static void run(void* out, const void* acc, zcollRedOp_t op, int nranks, size_t n) {
     Kernels<T>::fromAcc(out, acc, op, nranks, n);
@@ -133,6 +163,11 @@ void toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n) {
 void accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dtype, zcollRedOp_t op,
                 size_t n) {
   dispatch<Accumulate>(dtype, acc, in, inIsAcc, op, n);
+}
+
+void combineInto(void* out, const void* a, const void* b, zcollDataType_t dtype, zcollRedOp_t op,
+                 int avgDivisor, size_t n) {
+  dispatch<CombineInto>(dtype, out, a, b, op, avgDivisor, n);
 }
 
 void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,

@@ -3,33 +3,14 @@
 //   partial of chunk (i - s - 2) from i-1 and adds its own contribution. After the last step
 //   member i holds chunk i reduced over all members, in the fixed order i+1, i+2, ..., i:
 //   deterministic run to run. Partials travel in the data type (as NCCL: 16-bit types move 16
-//   bits per element); each hop adds in fp32 and rounds the partial once. The direct algorithm
-//   rounds only once in all, at twice the latency-hiding cost; see reducescatter_direct.cc.
+//   bits per element); each hop adds in fp32 and rounds the partial once, in place in the
+//   receive buffer, so no hop copies data. reducescatter_direct.cc rounds only once in all.
 #include <algorithm>
 
 #include "coll/coll.h"
 #include "coll/reduce_kernels.h"
 
 namespace zcoll {
-
-namespace {
-
-// partial (dtype, received) op= own (dtype), result written to `out` (dtype); `acc` is fp32
-// scratch for 16-bit types. Avg divides only when `last`.
-void reduceHop(void* partial, const void* own, void* out, void* acc, size_t n,
-               zcollDataType_t dtype, zcollRedOp_t op, int nranks, bool last) {
-  const zcollRedOp_t convertOp = last ? op : (op == zcollAvg ? zcollSum : op);
-  if (!isHalfType(dtype)) {
-    accumulate(partial, own, false, dtype, op, n);
-    fromAcc(out, partial, dtype, convertOp, nranks, n);
-    return;
-  }
-  toAcc(acc, partial, dtype, n);
-  accumulate(acc, own, false, dtype, op, n);
-  fromAcc(out, acc, dtype, convertOp, nranks, n);
-}
-
-}  // namespace
 
 Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, void* out,
                           const size_t* off, zcollDataType_t dtype, zcollRedOp_t op) {
@@ -43,12 +24,11 @@ Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, voi
   }
   size_t maxChunk = 0;
   for (int c = 0; c < w; ++c) maxChunk = std::max(maxChunk, chunk(c));
-  const size_t accBytes = isHalfType(dtype) ? maxChunk * accSize(dtype) : 0;
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(st.comm(), 2 * maxChunk * es + accBytes, &scratch));
-  char* outgoing = static_cast<char*>(scratch);
-  char* incoming = outgoing + maxChunk * es;
-  char* acc = incoming + maxChunk * es;
+  ZCOLL_CHECK(scratchGet(st.comm(), 2 * maxChunk * es, &scratch));
+  // Two partial buffers used in turn: step s receives into bufs[s % 2] while the partial it
+  // reduced the step before (in bufs[(s + 1) % 2]) goes out.
+  char* bufs[2] = {static_cast<char*>(scratch), static_cast<char*>(scratch) + maxChunk * es};
 
   const int right = g.at(g.me + 1);
   const int left = g.at(g.me - 1);
@@ -56,12 +36,14 @@ Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, voi
   for (int s = 0; s < w - 1; ++s) {
     int sendC = (g.me - s - 1 + w) % w;
     int recvC = (g.me - s - 2 + w) % w;
-    ZCOLL_CHECK(st.exchange(right, sendPtr, chunk(sendC) * es, left, incoming, chunk(recvC) * es,
+    char* partial = bufs[s % 2];
+    ZCOLL_CHECK(st.exchange(right, sendPtr, chunk(sendC) * es, left, partial, chunk(recvC) * es,
                             static_cast<uint32_t>(s)));
+    // partial op= own chunk; the last hop writes the result (Avg: divided by W) into `out`.
     const bool last = s == w - 2;
-    reduceHop(incoming, in + off[recvC] * es, last ? out : outgoing, acc, chunk(recvC), dtype, op,
-              w, last);
-    sendPtr = outgoing;  // the exchange completed, so `outgoing` is free to refill next step
+    combineInto(last ? out : partial, partial, in + off[recvC] * es, dtype, op, last ? w : 0,
+                chunk(recvC));
+    sendPtr = partial;
   }
   return zcollSuccess;
 }

@@ -113,10 +113,14 @@ class PeerWatch {
 
 }  // namespace
 
-// Spin first (lowest latency), then yield, then sleep a little longer each time up to 100 us:
-// with more ranks than cores, waiting ranks must leave the CPU to the ranks that have work.
-void backoff(int64_t polls, int64_t spinCount) {
+// Spin first (lowest latency); then sleep until the transport has events (UCX wakeup fd), or,
+// where it cannot block, yield and sleep a little longer each time up to 100 us. With more ranks
+// than cores, waiting ranks must leave the CPU to the ranks that have work.
+constexpr int kBlockMs = 10;  // deadlines, aborts and dead peers are noticed within this
+
+void backoff(zcollComm* comm, int64_t polls, int64_t spinCount) {
   if (polls < spinCount) return;
+  if (comm->net && comm->net->waitForEvents(kBlockMs)) return;
   int64_t idle = polls - spinCount;
   if (idle < 64) {
     sched_yield();
@@ -141,7 +145,7 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
     if (r == zcollSuccess && done == n) return zcollSuccess;
     if (r == zcollSuccess && comm->aborting.load(std::memory_order_relaxed))
       r = fail(zcollRemoteError, "communicator %s was aborted", comm->name.c_str());
-    if (r == zcollSuccess && (polls & 255) == 255) {
+    if (r == zcollSuccess && (polls >= spinCount || (polls & 255) == 255)) {
       auto now = Clock::now();
       r = watch.check(comm, reqs, n, now);
       if (r == zcollSuccess && now > deadline)
@@ -155,7 +159,7 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
       breakComm(comm, r);
       return r;
     }
-    backoff(polls, spinCount);
+    backoff(comm, polls, spinCount);
   }
 }
 

@@ -55,6 +55,13 @@ class Transport {
     return false;
   }
 
+  // Sleeps until the transport may have work (a message arrived, a send completed) or
+  // `timeoutMs` passed. Returns false if this transport cannot block; the caller then yields.
+  virtual bool waitForEvents(int timeoutMs) {
+    (void)timeoutMs;
+    return false;
+  }
+
   // Gives up an incomplete request (timeout, abort, error). Afterwards it is safe to free it.
   virtual void cancel(Request* req) = 0;
 };

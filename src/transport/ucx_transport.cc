@@ -1,5 +1,7 @@
 #include "transport/ucx_transport.h"
 
+#include <poll.h>
+
 #include <chrono>
 #include <memory>
 #include <cstdlib>
@@ -26,17 +28,20 @@ Result UcxTransport::create(const std::string& commName, UcxTransport** out) {
   tuneConfig(config);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-  params.features = UCP_FEATURE_TAG;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.name = commName.c_str();
   st = ucp_init(&params, config, &t->context_);
   ucp_config_release(config);
   if (st != UCS_OK) return ucxFail(st, "init");
 
   ucp_worker_params_t wp{};
-  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wp.events = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV;
   st = ucp_worker_create(t->context_, &wp, &t->worker_);
   if (st != UCS_OK) return ucxFail(st, "worker create");
+
+  if (ucp_worker_get_efd(t->worker_, &t->eventFd_) != UCS_OK) t->eventFd_ = -1;
 
   ucp_address_t* addr = nullptr;
   size_t len = 0;
@@ -173,6 +178,16 @@ Result UcxTransport::progress() {
   while (ucp_worker_progress(worker_) != 0) {
   }
   return zcollSuccess;
+}
+
+bool UcxTransport::waitForEvents(int timeoutMs) {
+  if (eventFd_ < 0) return false;
+  ucs_status_t st = ucp_worker_arm(worker_);
+  if (st == UCS_ERR_BUSY) return true;  // events already pending: progress instead
+  if (st != UCS_OK) return false;
+  pollfd p{eventFd_, POLLIN, 0};
+  ::poll(&p, 1, timeoutMs);
+  return true;
 }
 
 void UcxTransport::cancel(Request* req) {

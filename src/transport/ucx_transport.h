@@ -32,6 +32,7 @@ class UcxTransport final : public Transport {
   Result progress() override;
   void cancel(Request* req) override;
   bool peerFailed(int peer) const override { return failed_[peer] != 0; }
+  bool waitForEvents(int timeoutMs) override;
 
   // Flushes and closes every endpoint, waiting at most `waitMs`.
   void closeEndpoints(int waitMs);
@@ -61,6 +62,7 @@ class UcxTransport final : public Transport {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
+  int eventFd_ = -1;  // the worker's wakeup fd (UCP_FEATURE_WAKEUP), -1 if unavailable
   std::vector<ucp_ep_h> eps_;
   std::vector<PeerError> peerErrorArgs_;
   std::unordered_set<Slot*> slots_;
