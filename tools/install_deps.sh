@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config python3
   libucx-dev ucx-utils libhwloc-dev hwloc
-  libgtest-dev googletest libbenchmark-dev
+  libgtest-dev googletest libbenchmark-dev iproute2
 )
 missing=()
 for p in "${packages[@]}"; do
