@@ -30,18 +30,8 @@ int main(int argc, char** argv) {
   static zcollQuantConfig_t storage;
   const zcollQuantConfig_t* quant = zp::quantConfig(flags, &storage);
   static Secondary sec;
-  zp::Collective c;
-  c.name = flags.fromSecondary ? "all_gather_from_secondary" : "hier_all_gather";
+  zp::Collective c = zp::allGatherShape(flags.fromSecondary ? "all_gather_from_secondary" : "hier_all_gather");
   c.notes = {zp::describe(flags)};
-  c.busFactor = [](int n) { return double(n - 1) / n; };
-  c.counts = [](size_t elems, int n, int rank) {
-    zp::Counts k;
-    k.count = elems / n;
-    k.sendElems = k.count;
-    k.recvElems = k.count * n;
-    k.sendInPlace = k.count * rank;
-    return k;
-  };
   const bool backward = flags.fromSecondary;
   c.run = [quant, backward](const zp::RunArgs& a) {
     zcollComm_t comm = a.info->comm;
@@ -60,10 +50,6 @@ int main(int argc, char** argv) {
       return zcollAllGatherFromSecondary(sec.bytes.data(), a.recv, count, a.dtype, comm, nullptr);
     return zcollAllGatherHier(a.send, a.recv, sec.bytes.data(), count, a.dtype, quant, comm,
                               nullptr);
-  };
-  c.input = [](const zp::Pattern&, int rank, size_t i) { return zp::movedValue(rank, i); };
-  c.expected = [](const zp::Pattern& p, int, size_t i) {
-    return zp::movedValue(int(i / p.count), i % p.count);
   };
   c.toleranceFor = [flags](zcollDataType_t t) { return zp::quantTolerance(flags, t); };
   c.extraColumns = zp::zeroppColumns();

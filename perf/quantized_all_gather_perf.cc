@@ -14,25 +14,11 @@ int main(int argc, char** argv) {
   if (flags.bits == 0) flags.bits = 8;  // qwZ always quantizes
   static zcollQuantConfig_t storage;
   const zcollQuantConfig_t* quant = zp::quantConfig(flags, &storage);
-  zp::Collective c;
-  c.name = "quantized_all_gather";
+  zp::Collective c = zp::allGatherShape("quantized_all_gather");
   c.notes = {zp::describe(flags)};
-  c.busFactor = [](int n) { return double(n - 1) / n; };
-  c.counts = [](size_t elems, int n, int rank) {
-    zp::Counts k;
-    k.count = elems / n;
-    k.sendElems = k.count;
-    k.recvElems = k.count * n;
-    k.sendInPlace = k.count * rank;
-    return k;
-  };
   c.run = [quant](const zp::RunArgs& a) {
     return zcollQuantizedAllGather(a.send, a.recv, a.counts.count, a.dtype, quant, a.info->comm,
                                    nullptr);
-  };
-  c.input = [](const zp::Pattern&, int rank, size_t i) { return zp::movedValue(rank, i); };
-  c.expected = [](const zp::Pattern& p, int, size_t i) {
-    return zp::movedValue(int(i / p.count), i % p.count);
   };
   c.toleranceFor = [flags](zcollDataType_t t) { return zp::quantTolerance(flags, t); };
   c.extraColumns = zp::zeroppColumns();

@@ -92,30 +92,15 @@ int main(int argc, char** argv) {
   const int intraBits = qf.intraBits ? qf.intraBits : 4;
   auto shape = std::make_shared<RunShape>();
 
-  zp::Collective c;
-  c.name = "quantized_reduce_scatter";
-  c.reduces = true;
+  zp::Collective c = zp::reduceScatterShape("quantized_reduce_scatter");
   char note[96];
   std::snprintf(note, sizeof(note), "# qgZ: intra-node hop INT%d, pipeline depth %d%s",
                 intraBits, qf.depth, qf.depth == 0 ? " (default)" : "");
   c.notes = {zp::describe(flags) + " (inter-node hop)", note};
-  c.busFactor = [](int n) { return double(n - 1) / n; };
-  c.counts = [](size_t elems, int n, int rank) {
-    zp::Counts k;
-    k.count = elems / n;
-    k.sendElems = k.count * n;
-    k.recvElems = k.count;
-    k.recvInPlace = k.count * rank;
-    return k;
-  };
   c.run = [shape](const zp::RunArgs& a) {
     *shape = RunShape{a.info->nranks, a.info->nodes, a.info->localSize, a.op};
     return zcollQuantizedReduceScatter(a.send, a.recv, a.counts.count, a.dtype, a.op, &storage,
                                        a.info->comm, nullptr);
-  };
-  c.input = zp::reduceInput;
-  c.expected = [](const zp::Pattern& p, int rank, size_t i) {
-    return zp::reduceResult(p, size_t(rank) * p.count + i);
   };
   c.toleranceFor = [shape, flags, intraBits](zcollDataType_t t) {
     return tolerance(*shape, flags.bits, intraBits, flags.stochastic, t);

@@ -242,5 +242,44 @@ int perfMain(int argc, char** argv, const Collective& coll) {
   return wrong ? 1 : 0;
 }
 
+Collective allGatherShape(const std::string& name) {
+  Collective c;
+  c.name = name;
+  c.busFactor = [](int n) { return double(n - 1) / n; };
+  c.counts = [](size_t elems, int n, int rank) {
+    Counts k;
+    k.count = elems / n;
+    k.sendElems = k.count;
+    k.recvElems = k.count * n;
+    k.sendInPlace = k.count * rank;  // in place: this rank's slot of the output
+    return k;
+  };
+  c.input = [](const Pattern&, int rank, size_t i) { return movedValue(rank, i); };
+  c.expected = [](const Pattern& p, int, size_t i) {
+    return movedValue(int(i / p.count), i % p.count);
+  };
+  return c;
+}
+
+Collective reduceScatterShape(const std::string& name) {
+  Collective c;
+  c.name = name;
+  c.reduces = true;
+  c.busFactor = [](int n) { return double(n - 1) / n; };
+  c.counts = [](size_t elems, int n, int rank) {
+    Counts k;
+    k.count = elems / n;
+    k.sendElems = k.count * n;
+    k.recvElems = k.count;
+    k.recvInPlace = k.count * rank;  // in place: this rank's slot of the input
+    return k;
+  };
+  c.input = reduceInput;
+  c.expected = [](const Pattern& p, int rank, size_t i) {
+    return reduceResult(p, size_t(rank) * p.count + i);
+  };
+  return c;
+}
+
 }  // namespace perf
 }  // namespace zcoll

@@ -86,6 +86,13 @@ struct Collective {
   std::vector<std::string> notes;  // extra setup lines rank 0 prints (each starts with "# ")
 };
 
+// The shape of a gathering collective (size = whole output; each rank contributes size/n; in
+// place at its own slot; bus factor (n-1)/n; checked on moved values) and of a reduce-scatter
+// (size = whole input; each rank gets size/n; in place at its own input slot; checked against
+// the reduction). Callers add `run` and any extra columns or tolerance.
+Collective allGatherShape(const std::string& name);
+Collective reduceScatterShape(const std::string& name);
+
 // Runs the benchmark. Returns the process exit code: 0 when every call succeeded and no
 // wrong value was found anywhere, 1 otherwise, 2 on a usage error.
 int perfMain(int argc, char** argv, const Collective& coll);
