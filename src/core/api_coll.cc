@@ -41,9 +41,7 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendcount, recvbuff, sendcount * comm->nranks, datatype,
                             stream));
     const size_t bytes = sendcount * dtypeSize(datatype);
-    if (sendbuff != static_cast<char*>(recvbuff) + comm->rank * bytes)
-      ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes * comm->nranks, fn,
-                               "in place only when sendbuff == recvbuff + rank*sendcount"));
+    ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     if (sendcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kAllGather,
                         {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes);
@@ -60,9 +58,7 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                             stream));
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = recvcount * dtypeSize(datatype);
-    if (recvbuff != static_cast<const char*>(sendbuff) + comm->rank * bytes)
-      ZCOLL_CHECK(checkOverlap(sendbuff, bytes * comm->nranks, recvbuff, bytes, fn,
-                               "in place only when recvbuff == sendbuff + rank*recvcount"));
+    ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     if (recvcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kReduceScatter,
                         {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes);

@@ -22,13 +22,6 @@ Result checkArgs(const char* fn, const void* send, const char* sendName, size_t 
   return checkHostCall(send, recv, stream, fn);
 }
 
-// NCCL's all-gather rule: in place exactly when send == recv + rank*count, else disjoint.
-Result checkGatherOverlap(const zcollComm* comm, const void* send, const void* recv, size_t bytes,
-                          const char* fn) {
-  if (send == static_cast<const char*>(recv) + comm->rank * bytes) return zcollSuccess;
-  return checkOverlap(send, bytes, recv, bytes * comm->nranks, fn,
-                      "in place only when sendbuff == recvbuff + rank*sendcount");
-}
 
 Result checkUniform(const zcollComm* comm, const char* fn) {
   if (comm->layout.uniform()) return zcollSuccess;
@@ -67,7 +60,8 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
                           datatype, stream));
     QuantSettings qs;
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
-    ZCOLL_CHECK(checkGatherOverlap(comm, sendbuff, recvbuff, sendcount * dtypeSize(datatype), fn));
+    ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
+                                   comm->nranks, fn));
     if (sendcount == 0) return zcollSuccess;
     ZCOLL_CHECK(qwzAllGather(comm, sendbuff, recvbuff, sendcount, datatype, qs.inter));
     countOp(comm);
@@ -98,7 +92,8 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     if (quant != nullptr)
       ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
     ZCOLL_CHECK(checkUniform(comm, fn));
-    ZCOLL_CHECK(checkGatherOverlap(comm, sendbuff, recvbuff, sendcount * dtypeSize(datatype), fn));
+    ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
+                                   comm->nranks, fn));
     ZCOLL_CHECK(checkSecondary(comm, secondary, sendbuff, recvbuff, sendcount, datatype, fn));
     if (sendcount == 0) return zcollSuccess;
     ZCOLL_CHECK(hpzAllGatherHier(comm, sendbuff, recvbuff, secondary, sendcount, datatype,

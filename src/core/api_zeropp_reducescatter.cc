@@ -40,10 +40,7 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
   ZCOLL_CHECK(checkBuffer(recv, count, "recvbuff", fn));
   ZCOLL_CHECK(checkHostCall(send, recv, stream, fn));
   const size_t bytes = count * dtypeSize(dtype);
-  if (recv != static_cast<const char*>(send) + comm->rank * bytes)
-    ZCOLL_CHECK(checkOverlap(send, bytes * comm->nranks, recv, bytes, fn,
-                             "in place only when recvbuff == sendbuff + rank*recvcount"));
-  return zcollSuccess;
+  return checkScatterInPlace(send, recv, bytes, comm->rank, comm->nranks, fn);
 }
 
 Result runQgz(zcollComm* comm, const QgzArgs& a) {

@@ -51,6 +51,20 @@ Result checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, 
   return fail(zcollInvalidArgument, "%s: send and receive buffers overlap (%s)", fn, rule);
 }
 
+Result checkGatherInPlace(const void* send, const void* recv, size_t bytes, int rank, int nranks,
+                          const char* fn) {
+  if (send == static_cast<const char*>(recv) + rank * bytes) return zcollSuccess;
+  return checkOverlap(send, bytes, recv, bytes * nranks, fn,
+                      "in place only when sendbuff == recvbuff + rank*sendcount");
+}
+
+Result checkScatterInPlace(const void* send, const void* recv, size_t bytes, int rank,
+                           int nranks, const char* fn) {
+  if (recv == static_cast<const char*>(send) + rank * bytes) return zcollSuccess;
+  return checkOverlap(send, bytes * nranks, recv, bytes, fn,
+                      "in place only when recvbuff == sendbuff + rank*recvcount");
+}
+
 Result checkNotInGroup(const char* fn) {
   if (inGroup())
     return fail(zcollInvalidUsage, "%s: collectives cannot be called between zcollGroupStart "

@@ -19,6 +19,13 @@ Result checkSize(size_t a, size_t b, size_t elemSize, const char* fn);
 // [a, a+aBytes) and [b, b+bBytes) are disjoint, or a == b exactly (when allowed).
 Result checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes,
                     const char* fn, const char* rule);
+// NCCL's in-place rules, for `bytes` per rank over `nranks`: an all-gather is in place exactly
+// when send == recv + rank*bytes, a reduce-scatter when recv == send + rank*bytes; otherwise
+// the buffers must be disjoint.
+Result checkGatherInPlace(const void* send, const void* recv, size_t bytes, int rank, int nranks,
+                          const char* fn);
+Result checkScatterInPlace(const void* send, const void* recv, size_t bytes, int rank,
+                           int nranks, const char* fn);
 // Not inside zcollGroupStart/End (groups hold point-to-point operations only).
 Result checkNotInGroup(const char* fn);
 
