@@ -1,7 +1,9 @@
 // Point-to-point in groups, communicator split, and the byte counters per path.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "support/ranks.h"
@@ -86,6 +88,28 @@ TEST(Split, ColorsKeysAndNoColor) {
     int nodes = 0;
     zcollCommNodeCount(sub, &nodes);
     EXPECT_EQ(nodes, 2);
+    EXPECT_EQ(zcollCommDestroy(sub), zcollSuccess);
+  });
+}
+
+TEST(Split, ConfigFieldsLeftUnsetInheritTheParent) {
+  RankSetup s;
+  s.nranks = 2;
+  s.timeoutSec = 1;  // the parent's; ZCOLL_TIMEOUT in tests is 60
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+    config.commName = "child";  // timeoutSec left unset: inherited
+    zcollComm_t sub = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, 0, rank, &sub, &config));
+    ASSERT_NE(sub, nullptr);
+    if (rank == 0) {  // rank 1 never joins: the wait must end after the parent's 1 s
+      float x = 1;
+      auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat32, zcollSum, sub, nullptr), zcollTimeout);
+      EXPECT_NE(std::string(zcollGetLastError(sub)).find("more than 1 s"), std::string::npos)
+          << zcollGetLastError(sub);
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    }
     EXPECT_EQ(zcollCommDestroy(sub), zcollSuccess);
   });
 }

@@ -28,7 +28,7 @@ Result initRank(zcollComm_t* comm, int nranks, const zcollUniqueId& id, int rank
   if (comm == nullptr) return fail(zcollInvalidArgument, "comm output pointer is NULL");
   *comm = nullptr;
   ZCOLL_CHECK(validateRanks(nranks, rank));
-  InitSettings s;
+  InitSettings s = defaultSettings();
   ZCOLL_CHECK(readConfig(config, &s));
   return createComm(s, nranks, rank, idFromUnique(id), comm);
 }
@@ -119,7 +119,7 @@ Result initFromEnv(zcollComm_t* comm, const zcollConfig_t* config) {
   EnvRanks e;
   ZCOLL_CHECK(rankFromEnv(&e));
   ZCOLL_CHECK(validateRanks(e.size, e.rank));
-  InitSettings s;
+  InitSettings s = defaultSettings();
   ZCOLL_CHECK(readConfig(config, &s));
   std::string text;
   ZCOLL_CHECK(rendezvousAddressFromEnv(&text));
@@ -203,7 +203,7 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
     InitSettings s;
     s.timeoutSec = comm->timeoutSec;
     s.name = comm->name + ".split";
-    if (config != nullptr) ZCOLL_CHECK(readConfig(config, &s));
+    ZCOLL_CHECK(readConfig(config, &s));
     return splitComm(comm, color, key, s, newcomm);
   });
 }

@@ -137,9 +137,14 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
 
 }  // namespace
 
+InitSettings defaultSettings() {
+  InitSettings s;
+  s.timeoutSec = static_cast<int>(paramInt("ZCOLL_TIMEOUT"));
+  s.name = "comm";
+  return s;
+}
+
 Result readConfig(const zcollConfig_t* config, InitSettings* out) {
-  out->timeoutSec = static_cast<int>(paramInt("ZCOLL_TIMEOUT"));
-  out->name = "comm";
   if (config != nullptr) {
     if (config->magic != ZCOLL_CONFIG_MAGIC || config->size < kMinConfigSize)
       return fail(zcollInvalidArgument,

@@ -14,7 +14,10 @@ struct InitSettings {
   std::string name;
 };
 
-// Validates a caller's config (NULL = defaults) and resolves defaults from the environment.
+// Settings of a new communicator before any config: ZCOLL_TIMEOUT, name "comm".
+InitSettings defaultSettings();
+// Validates a caller's config and applies the fields it sets on top of *out (NULL: no change),
+// so a split inherits its parent's values for fields the config leaves unset.
 Result readConfig(const zcollConfig_t* config, InitSettings* out);
 
 Result createComm(const InitSettings& settings, int nranks, int rank, const RendezvousId& id,
