@@ -168,10 +168,11 @@ struct Stats {
   }
 };
 
-// q for a group; stochastic rounding indexes the hash by the global element index g0 + i.
+// q for a group (rcp = quantReciprocal(bp.scale), once per block); stochastic rounding indexes the hash by the global element index g0 + i.
 template <int Bits, bool Sym>
-__device__ __forceinline__ void quantizeGroup(const float v[kGroup], BlockParams bp, bool sr,
-                                              uint64_t seed, uint64_t g0, int q[kGroup]) {
+__device__ __forceinline__ void quantizeGroup(const float v[kGroup], BlockParams bp, float rcp,
+                                              bool sr, uint64_t seed, uint64_t g0,
+                                              int q[kGroup]) {
   SrKey key = sr ? srKey(seed, static_cast<uint32_t>(g0 >> 32)) : SrKey{0, 0};
 #pragma unroll
   for (int i = 0; i < kGroup; ++i) {
@@ -181,7 +182,7 @@ __device__ __forceinline__ void quantizeGroup(const float v[kGroup], BlockParams
       SrKey k = (g >> 32) == (g0 >> 32) ? key : srKey(seed, static_cast<uint32_t>(g >> 32));
       u = srUniformFromHash(srHash(k, static_cast<uint32_t>(g)));
     }
-    q[i] = quantizeValue(v[i], bp, Bits, Sym, sr, u);
+    q[i] = quantizeValue(v[i], bp, rcp, Bits, Sym, sr, u);
   }
 }
 

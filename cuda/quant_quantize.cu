@@ -44,11 +44,12 @@ __device__ void quantizeBlockWarp(const QuantizeArgs& a, const T* x, uint8_t* q,
   uint8_t* vals = q + l.valuesOffset;
   int qv[kGroup] = {0, 0, 0, 0, 0, 0, 0, 0};
   bool quantizable = paramsQuantizable(bp);
+  float rcp = quantReciprocal(bp.scale);
   for (int g = lane * kGroup; g < len; g += 32 * kGroup) {
     int cnt = min(kGroup, len - g);
     if (quantizable) {
       loadGroup<T, Vec>(x + e0 + g, cnt, v);
-      quantizeGroup<Bits, Sym>(v, bp, a.stochastic, a.seed, g0 + e0 + g, qv);
+      quantizeGroup<Bits, Sym>(v, bp, rcp, a.stochastic, a.seed, g0 + e0 + g, qv);
     }
     storeQGroup<Bits>(vals, e0 + g, cnt, qv);
   }

@@ -67,11 +67,13 @@ __global__ void requantKernel(RequantArgs a) {
     BlockParams bp = st.finish<OutBits, OutSym>();
     writeBlockHeader<OutSym>(a.out, lo, j, bp, lane);
     bool quantizable = paramsQuantizable(bp);
+    float rcp = quantReciprocal(bp.scale);
     for (int g = lane * kGroup; g < len; g += 32 * kGroup) {
       int cnt = min(kGroup, len - g);
       if (quantizable) {
         groupSum<InBits, InSym>(a, li, e0 + g, cnt, v);
-        quantizeGroup<OutBits, OutSym>(v, bp, a.stochastic, a.seed, a.elementOffset + e0 + g, q);
+        quantizeGroup<OutBits, OutSym>(v, bp, rcp, a.stochastic, a.seed, a.elementOffset + e0 + g,
+                                       q);
       }
       storeQGroup<OutBits>(a.out + lo.valuesOffset, e0 + g, cnt, q);
     }

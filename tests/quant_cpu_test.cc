@@ -277,8 +277,8 @@ TEST(QuantFormat, Int4PackingOrder) {
 }
 
 // Values at and next to rounding ties (x = (k + 1/2) * scale, +-1..2 ulps) under several
-// scales: the SIMD variants' reciprocal shortcut must fall back to the exact division there.
-TEST(QuantFormat, NearTiesMatchTheScalarDefinition) {
+// scales, where any shortcut around the format's t = x * RN(1/scale) would show.
+TEST(QuantFormat, NearTiesMatchTheReference) {
   std::vector<float> x;
   for (float absmax : {127.0f, 1.1f * 127, 0.37f, 3.0e5f, 1.0e-30f}) {
     float s = absmax / 127.0f;

@@ -35,7 +35,7 @@ TEST(QuantMath, UnderflowingScaleBecomesSmallestSubnormal) {
   float tiny = bitsFloat(5u);  // 5 * 2^-149
   BlockParams p = symmetricParams(absBits(tiny), 8);
   EXPECT_EQ(floatBits(p.scale), 1u);
-  EXPECT_EQ(quantizeValue(tiny, p, 8, true, false, 0.0f), 5);
+  EXPECT_EQ(quantizeValue(tiny, p, quantReciprocal(p.scale), 8, true, false, 0.0f), 5);
   EXPECT_EQ(dequantizeValue(5, p.scale, 0.0f, true), tiny);  // exact
 }
 
@@ -52,23 +52,35 @@ TEST(QuantMath, AsymmetricCanonicalZeroAndOverflow) {
 
 TEST(QuantMath, RoundToNearestEvenAndClamp) {
   BlockParams p{1.0f, 0.0f};
-  EXPECT_EQ(quantizeValue(2.5f, p, 8, true, false, 0.0f), 2);
-  EXPECT_EQ(quantizeValue(3.5f, p, 8, true, false, 0.0f), 4);
-  EXPECT_EQ(quantizeValue(-2.5f, p, 8, true, false, 0.0f), -2);
-  EXPECT_EQ(quantizeValue(200.0f, p, 8, true, false, 0.0f), 127);
-  EXPECT_EQ(quantizeValue(-200.0f, p, 8, true, false, 0.0f), -127);
-  EXPECT_EQ(quantizeValue(9.0f, p, 4, true, false, 0.0f), 7);
-  EXPECT_EQ(quantizeValue(-1.0f, p, 4, false, false, 0.0f), 0);
-  EXPECT_EQ(quantizeValue(99.0f, p, 4, false, false, 0.0f), 15);
+  EXPECT_EQ(quantizeValue(2.5f, p, quantReciprocal(p.scale), 8, true, false, 0.0f), 2);
+  EXPECT_EQ(quantizeValue(3.5f, p, quantReciprocal(p.scale), 8, true, false, 0.0f), 4);
+  EXPECT_EQ(quantizeValue(-2.5f, p, quantReciprocal(p.scale), 8, true, false, 0.0f), -2);
+  EXPECT_EQ(quantizeValue(200.0f, p, quantReciprocal(p.scale), 8, true, false, 0.0f), 127);
+  EXPECT_EQ(quantizeValue(-200.0f, p, quantReciprocal(p.scale), 8, true, false, 0.0f), -127);
+  EXPECT_EQ(quantizeValue(9.0f, p, quantReciprocal(p.scale), 4, true, false, 0.0f), 7);
+  EXPECT_EQ(quantizeValue(-1.0f, p, quantReciprocal(p.scale), 4, false, false, 0.0f), 0);
+  EXPECT_EQ(quantizeValue(99.0f, p, quantReciprocal(p.scale), 4, false, false, 0.0f), 15);
+}
+
+// Wire format v2: t = x * RN(1/scale), not x / scale. Here x / scale = 1.5 - 2^-24 rounds to 1.5
+// (a tie, to even), then to 2; x * RN(1/scale) = 1.5 - 2^-24 - 2^-46 rounds to 1.5 - 2^-23, then
+// to 1.
+TEST(QuantMath, ScaledValueMultipliesByTheRoundedReciprocal) {
+  BlockParams p{0x1.000002p+0f, 0.0f};
+  float x = 0x1.800002p+0f;
+  EXPECT_EQ(std::nearbyint(x / p.scale), 2.0f);  // what a division would give
+  EXPECT_EQ(quantizeValue(x, p, quantReciprocal(p.scale), 8, true, false, 0.0f), 1);
+  EXPECT_EQ(quantReciprocal(0x1p-120f), 0x1p120f);
+  EXPECT_EQ(quantReciprocal(bitsFloat(1u)), 0.0f);  // 1/scale overflows: divide instead
 }
 
 TEST(QuantMath, StochasticRoundingPicksNeighbours) {
   BlockParams p{1.0f, 0.0f};
-  EXPECT_EQ(quantizeValue(2.25f, p, 8, true, true, 0.0f), 3);    // u < 0.25: up
-  EXPECT_EQ(quantizeValue(2.25f, p, 8, true, true, 0.3f), 2);    // u >= 0.25: down
-  EXPECT_EQ(quantizeValue(-2.25f, p, 8, true, true, 0.7f), -2);  // frac(-2.25) = 0.75
-  EXPECT_EQ(quantizeValue(-2.25f, p, 8, true, true, 0.8f), -3);
-  EXPECT_EQ(quantizeValue(4.0f, p, 8, true, true, 0.0f), 4);     // integers stay
+  EXPECT_EQ(quantizeValue(2.25f, p, quantReciprocal(p.scale), 8, true, true, 0.0f), 3);    // u < 0.25: up
+  EXPECT_EQ(quantizeValue(2.25f, p, quantReciprocal(p.scale), 8, true, true, 0.3f), 2);    // u >= 0.25: down
+  EXPECT_EQ(quantizeValue(-2.25f, p, quantReciprocal(p.scale), 8, true, true, 0.7f), -2);  // frac(-2.25) = 0.75
+  EXPECT_EQ(quantizeValue(-2.25f, p, quantReciprocal(p.scale), 8, true, true, 0.8f), -3);
+  EXPECT_EQ(quantizeValue(4.0f, p, quantReciprocal(p.scale), 8, true, true, 0.0f), 4);     // integers stay
 }
 
 TEST(QuantMath, NibblePacking) {

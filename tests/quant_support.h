@@ -178,9 +178,10 @@ inline Bytes refQuantize(const std::vector<float>& x, const QuantParams& p) {
     std::memcpy(&out[4 * j], &bp.scale, 4);
     if (!p.symmetric) std::memcpy(&out[l.zerosOffset + 4 * j], &bp.zero, 4);
     if (!paramsQuantizable(bp)) continue;
+    float rcp = quantReciprocal(bp.scale);
     for (size_t i = e0; i < e1; ++i) {
       float u = p.stochastic ? srUniform(p.seed, p.elementOffset + i) : 0.0f;
-      int q = quantizeValue(x[i], bp, p.bits, p.symmetric, p.stochastic, u);
+      int q = quantizeValue(x[i], bp, rcp, p.bits, p.symmetric, p.stochastic, u);
       uint8_t* v = &out[l.valuesOffset];
       if (p.bits == 8) {
         v[i] = static_cast<uint8_t>(q);

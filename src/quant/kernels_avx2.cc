@@ -115,16 +115,6 @@ struct Vec {
   static VF div(VF a, VF b) { return _mm256_div_ps(a, b); }
   static VF toFloat(VI q) { return _mm256_cvtepi32_ps(q); }
 
-  static constexpr bool kUseReciprocal = true;
-  // rne(y) as int; dist = max(dist, |y - rne(y)|).
-  static VI roundRneTrackDist(VF y, VF& dist) {
-    VF r = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    dist = _mm256_max_ps(dist, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(y, r)));
-    return _mm256_cvttps_epi32(r);
-  }
-  static bool nearHalf(VF dist) {
-    return _mm256_movemask_ps(_mm256_cmp_ps(dist, _mm256_set1_ps(0.5f - 0x1p-13f), _CMP_GT_OQ)) != 0;
-  }
   static VI roundRne(VF t) {
     return _mm256_cvttps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }

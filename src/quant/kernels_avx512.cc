@@ -106,16 +106,6 @@ struct Vec {
   static VF div(VF a, VF b) { return _mm512_div_ps(a, b); }
   static VF toFloat(VI q) { return _mm512_cvtepi32_ps(q); }
 
-  static constexpr bool kUseReciprocal = true;
-  // rne(y) as int; dist = max(dist, |y - rne(y)|) (vreduceps, then vrangeps: max |.|).
-  static VI roundRneTrackDist(VF y, VF& dist) {
-    VF frac = _mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    dist = _mm512_range_ps(dist, frac, 0x0b);
-    return _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  }
-  static bool nearHalf(VF dist) {
-    return _mm512_cmp_ps_mask(dist, _mm512_set1_ps(0.5f - 0x1p-13f), _CMP_GT_OQ) != 0;
-  }
   static VI roundRne(VF t) {
     return _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }

@@ -8,7 +8,7 @@
 //
 // Per block, quantize is two passes over data that stays in L1:
 //   1. reduce: max |x| as integer bits (order-independent, detects NaN/Inf), min/max if asymmetric
-//   2. q = clamp(round((x - zero) / scale)), packed two vectors (2W elements) at a time.
+//   2. q = clamp(round((x - zero) * RN(1/scale))), packed two vectors (2W elements) at a time.
 // Dequantize-style operations are one pass per chunk; sums go through an fp32 block buffer on
 // the stack, always in chunk order 0..k-1, so every ISA rounds identically.
 
@@ -137,64 +137,54 @@ inline VF uniformAt(SrState& st, uint64_t g) {
   return Vec::load(u);
 }
 
-// Per-block constants of pass 2. rcp = 1/scale when the variant uses it (finite), else 0.
+// Per-block constants of pass 2: t = (x - zero) * rcp, or (x - zero) / scale when rcp is 0
+// (quant_math.h: scaledValue).
 struct QuantConsts {
   VF scale, zero, rcp;
-  bool useRcp;
 };
 
 inline QuantConsts quantConsts(BlockParams p) {
-  float r = 1.0f / p.scale;
-  bool use = Vec::kUseReciprocal && finiteBits(floatBits(r));
-  return QuantConsts{Vec::set1(p.scale), Vec::set1(p.zero), Vec::set1(r), use};
+  return QuantConsts{Vec::set1(p.scale), Vec::set1(p.zero), Vec::set1(quantReciprocal(p.scale))};
 }
 
-template <int Bits, bool Sym, bool Sr>
+template <int Bits, bool Sym, bool Sr, bool Rcp>
 inline VI quantVec(VF x, const QuantConsts& c, SrState& sr, uint64_t g) {
   VF d = Sym ? x : Vec::sub(x, c.zero);
-  VF t = Vec::div(d, c.scale);
+  VF t = Rcp ? Vec::mul(d, c.rcp) : Vec::div(d, c.scale);
   VI q = Sr ? Vec::roundSr(t, uniformAt(sr, g)) : Vec::roundRne(t);
-  // Symmetric round-to-nearest needs no clamp: |x| <= absmax gives |t| <= qmax (1 + 2^-23),
+  // Symmetric round-to-nearest needs no clamp: |x| <= absmax gives |t| <= qmax (1 + 2^-22),
   // which rounds to at most qmax (and tail lanes hold 0).
   if (Sym && !Sr) return q;
   return Vec::clamp(q, qLow(Bits, Sym), qHigh(Bits, Sym));
 }
 
-// The division-free pass 2 (round to nearest even only): y = fl(d * fl(1/scale)) is within
-// 3 * 2^-24 * |t| <= 2^-14 of t = fl(d / scale) (|t| <= 256), so rne(y) == rne(t) unless y lies
-// within 2^-13 of a half-integer. dist tracks max |y - rne(y)| over the block; the caller redoes
-// the block with the division when it gets that close to 1/2 (rare: ~2^-12 per element).
-template <int Bits, bool Sym>
-inline VI quantVecRcp(VF x, const QuantConsts& c, VF& dist) {
-  VF d = Sym ? x : Vec::sub(x, c.zero);
-  VI q = Vec::roundRneTrackDist(Vec::mul(d, c.rcp), dist);
-  if (Sym) return q;
-  return Vec::clamp(q, qLow(Bits, Sym), qHigh(Bits, Sym));
-}
-
-// Full steps of pass 2 without division; false if some value came too close to a tie.
-template <class T, int Bits, bool Sym>
-bool quantizeStepsRcp(const T* x, int steps, const QuantConsts& c, uint8_t* qv) {
-  VF dist = Vec::set1(0.0f);
-  for (int i = 0; i < steps; i += S) {
-    VI a = quantVecRcp<Bits, Sym>(Vec::load(x + i), c, dist);
-    VI b = quantVecRcp<Bits, Sym>(Vec::load(x + i + W), c, dist);
-    Vec::template pack<Bits>(a, b, qv + packedOffset(Bits, i));
-  }
-  return !Vec::nearHalf(dist);
-}
-
 // The last < 2W elements of a block; an odd INT4 tail leaves the high nibble 0.
-template <class T, int Bits, bool Sym, bool Sr>
+template <class T, int Bits, bool Sym, bool Sr, bool Rcp>
 void quantizeTail(const T* x, int r, const QuantConsts& c, SrState& sr, uint64_t g, uint8_t* dst) {
   VF x0 = loadN(x, r);
   VF x1 = r > W ? loadN(x + W, r - W) : Vec::set1(0.0f);
   alignas(64) uint8_t tmp[S];
-  Vec::template pack<Bits>(quantVec<Bits, Sym, Sr>(x0, c, sr, g),
-                           quantVec<Bits, Sym, Sr>(x1, c, sr, g + W), tmp);
+  Vec::template pack<Bits>(quantVec<Bits, Sym, Sr, Rcp>(x0, c, sr, g),
+                           quantVec<Bits, Sym, Sr, Rcp>(x1, c, sr, g + W), tmp);
   size_t nb = packedBytes(Bits, r);
   std::memcpy(dst, tmp, nb);
   if (Bits == 4 && (r & 1)) dst[nb - 1] &= 0x0f;
+}
+
+// Pass 2 over one block.
+template <class T, int Bits, bool Sym, bool Sr, bool Rcp>
+void quantizeValues(const T* x, int len, const QuantConsts& c, SrState& sr, uint64_t g0,
+                    uint8_t* qv) {
+  int i = 0;
+  for (; i + S <= len; i += S) {
+    VI a = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i), c, sr, g0 + i);
+    VI b = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + W), c, sr, g0 + i + W);
+    Vec::template pack<Bits>(a, b, qv + packedOffset(Bits, i));
+  }
+  if (i < len) {
+    quantizeTail<T, Bits, Sym, Sr, Rcp>(x + i, len - i, c, sr, g0 + i,
+                                        qv + packedOffset(Bits, i));
+  }
 }
 
 template <class T, int Bits, bool Sym, bool Sr>
@@ -210,16 +200,10 @@ void quantizeBlock(const T* x, int len, uint64_t g0, SrState& sr, uint8_t* scale
     return;
   }
   QuantConsts c = quantConsts(p);
-  int steps = len / S * S;
-  int i = 0;
-  if (!Sr && c.useRcp && quantizeStepsRcp<T, Bits, Sym>(x, steps, c, qv)) i = steps;
-  for (; i + S <= len; i += S) {
-    VI a = quantVec<Bits, Sym, Sr>(Vec::load(x + i), c, sr, g0 + i);
-    VI b = quantVec<Bits, Sym, Sr>(Vec::load(x + i + W), c, sr, g0 + i + W);
-    Vec::template pack<Bits>(a, b, qv + packedOffset(Bits, i));
-  }
-  if (i < len) {
-    quantizeTail<T, Bits, Sym, Sr>(x + i, len - i, c, sr, g0 + i, qv + packedOffset(Bits, i));
+  if (quantReciprocal(p.scale) != 0.0f) {
+    quantizeValues<T, Bits, Sym, Sr, true>(x, len, c, sr, g0, qv);
+  } else {
+    quantizeValues<T, Bits, Sym, Sr, false>(x, len, c, sr, g0, qv);
   }
 }
 

@@ -55,10 +55,6 @@ struct Vec {
     r = r < -1.0e9f ? -1.0e9f : (r > 1.0e9f ? 1.0e9f : r);
     return static_cast<VI>(r);
   }
-  // The scalar variant is the plain definition: it always divides.
-  static constexpr bool kUseReciprocal = false;
-  static VI roundRneTrackDist(VF y, VF&) { return toInt(rintRn(y)); }  // unused
-  static bool nearHalf(VF) { return true; }
   static VI roundRne(VF t) { return toInt(rintRn(t)); }
   static VI roundSr(VF t, VF u) { return toInt(roundStochastic(t, u)); }
   static VI clamp(VI q, int lo, int hi) { return q < lo ? lo : (q > hi ? hi : q); }

@@ -2,7 +2,7 @@
 //
 // A chunk of n elements is cut into blocks of blockSize elements (the last may be short); each
 // block is quantized to INT8 or INT4 with its own fp32 scale (and minimum when asymmetric). The
-// quantized bytes follow the wire format of docs/WIRE_FORMAT.md (version 1): header-free, fixed
+// quantized bytes follow the wire format of docs/WIRE_FORMAT.md (version 2): header-free, fixed
 // by (n, blockSize, bits, symmetric), identical on every CPU ISA variant and on the GPU
 // (cuda/quant_cuda.h mirrors these calls on device pointers).
 //
