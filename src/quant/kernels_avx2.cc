@@ -160,6 +160,12 @@ struct Vec {
   }
 
   template <int Bits, bool Sym>
+  static void pack4(VI a, VI b, VI c, VI d, uint8_t* dst) {
+    pack<Bits>(a, b, dst);
+    pack<Bits>(c, d, dst + (Bits == 8 ? 2 * W : W));
+  }
+
+  template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
     __m128i bytes;
     if (Bits == 8) {

@@ -154,6 +154,25 @@ struct Vec {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + 8), nibbles(b));
   }
 
+  // 64 values -> 64 bytes (int8) or 32 bytes (INT4). Saturating packs to int16 then int8 (values
+  // are in range: unsigned for asymmetric int8) leave 4-element groups in the order a0 b0 c0 d0
+  // a1 b1 ... (per 128-bit lane); one dword permutation restores element order. INT4: in each
+  // 16-bit word, the low nibble of byte 0 | the low nibble of byte 1 << 4, then words -> bytes.
+  template <int Bits, bool Sym>
+  static void pack4(VI a, VI b, VI c, VI d, uint8_t* dst) {
+    VI w1 = _mm512_packs_epi32(a, b), w2 = _mm512_packs_epi32(c, d);
+    VI bytes = Bits == 8 && !Sym ? _mm512_packus_epi16(w1, w2) : _mm512_packs_epi16(w1, w2);
+    const VI order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    bytes = _mm512_permutexvar_epi32(order, bytes);
+    if (Bits == 8) {
+      _mm512_storeu_si512(dst, bytes);
+      return;
+    }
+    VI nib = _mm512_ternarylogic_epi32(_mm512_set1_epi16(0x000f), bytes,
+                                       _mm512_srli_epi16(bytes, 4), 0xca);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi16_epi8(nib));
+  }
+
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
     __m128i lo, hi;

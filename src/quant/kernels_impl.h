@@ -8,7 +8,8 @@
 //
 // Per block, quantize is two passes over data that stays in L1:
 //   1. reduce: max |x| as integer bits (order-independent, detects NaN/Inf), min/max if asymmetric
-//   2. q = clamp(round((x - zero) * RN(1/scale))), packed two vectors (2W elements) at a time.
+//   2. q = clamp(round((x - zero) * RN(1/scale))), packed four vectors (4W elements) at a time,
+//      then two, then a partial tail.
 // Dequantize-style operations are one pass per chunk; sums go through an fp32 block buffer on
 // the stack, always in chunk order 0..k-1, so every ISA rounds identically.
 
@@ -57,6 +58,20 @@ inline void zeroPadding(uint8_t* out, const Layout& l, bool sym) {
   if (!sym) std::memset(out + l.zerosOffset + sb, 0, align16(sb) - sb);
   size_t vEnd = l.valuesOffset + l.valuesBytes;
   std::memset(out + vEnd, 0, l.totalBytes - vEnd);
+}
+
+// Software prefetch (for reading, or with Write for writing) of the bytes [p, p + bytes) shifted
+// kPrefetchAhead forward, clipped to end: with it, single-threaded passes over data in L3 or
+// memory run 1.1-1.4x faster than with the hardware prefetchers alone (16 MiB quantize and
+// dequantize, perf/RESULTS.md).
+constexpr size_t kPrefetchAhead = 4096;
+template <bool Write = false>
+inline void prefetchAhead(const void* p, size_t bytes, const void* end) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
+  uintptr_t e = reinterpret_cast<uintptr_t>(end);
+  for (uintptr_t k = a; k < a + bytes && k < e; k += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(k), Write ? 1 : 0);
+  }
 }
 
 // ---- Loads with a partial tail ------------------------------------------------------------------
@@ -176,6 +191,13 @@ template <class T, int Bits, bool Sym, bool Sr, bool Rcp>
 void quantizeValues(const T* x, int len, const QuantConsts& c, SrState& sr, uint64_t g0,
                     uint8_t* qv) {
   int i = 0;
+  for (; i + 2 * S <= len; i += 2 * S) {
+    VI a = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i), c, sr, g0 + i);
+    VI b = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + W), c, sr, g0 + i + W);
+    VI d = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + 2 * W), c, sr, g0 + i + 2 * W);
+    VI e = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + 3 * W), c, sr, g0 + i + 3 * W);
+    Vec::template pack4<Bits, Sym>(a, b, d, e, qv + packedOffset(Bits, i));
+  }
   for (; i + S <= len; i += S) {
     VI a = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i), c, sr, g0 + i);
     VI b = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + W), c, sr, g0 + i + W);
@@ -214,6 +236,7 @@ void quantizeImpl(const T* x, size_t n, const QuantParams& p, uint8_t* out) {
   size_t b = static_cast<size_t>(p.blockSize);
   for (size_t j = 0; j < l.nblocks; ++j) {
     size_t e0 = j * b;
+    prefetchAhead(x + e0, b * sizeof(T), x + n);
     quantizeBlock<T, Bits, Sym, Sr>(x + e0, static_cast<int>(minSize(b, n - e0)),
                                     p.elementOffset + e0, sr, out + 4 * j,
                                     out + l.zerosOffset + 4 * j,
@@ -280,6 +303,9 @@ void dequantizeImpl(const uint8_t* q, size_t n, const QuantParams& p, T* out) {
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
     BlockParams bp = readParams(q, l, j, Sym);
+    prefetchAhead(q + l.valuesOffset + packedOffset(Bits, e0), packedBytes(Bits, b),
+                  q + l.totalBytes);
+    prefetchAhead<true>(out + e0, b * sizeof(T), out + n);
     if (isNanBits(bp.scale)) {
       fillNan(out + e0, len);
     } else {
