@@ -61,6 +61,11 @@ struct Vec {
   static void store(half_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toHalf(v)); }
   static void store(bf16_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toBf16(v)); }
   template <class T>
+  static void store2(T* p, VF a, VF b) {
+    store(p, a);
+    store(p + W, b);
+  }
+  template <class T>
   static void storePartial(T* p, VF v, int n) {
     alignas(32) T tmp[W];
     store(tmp, v);
@@ -165,6 +170,7 @@ struct Vec {
     pack<Bits>(c, d, dst + (Bits == 8 ? 2 * W : W));
   }
 
+  static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
     __m128i bytes;

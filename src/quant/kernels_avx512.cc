@@ -48,21 +48,33 @@ struct Vec {
   static __m256i toHalf(VF v) {
     return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
-  // floatToBf16 of core/dtype.h, lane-wise: RNE, NaN stays NaN (quiet).
-  static __m256i toBf16(VF v) {
+  // floatToBf16 of core/dtype.h, lane-wise, in the low 16 bits: RNE, NaN stays NaN (quiet).
+  static VI bf16Bits(VF v) {
     VI u = _mm512_castps_si512(v);
-    VI lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), i32(1));
-    VI r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(i32(0x7fff), lsb)), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, i32(0x7fffffff)), i32(kExpMask));
-    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), i32(0x40)));
-    return _mm512_cvtepi32_epi16(r);
+    VI hi = _mm512_srli_epi32(u, 16);
+    VI r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(i32(0x7fff), _mm512_and_si512(hi, i32(1)))), 16);
+    __mmask16 nan = _mm512_fpclass_ps_mask(v, 0x81);  // quiet or signalling NaN
+    return _mm512_mask_or_epi32(r, nan, hi, i32(0x40));
   }
+  static __m256i toBf16(VF v) { return _mm512_cvtepi32_epi16(bf16Bits(v)); }
   static void store(float* p, VF v) { _mm512_storeu_ps(p, v); }
   static void store(half_t* p, VF v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), toHalf(v));
   }
   static void store(bf16_t* p, VF v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), toBf16(v));
+  }
+  // 2W consecutive values: two stores, except bf16: one pack of both vectors (in-lane order
+  // a0-3 b0-3 a4-7 ..., restored by a qword permutation) and one store.
+  template <class T>
+  static void store2(T* p, VF a, VF b) {
+    store(p, a);
+    store(p + W, b);
+  }
+  static void store2(bf16_t* p, VF a, VF b) {
+    VI packed = _mm512_packus_epi32(bf16Bits(a), bf16Bits(b));
+    const VI order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    _mm512_storeu_si512(p, _mm512_permutexvar_epi64(order, packed));
   }
   static void storePartial(float* p, VF v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
   static void storePartial(half_t* p, VF v, int n) {
@@ -171,6 +183,18 @@ struct Vec {
     VI nib = _mm512_ternarylogic_epi32(_mm512_set1_epi16(0x000f), bytes,
                                        _mm512_srli_epi16(bytes, 4), 0xca);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi16_epi8(nib));
+  }
+
+  // 32 INT4 values (16 bytes) -> table[nibble] for each, in element order: the bytes widened to
+  // dwords twice each (b0 b0 b1 b1 ...), odd dwords shifted down 4; vpermps reads the low 4 bits.
+  static constexpr bool kNibbleTable = true;
+  static void lookupNibbles(const uint8_t* src, VF table, VF& a, VF& b) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+    const VI shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    VI lo = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(x, x)), shift);
+    VI hi = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(x, x)), shift);
+    a = _mm512_permutexvar_ps(lo, table);
+    b = _mm512_permutexvar_ps(hi, table);
   }
 
   template <int Bits, bool Sym>

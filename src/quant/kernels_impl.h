@@ -268,30 +268,81 @@ inline void emit(VF v, float* acc, T* out, int i, VF s, int cnt) {
   }
 }
 
+// The same for two full vectors (elements i .. i + 2W), stored pairwise where that is cheaper.
+template <class T, Op O>
+inline void emit2(VF va, VF vb, float* acc, T* out, int i, VF s) {
+  switch (O) {
+    case Op::kStore: Vec::store2(out + i, va, vb); break;
+    case Op::kAccInit:
+    case Op::kAccAdd:
+      emit<T, O>(va, acc, out, i, s, W);
+      emit<T, O>(vb, acc, out, i + W, s, W);
+      break;
+    case Op::kAccAddStore:
+      Vec::store2(out + i, Vec::mul(Vec::add(Vec::load(acc + i), va), s),
+                  Vec::mul(Vec::add(Vec::load(acc + i + W), vb), s));
+      break;
+    case Op::kScaleStore: Vec::store2(out + i, Vec::mul(va, s), Vec::mul(vb, s)); break;
+  }
+}
+
 template <bool Sym>
 inline VF deq(VI q, VF scale, VF zero) {
   VF v = Vec::mul(Vec::toFloat(q), scale);
   return Sym ? v : Vec::add(zero, v);
 }
 
+// (Dependent on V, so that variants without the table never instantiate it.)
+template <class V>
+inline void lookupNibbles(const uint8_t* src, typename V::VF table, typename V::VF& a,
+                          typename V::VF& b) {
+  V::lookupNibbles(src, table, a, b);
+}
+
+// Dequantizes one block's values 2W at a time: x' = q * scale (+ zero). Variants with a 16-lane
+// permutation (Vec::kNibbleTable) look INT4 values up in a table of the block's 16 possible
+// results instead, computed by the scalar definition: the same bits, fewer operations.
+template <int Bits, bool Sym>
+struct BlockDecoder {
+  static constexpr bool kTable = Bits == 4 && Vec::kNibbleTable;
+  VF scale, zero, table;
+
+  explicit BlockDecoder(BlockParams p) : scale(Vec::set1(p.scale)), zero(Vec::set1(p.zero)) {
+    if (kTable) {
+      alignas(64) float t[16];
+      for (int u = 0; u < 16; ++u) t[u] = dequantizeValue(unpackNibble(u, 0, Sym), p.scale, p.zero, Sym);
+      table = Vec::load(t);
+    }
+  }
+  void decode(const uint8_t* src, VF& a, VF& b) const {
+    if constexpr (kTable) {
+      lookupNibbles<Vec>(src, table, a, b);
+    } else {
+      VI qa, qb;
+      Vec::template unpack<Bits, Sym>(src, qa, qb);
+      a = deq<Sym>(qa, scale, zero);
+      b = deq<Sym>(qb, scale, zero);
+    }
+  }
+};
+
 // len elements of one block starting at packed values qv; acc / out indexed from 0.
 template <class T, int Bits, bool Sym, Op O>
 void dequantPiece(const uint8_t* qv, BlockParams p, int len, float* acc, T* out, VF s) {
-  VF scale = Vec::set1(p.scale), zero = Vec::set1(p.zero);
-  VI a, b;
+  BlockDecoder<Bits, Sym> dec(p);
+  VF a, b;
   int i = 0;
   for (; i + S <= len; i += S) {
-    Vec::template unpack<Bits, Sym>(qv + packedOffset(Bits, i), a, b);
-    emit<T, O>(deq<Sym>(a, scale, zero), acc, out, i, s, W);
-    emit<T, O>(deq<Sym>(b, scale, zero), acc, out, i + W, s, W);
+    dec.decode(qv + packedOffset(Bits, i), a, b);
+    emit2<T, O>(a, b, acc, out, i, s);
   }
   if (i < len) {
     int r = len - i;
     alignas(64) uint8_t tmp[S] = {};
     std::memcpy(tmp, qv + packedOffset(Bits, i), packedBytes(Bits, r));
-    Vec::template unpack<Bits, Sym>(tmp, a, b);
-    emit<T, O>(deq<Sym>(a, scale, zero), acc, out, i, s, minInt(r, W));
-    if (r > W) emit<T, O>(deq<Sym>(b, scale, zero), acc, out, i + W, s, r - W);
+    dec.decode(tmp, a, b);
+    emit<T, O>(a, acc, out, i, s, minInt(r, W));
+    if (r > W) emit<T, O>(b, acc, out, i + W, s, r - W);
   }
 }
 

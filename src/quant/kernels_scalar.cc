@@ -25,6 +25,11 @@ struct Vec {
   static void store(half_t* p, VF v) { *p = floatToHalf(v); }
   static void store(bf16_t* p, VF v) { *p = floatToBf16(v); }
   template <class T>
+  static void store2(T* p, VF a, VF b) {
+    store(p, a);
+    store(p + W, b);
+  }
+  template <class T>
   static void storePartial(T* p, VF v, int) { store(p, v); }
 
   template <class T>
@@ -75,6 +80,7 @@ struct Vec {
     pack<Bits>(c, d, dst + (Bits == 8 ? 2 * W : W));
   }
 
+  static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
     if (Bits == 8) {
