@@ -28,7 +28,7 @@ __device__ __forceinline__ bool sumGroup(const uint8_t* const* chunks, int k, co
     const uint8_t* base = chunks[c];
     float scale = reinterpret_cast<const float*>(base)[j];
     float zero = Sym ? 0.0f : reinterpret_cast<const float*>(base + l.zerosOffset)[j];
-    if (!finiteBits(floatBits(scale))) return false;
+    if (decodesToNan(scale, zero)) return false;
     loadQGroup<Bits, Sym>(base + l.valuesOffset, e, cnt, q);
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
@@ -82,6 +82,7 @@ Result sumImpl(const void* const* chunks, int k, size_t n, const QuantParams& p,
   ZCOLL_CHECK(validate(p));
   ZCOLL_CHECK(checkDtype(dt, what));
   ZCOLL_CHECK(checkChunks(chunks, k, n, what));
+  ZCOLL_CHECK(validateSumScale(scale, what));
   ZCOLL_CHECK(checkData(out, n, dt, what, "output"));
   if (n == 0) return zcollSuccess;
   SumArgs a{};

@@ -31,7 +31,7 @@ __device__ __forceinline__ void groupSum(const RequantArgs& a, const Layout& li,
     const uint8_t* base = a.chunks[c];
     float scale = reinterpret_cast<const float*>(base)[j];
     float zero = InSym ? 0.0f : reinterpret_cast<const float*>(base + li.zerosOffset)[j];
-    if (!finiteBits(floatBits(scale))) {
+    if (decodesToNan(scale, zero)) {
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) v[i] = bitsFloat(kCanonicalNan);
       return;

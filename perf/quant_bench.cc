@@ -4,6 +4,10 @@
 // dequantize, dequant_sum, dequant_reduce_requant; GPU variants are prefixed gpu/ (device-to-
 // device copy baseline: gpu/memcpy/<size>) and report an error when no device is present.
 //
+// CPU benchmarks also report vs_memcpy, the ratio to a memcpy of the same size timed between
+// their own iterations (see CopyReference); GPU benchmarks the same against a device-to-device
+// copy.
+//
 // Settings: blockSize 256, symmetric, round to nearest even, k = 4 chunks for the sums. For
 // dequant_reduce_requant the dtype only sets the element count (size / element size); its input
 // and output are quantized (same bits in and out).
@@ -11,6 +15,8 @@
 //   build-quant/perf/quant_bench --benchmark_filter='16777216' --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -97,6 +103,31 @@ void BM_memcpy(benchmark::State& state, size_t bytes) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * bytes));
 }
 
+// Alongside bytes_per_second, every CPU benchmark reports vs_memcpy: its best-iteration
+// bandwidth over that of a memcpy of the same input size timed between its iterations (paused,
+// not counted). Interleaving makes the ratio robust on a shared, noisy machine, where a memcpy
+// benchmark run seconds earlier or later sees a different load.
+class CopyReference {
+ public:
+  explicit CopyReference(size_t bytes)
+      : bytes_(bytes), src_(hostAlloc(bytes)), dst_(hostAlloc(bytes)) {
+    std::memset(src_.get(), 1, bytes);
+  }
+  void timeOnce() {
+    auto t0 = Clock::now();
+    std::memcpy(dst_.get(), src_.get(), bytes_);
+    benchmark::ClobberMemory();
+    best_ = std::min(best_, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  double bandwidth() const { return 2.0 * static_cast<double>(bytes_) / best_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  size_t bytes_;
+  HostBuf src_, dst_;
+  double best_ = 1e30;
+};
+
 void BM_cpu(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t bytes) {
   QuantParams p = benchParams(bits);
   size_t n = bytes / dtypeSize(dt), qb = quantizedBytes(n, p);
@@ -110,25 +141,36 @@ void BM_cpu(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t
     }
     chunks[c] = q.get() + c * qb;
   }
-  size_t traffic = 0;
-  for (auto _ : state) {
-    Result r = zcollSuccess;
+  size_t traffic = op == Op::kQuantize ? bytes + qb
+                   : op == Op::kDequantize ? qb + bytes
+                   : op == Op::kSum ? kChunks * qb + bytes
+                                    : kChunks * qb + qb;
+  auto run = [&]() -> Result {
     switch (op) {
-      case Op::kQuantize: r = quantize(data.get(), dt, n, p, q.get()); traffic = bytes + qb; break;
-      case Op::kDequantize: r = dequantize(q.get(), n, p, data.get(), dt); traffic = qb + bytes; break;
-      case Op::kSum:
-        r = dequantizeSum(chunks, kChunks, n, p, 1.0f / kChunks, data.get(), dt);
-        traffic = kChunks * qb + bytes;
-        break;
-      case Op::kRequant:
-        r = dequantReduceRequant(chunks, kChunks, n, p, p, out.get());
-        traffic = kChunks * qb + qb;
-        break;
+      case Op::kQuantize: return quantize(data.get(), dt, n, p, q.get());
+      case Op::kDequantize: return dequantize(q.get(), n, p, data.get(), dt);
+      case Op::kSum: return dequantizeSum(chunks, kChunks, n, p, 1.0f / kChunks, data.get(), dt);
+      case Op::kRequant: return dequantReduceRequant(chunks, kChunks, n, p, p, out.get());
     }
-    if (r != zcollSuccess) state.SkipWithError("operation failed");
+    return zcollInternalError;
+  };
+  CopyReference copy(bytes);
+  double best = 1e30;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    Result r = run();
     benchmark::ClobberMemory();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (r != zcollSuccess) {
+      state.SkipWithError("operation failed");
+      break;
+    }
+    state.PauseTiming();
+    copy.timeOnce();
+    state.ResumeTiming();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * traffic));
+  state.counters["vs_memcpy"] = static_cast<double>(traffic) / best / copy.bandwidth();
   state.SetLabel(isaName(activeIsa()));
 }
 
@@ -144,28 +186,52 @@ struct DevBuf {
   }
 };
 
-// Times `body` with CUDA events (manual time), per iteration.
+// Event time of `body` on stream s, in seconds.
 template <class F>
-void timeOnStream(benchmark::State& state, cudaStream_t s, F&& body, size_t traffic) {
+double eventTime(cudaStream_t s, cudaEvent_t a, cudaEvent_t b, F&& body, bool* ok) {
+  cudaEventRecord(a, s);
+  *ok = body() == zcollSuccess;
+  cudaEventRecord(b, s);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms / 1e3;
+}
+
+// Times `body` with CUDA events (manual time), per iteration. With refBytes > 0 it also times a
+// device-to-device copy of refBytes between iterations and reports vs_memcpy, the ratio of the
+// best-iteration bandwidths (as the CPU benchmarks do).
+template <class F>
+void timeOnStream(benchmark::State& state, cudaStream_t s, F&& body, size_t traffic,
+                  size_t refBytes = 0) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
+  DevBuf refSrc(refBytes), refDst(refBytes);
+  auto copy = [&] {
+    return cudaMemcpyAsync(refDst.p, refSrc.p, refBytes, cudaMemcpyDeviceToDevice, s) == cudaSuccess
+               ? zcollSuccess : zcollCudaError;
+  };
   body();  // warm-up
+  double best = 1e30, bestCopy = 1e30;
+  bool ok = true;
   for (auto _ : state) {
-    cudaEventRecord(a, s);
-    if (body() != zcollSuccess) {
+    double t = eventTime(s, a, b, body, &ok);
+    if (!ok) {
       state.SkipWithError("GPU operation failed");
       break;
     }
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    state.SetIterationTime(ms / 1e3);
+    state.SetIterationTime(t);
+    best = std::min(best, t);
+    if (refBytes > 0) bestCopy = std::min(bestCopy, eventTime(s, a, b, copy, &ok));
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * traffic));
+  if (refBytes > 0 && ok) {
+    state.counters["vs_memcpy"] = (static_cast<double>(traffic) / best) /
+                                  (2.0 * static_cast<double>(refBytes) / bestCopy);
+  }
 }
 
 void BM_gpuMemcpy(benchmark::State& state, size_t bytes) {
@@ -208,7 +274,7 @@ void BM_gpu(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t
       case Op::kRequant: return cuda::dequantReduceRequant(chunks, kChunks, n, p, p, out.p, nullptr);
     }
     return zcollInternalError;
-  }, traffic);
+  }, traffic, bytes);
 }
 #endif
 

@@ -138,6 +138,37 @@ TEST_P(QuantCpu, NonFiniteBlocksBecomeNan) {
   }
 }
 
+// Parameters a valid encoder never writes (corrupted bytes): a block whose stored scale is
+// infinite, or whose zero is NaN or infinite while its scale is finite, decodes to NaN in every
+// variant, alone (dequantize) and in sums; NaN payloads never reach the output.
+TEST_P(QuantCpu, CorruptBlockParametersDecodeToNan) {
+  QuantParams p = params();
+  const size_t n = 4 * kBlock;
+  std::vector<float> x = genData(Dist::kGaussian, n, dt(), 9);
+  Bytes q = quantizeOrDie(toDtype(x, dt()), dt(), n, p);
+  Layout l = layoutOf(n, p.blockSize, p.bits, p.symmetric);
+  const float inf = INFINITY, nanPayload = bitsFloat(0x7fbfffffu);
+  std::memcpy(&q[4 * 1], &inf, 4);
+  if (!p.symmetric) {
+    std::memcpy(&q[l.zerosOffset + 4 * 2], &nanPayload, 4);
+    std::memcpy(&q[l.zerosOffset + 4 * 3], &inf, 4);
+  }
+  for (Isa isa : supportedIsas()) {
+    IsaGuard guard(isa);
+    Bytes out = dequantizeOrDie(q, n, p, dt());
+    EXPECT_EQ(firstDiff(out, refDequantSum({q}, n, p, 1.0f, dt())), SIZE_MAX) << isaName(isa);
+    std::vector<float> y = fromDtype(out.data(), n, dt());
+    for (size_t i = 0; i < n; ++i) {
+      bool nanBlock = i / kBlock == 1 || (!p.symmetric && i / kBlock >= 2);
+      ASSERT_EQ(std::isnan(y[i]), nanBlock) << isaName(isa) << " element " << i;
+    }
+    const void* chunks[2] = {q.data(), q.data()};
+    Bytes sum(dequantizedBytes(n, dt()));
+    ASSERT_EQ(dequantizeSum(chunks, 2, n, p, 0.5f, sum.data(), dt()), zcollSuccess);
+    EXPECT_EQ(firstDiff(sum, refDequantSum({q, q}, n, p, 0.5f, dt())), SIZE_MAX) << isaName(isa);
+  }
+}
+
 // out = (sum of dequantized chunks) * scale: exactly the reference, and within the composed
 // bound of the fp64 sum of the original data.
 TEST_P(QuantCpu, DequantizeSumAgainstFp64) {
@@ -459,6 +490,10 @@ TEST(QuantErrors, BadArgumentsGiveInvalidArgument) {
   EXPECT_EQ(dequantizeSum(chunks, 2, 64, ok, 1.0f, x.data(), zcollFloat32), zcollInvalidArgument);
   EXPECT_NE(threadLastError().find("chunks[1]"), std::string::npos);
   EXPECT_EQ(dequantizeSum(nullptr, 1, 64, ok, 1.0f, x.data(), zcollFloat32), zcollInvalidArgument);
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    EXPECT_EQ(dequantizeSum(chunks, 1, 64, ok, bad, x.data(), zcollFloat32), zcollInvalidArgument);
+    EXPECT_NE(threadLastError().find("scale"), std::string::npos);
+  }
   EXPECT_EQ(dequantReduceRequant(chunks, 1, 64, ok, makeParams(5, 32, true), q.data()),
             zcollInvalidArgument);
   EXPECT_EQ(dequantReduceRequant(chunks, -1, 64, ok, ok, q.data()), zcollInvalidArgument);

@@ -195,7 +195,7 @@ inline Bytes refQuantize(const std::vector<float>& x, const QuantParams& p) {
 
 inline float refDequantValue(const Bytes& q, size_t n, const QuantParams& p, size_t i) {
   BlockParams bp = blockParamsOf(q, n, p, i / p.blockSize);
-  if (std::isnan(bp.scale)) return bitsFloat(kCanonicalNan);
+  if (decodesToNan(bp.scale, bp.zero)) return bitsFloat(kCanonicalNan);
   return dequantizeValue(qValue(q, n, p, i), bp.scale, bp.zero, p.symmetric);
 }
 

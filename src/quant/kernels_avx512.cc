@@ -48,15 +48,19 @@ struct Vec {
   static __m256i toHalf(VF v) {
     return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
-  // floatToBf16 of core/dtype.h, lane-wise, in the low 16 bits: RNE, NaN stays NaN (quiet).
-  static VI bf16Bits(VF v) {
+  // floatToBf16 of core/dtype.h, lane-wise, in the high 16 bits (low bits: garbage): RNE. Not
+  // for NaN input with a payload (the carry can reach the exponent; the default NaN is fine).
+  static VI bf16HighNoNan(VF v) {
     VI u = _mm512_castps_si512(v);
-    VI hi = _mm512_srli_epi32(u, 16);
-    VI r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(i32(0x7fff), _mm512_and_si512(hi, i32(1)))), 16);
-    __mmask16 nan = _mm512_fpclass_ps_mask(v, 0x81);  // quiet or signalling NaN
-    return _mm512_mask_or_epi32(r, nan, hi, i32(0x40));
+    VI lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), i32(1));
+    return _mm512_add_epi32(u, _mm512_add_epi32(i32(0x7fff), lsb));
   }
-  static __m256i toBf16(VF v) { return _mm512_cvtepi32_epi16(bf16Bits(v)); }
+  // The same for any input: NaN stays NaN (quiet).
+  static VI bf16High(VF v) {
+    __mmask16 nan = _mm512_fpclass_ps_mask(v, 0x81);  // quiet or signalling NaN
+    return _mm512_mask_or_epi32(bf16HighNoNan(v), nan, _mm512_castps_si512(v), i32(0x00400000));
+  }
+  static __m256i toBf16(VF v) { return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16High(v), 16)); }
   static void store(float* p, VF v) { _mm512_storeu_ps(p, v); }
   static void store(half_t* p, VF v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), toHalf(v));
@@ -64,17 +68,19 @@ struct Vec {
   static void store(bf16_t* p, VF v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), toBf16(v));
   }
-  // 2W consecutive values: two stores, except bf16: one pack of both vectors (in-lane order
-  // a0-3 b0-3 a4-7 ..., restored by a qword permutation) and one store.
+  // 2W consecutive values: two stores, except bf16: the high words of both vectors gathered by
+  // one two-source word permutation, and one store.
   template <class T>
   static void store2(T* p, VF a, VF b) {
     store(p, a);
     store(p + W, b);
   }
   static void store2(bf16_t* p, VF a, VF b) {
-    VI packed = _mm512_packus_epi32(bf16Bits(a), bf16Bits(b));
-    const VI order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-    _mm512_storeu_si512(p, _mm512_permutexvar_epi64(order, packed));
+    const VI highWords = _mm512_setr_epi32(0x00030001, 0x00070005, 0x000b0009, 0x000f000d,
+                                           0x00130011, 0x00170015, 0x001b0019, 0x001f001d,
+                                           0x00230021, 0x00270025, 0x002b0029, 0x002f002d,
+                                           0x00330031, 0x00370035, 0x003b0039, 0x003f003d);
+    _mm512_storeu_si512(p, _mm512_permutex2var_epi16(bf16HighNoNan(a), highWords, bf16HighNoNan(b)));
   }
   static void storePartial(float* p, VF v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
   static void storePartial(half_t* p, VF v, int n) {
@@ -185,16 +191,19 @@ struct Vec {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi16_epi8(nib));
   }
 
-  // 32 INT4 values (16 bytes) -> table[nibble] for each, in element order: the bytes widened to
-  // dwords twice each (b0 b0 b1 b1 ...), odd dwords shifted down 4; vpermps reads the low 4 bits.
+  // 32 INT4 values (16 bytes) -> table[nibble] for each, in element order: the 16 bytes are
+  // broadcast to all four 128-bit lanes, a byte shuffle puts byte i zero-extended in dwords 2i and
+  // 2i + 1, odd dwords shift down 4, and vpermps reads the low 4 bits of each dword.
   static constexpr bool kNibbleTable = true;
   static void lookupNibbles(const uint8_t* src, VF table, VF& a, VF& b) {
-    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+    VI x = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    const VI z = i32(0xffffff00u);  // dword k of a lane: byte (k's source), then three zeros
+    const VI lo = _mm512_or_si512(z, _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+    const VI hi = _mm512_or_si512(z, _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+                                                       14, 14, 15, 15));
     const VI shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-    VI lo = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(x, x)), shift);
-    VI hi = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(x, x)), shift);
-    a = _mm512_permutexvar_ps(lo, table);
-    b = _mm512_permutexvar_ps(hi, table);
+    a = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(x, lo), shift), table);
+    b = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(x, hi), shift), table);
   }
 
   template <int Bits, bool Sym>

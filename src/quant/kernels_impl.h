@@ -45,8 +45,6 @@ inline float loadF(const uint8_t* p) {
 }
 inline void storeF(uint8_t* p, float f) { std::memcpy(p, &f, 4); }
 
-inline bool isNanBits(float f) { return (floatBits(f) & 0x7fffffffu) > kExpMask; }
-
 inline BlockParams readParams(const uint8_t* q, const Layout& l, size_t j, bool sym) {
   return BlockParams{loadF(q + 4 * j), sym ? 0.0f : loadF(q + l.zerosOffset + 4 * j)};
 }
@@ -357,7 +355,7 @@ void dequantizeImpl(const uint8_t* q, size_t n, const QuantParams& p, T* out) {
     prefetchAhead(q + l.valuesOffset + packedOffset(Bits, e0), packedBytes(Bits, b),
                   q + l.totalBytes);
     prefetchAhead<true>(out + e0, b * sizeof(T), out + n);
-    if (isNanBits(bp.scale)) {
+    if (decodesToNan(bp.scale, bp.zero)) {
       fillNan(out + e0, len);
     } else {
       dequantPiece<T, Bits, Sym, Op::kStore>(q + l.valuesOffset + packedOffset(Bits, e0), bp, len,
@@ -366,9 +364,11 @@ void dequantizeImpl(const uint8_t* q, size_t n, const QuantParams& p, T* out) {
   }
 }
 
-inline bool anyNanBlock(const uint8_t* const* chunks, int k, size_t j) {
+template <bool Sym>
+bool anyNanBlock(const uint8_t* const* chunks, int k, const Layout& l, size_t j) {
   for (int c = 0; c < k; ++c) {
-    if (isNanBits(loadF(chunks[c] + 4 * j))) return true;
+    BlockParams bp = readParams(chunks[c], l, j, Sym);
+    if (decodesToNan(bp.scale, bp.zero)) return true;
   }
   return false;
 }
@@ -408,7 +408,7 @@ void dequantizeSumImpl(const uint8_t* const* chunks, int k, size_t n, const Quan
   for (size_t j = 0; j < l.nblocks; ++j) {
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
-    if (anyNanBlock(chunks, k, j)) {
+    if (anyNanBlock<Sym>(chunks, k, l, j)) {
       fillNan(out + e0, len);
     } else {
       sumPiece<T, Bits, Sym, true>(chunks, k, l, j, e0, len, acc, out + e0, Vec::set1(scale));
@@ -425,7 +425,7 @@ void sumRange(const uint8_t* const* chunks, int k, const Layout& l, size_t block
     size_t j = e / blockSize;
     size_t pieceEnd = minSize((j + 1) * blockSize, end);
     int plen = static_cast<int>(pieceEnd - e);
-    if (anyNanBlock(chunks, k, j)) {
+    if (anyNanBlock<Sym>(chunks, k, l, j)) {
       fillNan(acc + (e - e0), plen);
     } else {
       sumPiece<float, Bits, Sym, false>(chunks, k, l, j, e, plen, acc + (e - e0), nullptr,

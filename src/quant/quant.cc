@@ -43,6 +43,12 @@ const KernelSet& active() { return kernelSet(activeIsa()); }
 
 }  // namespace
 
+Result validateSumScale(float scale, const char* what) {
+  if (finiteBits(floatBits(scale))) return zcollSuccess;
+  return fail(zcollInvalidArgument, "%s: scale = %g, must be finite", what,
+              static_cast<double>(scale));
+}
+
 Result validate(const QuantParams& p) {
   if (p.bits != 4 && p.bits != 8) {
     return fail(zcollInvalidArgument, "quantization bits = %d, must be 4 or 8", p.bits);
@@ -123,6 +129,7 @@ Result dequantizeSum(const void* const* chunks, int k, size_t n, const QuantPara
   ZCOLL_CHECK(validate(p));
   ZCOLL_CHECK(checkDtype(dtype, "dequantizeSum"));
   ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantizeSum"));
+  ZCOLL_CHECK(validateSumScale(scale, "dequantizeSum"));
   ZCOLL_CHECK(checkPtr(out, n, "dequantizeSum", "output"));
   if (n > 0) active().dequantizeSum(chunks, k, n, p, scale, out, dtype);
   return zcollSuccess;

@@ -40,6 +40,8 @@ struct QuantParams {
 
 // zcollInvalidArgument with a message naming the bad field.
 Result validate(const QuantParams& p);
+// zcollInvalidArgument unless the dequantizeSum scale is finite.
+Result validateSumScale(float scale, const char* what);
 
 // ---- Size queries (bytes) --------------------------------------------------------------------
 // One quantized chunk of n elements; always a multiple of 16 (0 for n = 0).

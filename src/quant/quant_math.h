@@ -149,6 +149,14 @@ ZCOLL_QHD int quantizeValue(float x, BlockParams p, float rcp, int bits, bool sy
   return static_cast<int>(r);
 }
 
+// A block decodes to the canonical NaN when its stored scale, or (asymmetric) zero, is not finite.
+// The encoder writes NaN for non-finite blocks; any other non-finite parameter can only come from
+// corrupted bytes, and treating it alike keeps every decoder's output the same (no NaN payload
+// or infinite parameter ever reaches the arithmetic or the output conversion).
+ZCOLL_QHD bool decodesToNan(float scale, float zero) {
+  return !finiteBits(floatBits(scale)) || !finiteBits(floatBits(zero));
+}
+
 ZCOLL_QHD float dequantizeValue(int q, float scale, float zero, bool symmetric) {
   float v = mulRn(static_cast<float>(q), scale);
   return symmetric ? v : addRn(zero, v);
