@@ -207,12 +207,16 @@ void quantizeValues(const T* x, int len, const QuantConsts& c, SrState& sr, uint
   }
 }
 
-template <class T, int Bits, bool Sym, bool Sr>
-void quantizeBlock(const T* x, int len, uint64_t g0, SrState& sr, uint8_t* scaleSlot,
-                   uint8_t* zeroSlot, uint8_t* qv) {
+template <class T, int Bits, bool Sym>
+BlockParams blockParams(const T* x, int len) {
   Stats st = blockStats<T, Sym>(x, len);
-  BlockParams p = Sym ? symmetricParams(st.maxAbs, Bits)
-                      : asymmetricParams(st.maxAbs, st.mn, st.mx, Bits);
+  return Sym ? symmetricParams(st.maxAbs, Bits) : asymmetricParams(st.maxAbs, st.mn, st.mx, Bits);
+}
+
+// Writes block parameters p and the block's packed values.
+template <class T, int Bits, bool Sym, bool Sr>
+void encodeBlock(const T* x, int len, BlockParams p, uint64_t g0, SrState& sr, uint8_t* scaleSlot,
+                 uint8_t* zeroSlot, uint8_t* qv) {
   storeF(scaleSlot, p.scale);
   if (!Sym) storeF(zeroSlot, p.zero);
   if (!paramsQuantizable(p)) {  // non-finite or constant block: all q = 0
@@ -227,18 +231,23 @@ void quantizeBlock(const T* x, int len, uint64_t g0, SrState& sr, uint8_t* scale
   }
 }
 
+// Block j's parameters are computed before block j - 1 is encoded: the reduction tail and the
+// two divisions (scale, 1/scale) then overlap with encoding instead of stalling it.
 template <class T, int Bits, bool Sym, bool Sr>
 void quantizeImpl(const T* x, size_t n, const QuantParams& p, uint8_t* out) {
   Layout l = layoutOf(n, p.blockSize, Bits, Sym);
   SrState sr{p.seed, 0, false, SrKey{0, 0}};
   size_t b = static_cast<size_t>(p.blockSize);
+  auto blockLen = [&](size_t j) { return static_cast<int>(minSize(b, n - j * b)); };
+  BlockParams next = blockParams<T, Bits, Sym>(x, blockLen(0));
   for (size_t j = 0; j < l.nblocks; ++j) {
     size_t e0 = j * b;
+    BlockParams cur = next;
+    if (j + 1 < l.nblocks) next = blockParams<T, Bits, Sym>(x + e0 + b, blockLen(j + 1));
     prefetchAhead(x + e0, b * sizeof(T), x + n);
-    quantizeBlock<T, Bits, Sym, Sr>(x + e0, static_cast<int>(minSize(b, n - e0)),
-                                    p.elementOffset + e0, sr, out + 4 * j,
-                                    out + l.zerosOffset + 4 * j,
-                                    out + l.valuesOffset + packedOffset(Bits, e0));
+    encodeBlock<T, Bits, Sym, Sr>(x + e0, blockLen(j), cur, p.elementOffset + e0, sr,
+                                  out + 4 * j, out + l.zerosOffset + 4 * j,
+                                  out + l.valuesOffset + packedOffset(Bits, e0));
   }
   zeroPadding(out, l, Sym);
 }
@@ -447,9 +456,10 @@ void requantizeImpl(const uint8_t* const* chunks, int k, size_t n, const QuantPa
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
     sumRange<InBits, InSym>(chunks, k, li, static_cast<size_t>(in.blockSize), e0, len, acc);
-    quantizeBlock<float, OutBits, OutSym, Sr>(acc, len, outP.elementOffset + e0, sr, out + 4 * j,
-                                              out + lo.zerosOffset + 4 * j,
-                                              out + lo.valuesOffset + packedOffset(OutBits, e0));
+    encodeBlock<float, OutBits, OutSym, Sr>(acc, len, blockParams<float, OutBits, OutSym>(acc, len),
+                                            outP.elementOffset + e0, sr, out + 4 * j,
+                                            out + lo.zerosOffset + 4 * j,
+                                            out + lo.valuesOffset + packedOffset(OutBits, e0));
   }
   zeroPadding(out, lo, OutSym);
 }
