@@ -246,7 +246,8 @@ TEST_P(QuantCpu, IsaVariantsByteIdentical) {
     QuantParams outP = makeParams(4, 64, false, sr, 77);
     std::vector<float> x = genData(Dist::kHeavyTailed, nChunks * chunkElems, dt(), 3);
     Bytes in = toDtype(x, dt());
-    std::vector<Bytes> results[5];
+    constexpr int kOps = 6;
+    std::vector<Bytes> results[kOps];
     for (Isa isa : isas) {
       IsaGuard guard(isa);
       Bytes q = quantizeOrDie(in, dt(), n, p);
@@ -257,12 +258,14 @@ TEST_P(QuantCpu, IsaVariantsByteIdentical) {
       const void* chunks[2] = {q.data(), q2.data()};
       Bytes sum(dequantizedBytes(n, dt()));
       ASSERT_EQ(dequantizeSum(chunks, 2, n, p, 0.5f, sum.data(), dt()), zcollSuccess);
+      Bytes sum1(dequantizedBytes(n, dt()));  // one chunk: dequantize and scale in one pass
+      ASSERT_EQ(dequantizeSum(chunks, 1, n, p, 0.25f, sum1.data(), dt()), zcollSuccess);
       Bytes rq(requantizedBytes(n, outP), 0xcd);
       ASSERT_EQ(dequantReduceRequant(chunks, 2, n, p, outP, rq.data()), zcollSuccess);
-      Bytes all[5] = {q, qc, dequantizeOrDie(q, n, p, dt()), sum, rq};
-      for (int op = 0; op < 5; ++op) results[op].push_back(all[op]);
+      Bytes all[kOps] = {q, qc, dequantizeOrDie(q, n, p, dt()), sum, sum1, rq};
+      for (int op = 0; op < kOps; ++op) results[op].push_back(all[op]);
     }
-    for (int op = 0; op < 5; ++op) {
+    for (int op = 0; op < kOps; ++op) {
       for (size_t v = 1; v < isas.size(); ++v) {
         EXPECT_EQ(firstDiff(results[op][0], results[op][v]), SIZE_MAX)
             << "operation " << op << " sr=" << sr << ": " << isaName(isas[0]) << " vs "

@@ -206,6 +206,19 @@ struct Vec {
     b = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(x, hi), shift), table);
   }
 
+  // The same 32 values as two vectors: even elements (low nibbles) and odd (high nibbles).
+  static void lookupNibblesEvenOdd(const uint8_t* src, VF table, VF& even, VF& odd) {
+    VI bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    even = _mm512_permutexvar_ps(bytes, table);
+    odd = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+  }
+  // Elements 2i (even) and 2i + 1 (odd) as bf16: one dword each, so low word | high word.
+  static void storeEvenOdd(bf16_t* p, VF even, VF odd) {
+    VI lo = _mm512_srli_epi32(bf16HighNoNan(even), 16);
+    VI w = _mm512_ternarylogic_epi32(i32(0xffff0000u), bf16HighNoNan(odd), lo, 0xca);
+    _mm512_storeu_si512(p, w);
+  }
+
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
     __m128i lo, hi;

@@ -333,12 +333,38 @@ struct BlockDecoder {
   }
 };
 
+template <class V>
+inline void lookupNibblesEvenOdd(const uint8_t* src, typename V::VF table, typename V::VF& even,
+                                 typename V::VF& odd) {
+  V::lookupNibblesEvenOdd(src, table, even, odd);
+}
+template <class V>
+inline void storeEvenOdd(bf16_t* p, typename V::VF even, typename V::VF odd) {
+  V::storeEvenOdd(p, even, odd);
+}
+
+// INT4 straight to bf16 (dequantize, or a one-chunk scaled sum): with the table, the even and odd
+// elements come out as two vectors, and the bf16 store interleaves them for free (no permutes).
+template <class T, int Bits, Op O>
+constexpr bool kEvenOddBf16 = Bits == 4 && Vec::kNibbleTable && std::is_same<T, bf16_t>::value &&
+                              (O == Op::kStore || O == Op::kScaleStore);
+
 // len elements of one block starting at packed values qv; acc / out indexed from 0.
 template <class T, int Bits, bool Sym, Op O>
 void dequantPiece(const uint8_t* qv, BlockParams p, int len, float* acc, T* out, VF s) {
   BlockDecoder<Bits, Sym> dec(p);
   VF a, b;
   int i = 0;
+  if constexpr (kEvenOddBf16<T, Bits, O>) {
+    for (; i + S <= len; i += S) {
+      lookupNibblesEvenOdd<Vec>(qv + packedOffset(Bits, i), dec.table, a, b);
+      if (O == Op::kScaleStore) {
+        a = Vec::mul(a, s);
+        b = Vec::mul(b, s);
+      }
+      storeEvenOdd<Vec>(out + i, a, b);
+    }
+  }
   for (; i + S <= len; i += S) {
     dec.decode(qv + packedOffset(Bits, i), a, b);
     emit2<T, O>(a, b, acc, out, i, s);
