@@ -245,6 +245,8 @@ void quantizeImpl(const T* x, size_t n, const QuantParams& p, uint8_t* out) {
     BlockParams cur = next;
     if (j + 1 < l.nblocks) next = blockParams<T, Bits, Sym>(x + e0 + b, blockLen(j + 1));
     prefetchAhead(x + e0, b * sizeof(T), x + n);
+    prefetchAhead<true>(out + l.valuesOffset + packedOffset(Bits, e0), packedBytes(Bits, b),
+                        out + l.totalBytes);
     encodeBlock<T, Bits, Sym, Sr>(x + e0, blockLen(j), cur, p.elementOffset + e0, sr,
                                   out + 4 * j, out + l.zerosOffset + 4 * j,
                                   out + l.valuesOffset + packedOffset(Bits, e0));
