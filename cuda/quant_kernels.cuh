@@ -168,7 +168,8 @@ struct Stats {
   }
 };
 
-// q for a group (rcp = quantReciprocal(bp.scale), once per block); stochastic rounding indexes the hash by the global element index g0 + i.
+// q for a group (rcp = quantReciprocal(bp.scale), once per block); stochastic rounding indexes
+// the hash by the global element index g0 + i.
 template <int Bits, bool Sym>
 __device__ __forceinline__ void quantizeGroup(const float v[kGroup], BlockParams bp, float rcp,
                                               bool sr, uint64_t seed, uint64_t g0,

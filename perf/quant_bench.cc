@@ -160,7 +160,8 @@ void BM_cpu(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t
     auto t0 = std::chrono::steady_clock::now();
     Result r = run();
     benchmark::ClobberMemory();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, t.count());
     if (r != zcollSuccess) {
       state.SkipWithError("operation failed");
       break;

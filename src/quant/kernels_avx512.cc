@@ -198,7 +198,8 @@ struct Vec {
   static void lookupNibbles(const uint8_t* src, VF table, VF& a, VF& b) {
     VI x = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
     const VI z = i32(0xffffff00u);  // dword k of a lane: byte (k's source), then three zeros
-    const VI lo = _mm512_or_si512(z, _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+    const VI lo =
+        _mm512_or_si512(z, _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
     const VI hi = _mm512_or_si512(z, _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
                                                        14, 14, 15, 15));
     const VI shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);

@@ -319,7 +319,9 @@ struct BlockDecoder {
   explicit BlockDecoder(BlockParams p) : scale(Vec::set1(p.scale)), zero(Vec::set1(p.zero)) {
     if (kTable) {
       alignas(64) float t[16];
-      for (int u = 0; u < 16; ++u) t[u] = dequantizeValue(unpackNibble(u, 0, Sym), p.scale, p.zero, Sym);
+      for (int u = 0; u < 16; ++u) {
+        t[u] = dequantizeValue(unpackNibble(static_cast<uint8_t>(u), 0, Sym), p.scale, p.zero, Sym);
+      }
       table = Vec::load(t);
     }
   }
