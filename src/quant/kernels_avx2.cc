@@ -60,11 +60,7 @@ struct Vec {
   static void store(float* p, VF v) { _mm256_storeu_ps(p, v); }
   static void store(half_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toHalf(v)); }
   static void store(bf16_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toBf16(v)); }
-  template <class T>
-  static void store2(T* p, VF a, VF b) {
-    store(p, a);
-    store(p + W, b);
-  }
+  static constexpr bool kBf16PairStore = false;
   template <class T>
   static void storePartial(T* p, VF v, int n) {
     alignas(32) T tmp[W];
@@ -164,12 +160,7 @@ struct Vec {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(n16, n16));
   }
 
-  template <int Bits, bool Sym>
-  static void pack4(VI a, VI b, VI c, VI d, uint8_t* dst) {
-    pack<Bits>(a, b, dst);
-    pack<Bits>(c, d, dst + (Bits == 8 ? 2 * W : W));
-  }
-
+  static constexpr bool kPack4 = false;
   static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {

@@ -68,14 +68,10 @@ struct Vec {
   static void store(bf16_t* p, VF v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), toBf16(v));
   }
-  // 2W consecutive values: two stores, except bf16: the high words of both vectors gathered by
-  // one two-source word permutation, and one store.
-  template <class T>
-  static void store2(T* p, VF a, VF b) {
-    store(p, a);
-    store(p + W, b);
-  }
-  static void store2(bf16_t* p, VF a, VF b) {
+  // 2W consecutive bf16 values: the high words of both vectors gathered by one two-source word
+  // permutation, and one store.
+  static constexpr bool kBf16PairStore = true;
+  static void storeBf16Pair(bf16_t* p, VF a, VF b) {
     const VI highWords = _mm512_setr_epi32(0x00030001, 0x00070005, 0x000b0009, 0x000f000d,
                                            0x00130011, 0x00170015, 0x001b0019, 0x001f001d,
                                            0x00230021, 0x00270025, 0x002b0029, 0x002f002d,
@@ -176,6 +172,7 @@ struct Vec {
   // are in range: unsigned for asymmetric int8) leave 4-element groups in the order a0 b0 c0 d0
   // a1 b1 ... (per 128-bit lane); one dword permutation restores element order. INT4: in each
   // 16-bit word, the low nibble of byte 0 | the low nibble of byte 1 << 4, then words -> bytes.
+  static constexpr bool kPack4 = true;
   template <int Bits, bool Sym>
   static void pack4(VI a, VI b, VI c, VI d, uint8_t* dst) {
     VI w1 = _mm512_packs_epi32(a, b), w2 = _mm512_packs_epi32(c, d);

@@ -31,6 +31,11 @@ constexpr int S = 2 * W;  // elements per packing step
 using VF = Vec::VF;
 using VI = Vec::VI;
 
+// Vec as a type dependent on D: calls to primitives that only some variants have (behind their
+// kFlags, in `if constexpr`) are then checked only where the branch is taken.
+template <class D>
+using VecFor = typename std::conditional<sizeof(D) != 0, Vec, void>::type;
+
 // ---- Small helpers ----------------------------------------------------------------------------
 
 inline size_t packedBytes(int bits, size_t elems) { return bits == 8 ? elems : (elems + 1) / 2; }
@@ -150,14 +155,16 @@ inline VF uniformAt(SrState& st, uint64_t g) {
   return Vec::load(u);
 }
 
-// Per-block constants of pass 2: t = (x - zero) * rcp, or (x - zero) / scale when rcp is 0
-// (quant_math.h: scaledValue).
+// Per-block constants of pass 2: t = (x - zero) * rcp, or (x - zero) / scale when 1/scale
+// overflows (useRcp false; quant_math.h: scaledValue).
 struct QuantConsts {
   VF scale, zero, rcp;
+  bool useRcp;
 };
 
 inline QuantConsts quantConsts(BlockParams p) {
-  return QuantConsts{Vec::set1(p.scale), Vec::set1(p.zero), Vec::set1(quantReciprocal(p.scale))};
+  float r = quantReciprocal(p.scale);
+  return QuantConsts{Vec::set1(p.scale), Vec::set1(p.zero), Vec::set1(r), r != 0.0f};
 }
 
 template <int Bits, bool Sym, bool Sr, bool Rcp>
@@ -194,7 +201,12 @@ void quantizeValues(const T* x, int len, const QuantConsts& c, SrState& sr, uint
     VI b = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + W), c, sr, g0 + i + W);
     VI d = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + 2 * W), c, sr, g0 + i + 2 * W);
     VI e = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i + 3 * W), c, sr, g0 + i + 3 * W);
-    Vec::template pack4<Bits, Sym>(a, b, d, e, qv + packedOffset(Bits, i));
+    if constexpr (Vec::kPack4) {
+      VecFor<T>::template pack4<Bits, Sym>(a, b, d, e, qv + packedOffset(Bits, i));
+    } else {
+      Vec::template pack<Bits>(a, b, qv + packedOffset(Bits, i));
+      Vec::template pack<Bits>(d, e, qv + packedOffset(Bits, i + S));
+    }
   }
   for (; i + S <= len; i += S) {
     VI a = quantVec<Bits, Sym, Sr, Rcp>(Vec::load(x + i), c, sr, g0 + i);
@@ -224,7 +236,7 @@ void encodeBlock(const T* x, int len, BlockParams p, uint64_t g0, SrState& sr, u
     return;
   }
   QuantConsts c = quantConsts(p);
-  if (quantReciprocal(p.scale) != 0.0f) {
+  if (c.useRcp) {
     quantizeValues<T, Bits, Sym, Sr, true>(x, len, c, sr, g0, qv);
   } else {
     quantizeValues<T, Bits, Sym, Sr, false>(x, len, c, sr, g0, qv);
@@ -277,21 +289,32 @@ inline void emit(VF v, float* acc, T* out, int i, VF s, int cnt) {
   }
 }
 
-// The same for two full vectors (elements i .. i + 2W), stored pairwise where that is cheaper.
+// Two full vectors at p: one fused store where the variant has one for bf16, else two stores.
+template <class T>
+inline void storePair(T* p, VF a, VF b) {
+  if constexpr (Vec::kBf16PairStore && std::is_same<T, bf16_t>::value) {
+    VecFor<T>::storeBf16Pair(p, a, b);
+  } else {
+    Vec::store(p, a);
+    Vec::store(p + W, b);
+  }
+}
+
+// The same as emit for two full vectors (elements i .. i + 2W).
 template <class T, Op O>
 inline void emit2(VF va, VF vb, float* acc, T* out, int i, VF s) {
   switch (O) {
-    case Op::kStore: Vec::store2(out + i, va, vb); break;
+    case Op::kStore: storePair(out + i, va, vb); break;
     case Op::kAccInit:
     case Op::kAccAdd:
       emit<T, O>(va, acc, out, i, s, W);
       emit<T, O>(vb, acc, out, i + W, s, W);
       break;
     case Op::kAccAddStore:
-      Vec::store2(out + i, Vec::mul(Vec::add(Vec::load(acc + i), va), s),
+      storePair(out + i, Vec::mul(Vec::add(Vec::load(acc + i), va), s),
                   Vec::mul(Vec::add(Vec::load(acc + i + W), vb), s));
       break;
-    case Op::kScaleStore: Vec::store2(out + i, Vec::mul(va, s), Vec::mul(vb, s)); break;
+    case Op::kScaleStore: storePair(out + i, Vec::mul(va, s), Vec::mul(vb, s)); break;
   }
 }
 
@@ -299,13 +322,6 @@ template <bool Sym>
 inline VF deq(VI q, VF scale, VF zero) {
   VF v = Vec::mul(Vec::toFloat(q), scale);
   return Sym ? v : Vec::add(zero, v);
-}
-
-// (Dependent on V, so that variants without the table never instantiate it.)
-template <class V>
-inline void lookupNibbles(const uint8_t* src, typename V::VF table, typename V::VF& a,
-                          typename V::VF& b) {
-  V::lookupNibbles(src, table, a, b);
 }
 
 // Dequantizes one block's values 2W at a time: x' = q * scale (+ zero). Variants with a 16-lane
@@ -327,7 +343,7 @@ struct BlockDecoder {
   }
   void decode(const uint8_t* src, VF& a, VF& b) const {
     if constexpr (kTable) {
-      lookupNibbles<Vec>(src, table, a, b);
+      VecFor<BlockDecoder>::lookupNibbles(src, table, a, b);
     } else {
       VI qa, qb;
       Vec::template unpack<Bits, Sym>(src, qa, qb);
@@ -336,16 +352,6 @@ struct BlockDecoder {
     }
   }
 };
-
-template <class V>
-inline void lookupNibblesEvenOdd(const uint8_t* src, typename V::VF table, typename V::VF& even,
-                                 typename V::VF& odd) {
-  V::lookupNibblesEvenOdd(src, table, even, odd);
-}
-template <class V>
-inline void storeEvenOdd(bf16_t* p, typename V::VF even, typename V::VF odd) {
-  V::storeEvenOdd(p, even, odd);
-}
 
 // INT4 straight to bf16 (dequantize, or a one-chunk scaled sum): with the table, the even and odd
 // elements come out as two vectors, and the bf16 store interleaves them for free (no permutes).
@@ -361,12 +367,12 @@ void dequantPiece(const uint8_t* qv, BlockParams p, int len, float* acc, T* out,
   int i = 0;
   if constexpr (kEvenOddBf16<T, Bits, O>) {
     for (; i + S <= len; i += S) {
-      lookupNibblesEvenOdd<Vec>(qv + packedOffset(Bits, i), dec.table, a, b);
+      VecFor<T>::lookupNibblesEvenOdd(qv + packedOffset(Bits, i), dec.table, a, b);
       if (O == Op::kScaleStore) {
         a = Vec::mul(a, s);
         b = Vec::mul(b, s);
       }
-      storeEvenOdd<Vec>(out + i, a, b);
+      VecFor<T>::storeEvenOdd(out + i, a, b);
     }
   }
   for (; i + S <= len; i += S) {

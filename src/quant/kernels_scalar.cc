@@ -24,11 +24,7 @@ struct Vec {
   static void store(float* p, VF v) { *p = v; }
   static void store(half_t* p, VF v) { *p = floatToHalf(v); }
   static void store(bf16_t* p, VF v) { *p = floatToBf16(v); }
-  template <class T>
-  static void store2(T* p, VF a, VF b) {
-    store(p, a);
-    store(p + W, b);
-  }
+  static constexpr bool kBf16PairStore = false;
   template <class T>
   static void storePartial(T* p, VF v, int) { store(p, v); }
 
@@ -74,12 +70,7 @@ struct Vec {
       dst[0] = packNibbles(a, b);
     }
   }
-  template <int Bits, bool Sym>
-  static void pack4(VI a, VI b, VI c, VI d, uint8_t* dst) {
-    pack<Bits>(a, b, dst);
-    pack<Bits>(c, d, dst + (Bits == 8 ? 2 * W : W));
-  }
-
+  static constexpr bool kPack4 = false;
   static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
