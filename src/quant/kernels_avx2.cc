@@ -46,6 +46,13 @@ struct Vec {
   static __m128i toHalf(VF v) {
     return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
+  // floatToBf16 of core/dtype.h, lane-wise, in the high 16 bits (low bits: garbage): RNE. Not
+  // for NaN input with a payload (the carry can reach the exponent; the default NaN is fine).
+  static VI bf16HighNoNan(VF v) {
+    VI u = _mm256_castps_si256(v);
+    VI lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), i32(1));
+    return _mm256_add_epi32(u, _mm256_add_epi32(i32(0x7fff), lsb));
+  }
   // floatToBf16 of core/dtype.h, lane-wise: RNE, NaN stays NaN (quiet).
   static __m128i toBf16(VF v) {
     VI u = _mm256_castps_si256(v);
@@ -60,7 +67,15 @@ struct Vec {
   static void store(float* p, VF v) { _mm256_storeu_ps(p, v); }
   static void store(half_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toHalf(v)); }
   static void store(bf16_t* p, VF v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), toBf16(v)); }
-  static constexpr bool kBf16PairStore = false;
+  // Two vectors of values that are not NaN-with-payload (dequantized values: a block whose
+  // parameters are not finite is filled with the canonical NaN separately) as 16 bf16: one
+  // unsigned pack of the high words, one cross-lane fix-up, one store.
+  static constexpr bool kBf16PairStore = true;
+  static void storeBf16Pair(bf16_t* p, VF a, VF b) {
+    VI ha = _mm256_srli_epi32(bf16HighNoNan(a), 16), hb = _mm256_srli_epi32(bf16HighNoNan(b), 16);
+    VI w = _mm256_permute4x64_epi64(_mm256_packus_epi32(ha, hb), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), w);
+  }
   template <class T>
   static void storePartial(T* p, VF v, int n) {
     alignas(32) T tmp[W];
@@ -160,25 +175,52 @@ struct Vec {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(n16, n16));
   }
 
-  static constexpr bool kPack4 = false;
-  static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically
+  // 32 values (a, b, c, d in element order) -> 32 bytes (int8) or 16 bytes (INT4): two 32->16
+  // packs, one 16->8 pack (unsigned for asymmetric INT8: [0, 255]), one dword permutation to
+  // undo the per-lane interleave, then for INT4 the nibble merge of byte pairs and one more pack.
+  static constexpr bool kPack4 = true;
+  template <int Bits, bool Sym>
+  static void pack4(VI a, VI b, VI c, VI d, uint8_t* dst) {
+    VI w1 = _mm256_packs_epi32(a, b), w2 = _mm256_packs_epi32(c, d);
+    VI bytes = Bits == 8 && !Sym ? _mm256_packus_epi16(w1, w2) : _mm256_packs_epi16(w1, w2);
+    bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (Bits == 8) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bytes);
+      return;
+    }
+    VI nib = _mm256_or_si256(_mm256_and_si256(bytes, _mm256_set1_epi16(0x000f)),
+                             _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi16(0x00f0)));
+    __m128i packed = _mm_packus_epi16(_mm256_castsi256_si128(nib), _mm256_extracti128_si256(nib, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), packed);
+  }
+
+  static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically (below)
+  // 16 values from src: INT8 by two sign/zero-extending loads; INT4 (8 bytes) by broadcasting
+  // the bytes to both lanes, placing byte i/2 in dword i (one shuffle per vector), and moving
+  // nibble i%2 to the top of the dword (variable shift) before an arithmetic or logical shift
+  // down by 28: sign-extended (symmetric) or zero-extended (asymmetric) in element order.
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
-    __m128i bytes;
     if (Bits == 8) {
-      bytes = load128(src);
-    } else {
-      __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
-      bytes = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(0x000f)),
-                           _mm_slli_epi16(_mm_srli_epi16(w, 4), 8));
-      if (Sym) {
-        __m128i eight = _mm_set1_epi8(8);
-        bytes = _mm_sub_epi8(_mm_xor_si128(bytes, eight), eight);
-      }
+      __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+      __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 8));
+      a = Sym ? _mm256_cvtepi8_epi32(lo) : _mm256_cvtepu8_epi32(lo);
+      b = Sym ? _mm256_cvtepi8_epi32(hi) : _mm256_cvtepu8_epi32(hi);
+      return;
     }
-    __m128i hi = _mm_srli_si128(bytes, 8);
-    a = Sym ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-    b = Sym ? _mm256_cvtepi8_epi32(hi) : _mm256_cvtepu8_epi32(hi);
+    int64_t raw;
+    std::memcpy(&raw, src, 8);
+    VI x = _mm256_set1_epi64x(raw);
+    const char z = -1;  // pshufb: a set high bit writes 0
+    const VI placeA = _mm256_setr_epi8(0, z, z, z, 0, z, z, z, 1, z, z, z, 1, z, z, z,
+                                       2, z, z, z, 2, z, z, z, 3, z, z, z, 3, z, z, z);
+    const VI placeB = _mm256_setr_epi8(4, z, z, z, 4, z, z, z, 5, z, z, z, 5, z, z, z,
+                                       6, z, z, z, 6, z, z, z, 7, z, z, z, 7, z, z, z);
+    const VI toTop = _mm256_setr_epi32(28, 24, 28, 24, 28, 24, 28, 24);
+    VI ta = _mm256_sllv_epi32(_mm256_shuffle_epi8(x, placeA), toTop);
+    VI tb = _mm256_sllv_epi32(_mm256_shuffle_epi8(x, placeB), toTop);
+    a = Sym ? _mm256_srai_epi32(ta, 28) : _mm256_srli_epi32(ta, 28);
+    b = Sym ? _mm256_srai_epi32(tb, 28) : _mm256_srli_epi32(tb, 28);
   }
 };
 

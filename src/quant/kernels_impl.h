@@ -10,8 +10,9 @@
 //   1. reduce: max |x| as integer bits (order-independent, detects NaN/Inf), min/max if asymmetric
 //   2. q = clamp(round((x - zero) * RN(1/scale))), packed four vectors (4W elements) at a time,
 //      then two, then a partial tail.
-// Dequantize-style operations are one pass per chunk; sums go through an fp32 block buffer on
-// the stack, always in chunk order 0..k-1, so every ISA rounds identically.
+// Dequantize is one pass. Sums over k chunks decode all k at each position and add in registers
+// (an fp32 block buffer on the stack, chunk by chunk, beyond kRegisterSumChunks), always in chunk
+// order 0..k-1, so every ISA and both paths round identically.
 
 #include <cstring>
 #include <type_traits>
@@ -332,6 +333,7 @@ struct BlockDecoder {
   static constexpr bool kTable = Bits == 4 && Vec::kNibbleTable;
   VF scale, zero, table;
 
+  BlockDecoder() = default;
   explicit BlockDecoder(BlockParams p) : scale(Vec::set1(p.scale)), zero(Vec::set1(p.zero)) {
     if (kTable) {
       alignas(64) float t[16];
@@ -444,6 +446,77 @@ void sumPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t j, si
   }
 }
 
+// Up to this many chunks, sums are accumulated in registers (sumPieceInRegisters); beyond, chunk
+// by chunk through the block buffer (sumPiece).
+constexpr int kRegisterSumChunks = 16;
+
+// The same sums as sumPiece, 2W elements at a time over all k chunks in registers: v = chunk 0,
+// then + chunk 1, ..., + chunk k-1, then (with Final) * s. The same operations in the same order
+// as the buffered path, so the same bits; the accumulator never leaves registers.
+template <class T, int Bits, bool Sym, bool Final>
+void sumPieceInRegisters(const uint8_t* const* chunks, int k, const Layout& l, size_t j, size_t e,
+                         int len, float* acc, T* out, VF s) {
+  BlockDecoder<Bits, Sym> dec[kRegisterSumChunks];
+  for (int c = 0; c < k; ++c) dec[c] = BlockDecoder<Bits, Sym>(readParams(chunks[c], l, j, Sym));
+  size_t off = l.valuesOffset + packedOffset(Bits, e);
+  VF a = Vec::set1(0.0f), b = a, x = a, y = a;
+  int i = 0;
+  for (; i + S <= len; i += S) {
+    size_t o = off + packedOffset(Bits, i);
+    dec[0].decode(chunks[0] + o, a, b);
+    for (int c = 1; c < k; ++c) {
+      dec[c].decode(chunks[c] + o, x, y);
+      a = Vec::add(a, x);
+      b = Vec::add(b, y);
+    }
+    if (Final) {
+      storePair(out + i, Vec::mul(a, s), Vec::mul(b, s));
+    } else {
+      Vec::store(acc + i, a);
+      Vec::store(acc + i + W, b);
+    }
+  }
+  if (i == len) return;
+  int r = len - i;
+  size_t o = off + packedOffset(Bits, i);
+  alignas(64) uint8_t tmp[S] = {};
+  std::memcpy(tmp, chunks[0] + o, packedBytes(Bits, r));
+  dec[0].decode(tmp, a, b);
+  for (int c = 1; c < k; ++c) {
+    std::memcpy(tmp, chunks[c] + o, packedBytes(Bits, r));
+    dec[c].decode(tmp, x, y);
+    a = Vec::add(a, x);
+    b = Vec::add(b, y);
+  }
+  if (Final) {
+    storeN(out + i, Vec::mul(a, s), minInt(r, W));
+    if (r > W) storeN(out + i + W, Vec::mul(b, s), r - W);
+  } else {
+    storeN(acc + i, a, minInt(r, W));
+    if (r > W) storeN(acc + i + W, b, r - W);
+  }
+}
+
+// Elements [e, e + len) of block j summed over the chunks (into acc, or with Final into out as
+// sum * s), in registers where k allows.
+template <class T, int Bits, bool Sym, bool Final>
+void sumBlockPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t j, size_t e,
+                   int len, float* acc, T* out, VF s) {
+  // One chunk with a final scale keeps sumPiece's single pass (it has the even/odd bf16 path).
+  if (k <= kRegisterSumChunks && !(Final && k == 1)) {
+    sumPieceInRegisters<T, Bits, Sym, Final>(chunks, k, l, j, e, len, acc, out, s);
+  } else {
+    sumPiece<T, Bits, Sym, Final>(chunks, k, l, j, e, len, acc, out, s);
+  }
+}
+
+// Prefetches the next block's values of every chunk (k streams; the hardware prefetchers track
+// few of them at once).
+inline void prefetchChunks(const uint8_t* const* chunks, int k, size_t off, size_t bytes,
+                           size_t total) {
+  for (int c = 0; c < k; ++c) prefetchAhead(chunks[c] + off, bytes, chunks[c] + total);
+}
+
 template <class T, int Bits, bool Sym>
 void dequantizeSumImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& p,
                        float scale, T* out) {
@@ -453,10 +526,14 @@ void dequantizeSumImpl(const uint8_t* const* chunks, int k, size_t n, const Quan
   for (size_t j = 0; j < l.nblocks; ++j) {
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
+    prefetchChunks(chunks, k, l.valuesOffset + packedOffset(Bits, e0), packedBytes(Bits, b),
+                   l.totalBytes);
+    prefetchAhead<true>(out + e0, b * sizeof(T), out + n);
     if (anyNanBlock<Sym>(chunks, k, l, j)) {
       fillNan(out + e0, len);
     } else {
-      sumPiece<T, Bits, Sym, true>(chunks, k, l, j, e0, len, acc, out + e0, Vec::set1(scale));
+      sumBlockPiece<T, Bits, Sym, true>(chunks, k, l, j, e0, len, acc, out + e0,
+                                        Vec::set1(scale));
     }
   }
 }
@@ -473,8 +550,8 @@ void sumRange(const uint8_t* const* chunks, int k, const Layout& l, size_t block
     if (anyNanBlock<Sym>(chunks, k, l, j)) {
       fillNan(acc + (e - e0), plen);
     } else {
-      sumPiece<float, Bits, Sym, false>(chunks, k, l, j, e, plen, acc + (e - e0), nullptr,
-                                        Vec::set1(1.0f));
+      sumBlockPiece<float, Bits, Sym, false>(chunks, k, l, j, e, plen, acc + (e - e0), nullptr,
+                                             Vec::set1(1.0f));
     }
     e = pieceEnd;
   }
@@ -491,6 +568,8 @@ void requantizeImpl(const uint8_t* const* chunks, int k, size_t n, const QuantPa
   for (size_t j = 0; j < lo.nblocks; ++j) {
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
+    prefetchChunks(chunks, k, li.valuesOffset + packedOffset(InBits, e0), packedBytes(InBits, b),
+                   li.totalBytes);
     sumRange<InBits, InSym>(chunks, k, li, static_cast<size_t>(in.blockSize), e0, len, acc);
     encodeBlock<float, OutBits, OutSym, Sr>(acc, len, blockParams<float, OutBits, OutSym>(acc, len),
                                             outP.elementOffset + e0, sr, out + 4 * j,
