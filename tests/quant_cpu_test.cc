@@ -246,7 +246,9 @@ TEST_P(QuantCpu, IsaVariantsByteIdentical) {
     QuantParams outP = makeParams(4, 64, false, sr, 77);
     std::vector<float> x = genData(Dist::kHeavyTailed, nChunks * chunkElems, dt(), 3);
     Bytes in = toDtype(x, dt());
-    constexpr int kOps = 6;
+    // Sums over 2, 5 and 17 chunks: in registers, odd k, and beyond the register path's limit.
+    const int sumChunks[] = {2, 5, 17};
+    constexpr int kOps = 4 + 2 * 3;
     std::vector<Bytes> results[kOps];
     for (Isa isa : isas) {
       IsaGuard guard(isa);
@@ -254,15 +256,25 @@ TEST_P(QuantCpu, IsaVariantsByteIdentical) {
       Bytes qc(quantizedChunksBytes(chunkElems, nChunks, p), 0xcd);
       ASSERT_EQ(quantizeChunks(in.data(), dt(), chunkElems, nChunks, order, p, qc.data()),
                 zcollSuccess);
-      Bytes q2 = quantizeOrDie(Bytes(in.begin() + 7 * dtypeSize(dt()), in.end()), dt(), n, p);
-      const void* chunks[2] = {q.data(), q2.data()};
-      Bytes sum(dequantizedBytes(n, dt()));
-      ASSERT_EQ(dequantizeSum(chunks, 2, n, p, 0.5f, sum.data(), dt()), zcollSuccess);
+      std::vector<Bytes> qs;  // chunk c: the input shifted by 7c elements
+      std::vector<const void*> chunks;
+      for (int c = 0; c < 17; ++c) {
+        qs.push_back(c == 0 ? q
+                            : quantizeOrDie(Bytes(in.begin() + 7 * c * dtypeSize(dt()), in.end()),
+                                            dt(), n, p));
+      }
+      for (const Bytes& b : qs) chunks.push_back(b.data());
       Bytes sum1(dequantizedBytes(n, dt()));  // one chunk: dequantize and scale in one pass
-      ASSERT_EQ(dequantizeSum(chunks, 1, n, p, 0.25f, sum1.data(), dt()), zcollSuccess);
-      Bytes rq(requantizedBytes(n, outP), 0xcd);
-      ASSERT_EQ(dequantReduceRequant(chunks, 2, n, p, outP, rq.data()), zcollSuccess);
-      Bytes all[kOps] = {q, qc, dequantizeOrDie(q, n, p, dt()), sum, sum1, rq};
+      ASSERT_EQ(dequantizeSum(chunks.data(), 1, n, p, 0.25f, sum1.data(), dt()), zcollSuccess);
+      std::vector<Bytes> all = {q, qc, dequantizeOrDie(q, n, p, dt()), sum1};
+      for (int k : sumChunks) {
+        Bytes sum(dequantizedBytes(n, dt()), 0xcd);
+        ASSERT_EQ(dequantizeSum(chunks.data(), k, n, p, 1.0f / k, sum.data(), dt()), zcollSuccess);
+        Bytes rq(requantizedBytes(n, outP), 0xcd);
+        ASSERT_EQ(dequantReduceRequant(chunks.data(), k, n, p, outP, rq.data()), zcollSuccess);
+        all.push_back(sum);
+        all.push_back(rq);
+      }
       for (int op = 0; op < kOps; ++op) results[op].push_back(all[op]);
     }
     for (int op = 0; op < kOps; ++op) {

@@ -194,6 +194,37 @@ struct Vec {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), packed);
   }
 
+  // INT4 sums in even/odd form (kernels_impl.h: kEvenOddSum): 8 bytes zero-extended to dwords;
+  // the even elements are the low nibbles, the odd ones the high nibbles.
+  static constexpr bool kEvenOddSums = true;
+  template <bool Sym>
+  static void unpackEvenOdd(const uint8_t* src, VI& even, VI& odd) {
+    VI x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+    if (Sym) {
+      even = _mm256_srai_epi32(_mm256_slli_epi32(x, 28), 28);
+      odd = _mm256_srai_epi32(_mm256_slli_epi32(x, 24), 28);
+    } else {
+      even = _mm256_and_si256(x, i32(0x0f));
+      odd = _mm256_srli_epi32(x, 4);
+    }
+  }
+  // Elements 2i (even[i]) and 2i + 1 (odd[i]) stored in element order.
+  static void storeEvenOdd(float* p, VF even, VF odd) {
+    VF lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(p, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(p + W, _mm256_permute2f128_ps(lo, hi, 0x31));
+  }
+  static void storeEvenOdd(half_t* p, VF even, VF odd) {
+    __m128i he = toHalf(even), ho = toHalf(odd);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_unpacklo_epi16(he, ho));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + W), _mm_unpackhi_epi16(he, ho));
+  }
+  static void storeEvenOdd(bf16_t* p, VF even, VF odd) {  // not for NaN (see storeBf16Pair)
+    VI lo = _mm256_srli_epi32(bf16HighNoNan(even), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm256_blend_epi16(lo, bf16HighNoNan(odd), 0xaa));
+  }
+
   static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically (below)
   // 16 values from src: INT8 by two sign/zero-extending loads; INT4 (8 bytes) by broadcasting
   // the bytes to both lanes, placing byte i/2 in dword i (one shuffle per vector), and moving

@@ -343,6 +343,13 @@ struct BlockDecoder {
       table = Vec::load(t);
     }
   }
+  // The same 2W values as the even elements and the odd elements (variants with kEvenOddSums).
+  void decodeEvenOdd(const uint8_t* src, VF& even, VF& odd) const {
+    VI qe, qo;
+    VecFor<BlockDecoder>::template unpackEvenOdd<Sym>(src, qe, qo);
+    even = deq<Sym>(qe, scale, zero);
+    odd = deq<Sym>(qo, scale, zero);
+  }
   void decode(const uint8_t* src, VF& a, VF& b) const {
     if constexpr (kTable) {
       VecFor<BlockDecoder>::lookupNibbles(src, table, a, b);
@@ -450,6 +457,29 @@ void sumPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t j, si
 // by chunk through the block buffer (sumPiece).
 constexpr int kRegisterSumChunks = 16;
 
+// INT4 sums on variants with Vec::kEvenOddSums add the chunks' values as even and odd elements
+// (the cheapest decode there) and interleave them once, at the store.
+template <int Bits>
+constexpr bool kEvenOddSum = Bits == 4 && Vec::kEvenOddSums;
+
+template <int Bits, bool Sym>
+inline void decodeForSum(const BlockDecoder<Bits, Sym>& d, const uint8_t* src, VF& a, VF& b) {
+  if constexpr (kEvenOddSum<Bits>) {
+    d.decodeEvenOdd(src, a, b);
+  } else {
+    d.decode(src, a, b);
+  }
+}
+
+template <class T, int Bits>
+inline void storeSum(T* p, VF a, VF b) {
+  if constexpr (kEvenOddSum<Bits>) {
+    VecFor<T>::storeEvenOdd(p, a, b);
+  } else {
+    storePair(p, a, b);
+  }
+}
+
 // The same sums as sumPiece, 2W elements at a time over all k chunks in registers: v = chunk 0,
 // then + chunk 1, ..., + chunk k-1, then (with Final) * s. The same operations in the same order
 // as the buffered path, so the same bits; the accumulator never leaves registers.
@@ -463,17 +493,16 @@ void sumPieceInRegisters(const uint8_t* const* chunks, int k, const Layout& l, s
   int i = 0;
   for (; i + S <= len; i += S) {
     size_t o = off + packedOffset(Bits, i);
-    dec[0].decode(chunks[0] + o, a, b);
+    decodeForSum(dec[0], chunks[0] + o, a, b);
     for (int c = 1; c < k; ++c) {
-      dec[c].decode(chunks[c] + o, x, y);
+      decodeForSum(dec[c], chunks[c] + o, x, y);
       a = Vec::add(a, x);
       b = Vec::add(b, y);
     }
     if (Final) {
-      storePair(out + i, Vec::mul(a, s), Vec::mul(b, s));
+      storeSum<T, Bits>(out + i, Vec::mul(a, s), Vec::mul(b, s));
     } else {
-      Vec::store(acc + i, a);
-      Vec::store(acc + i + W, b);
+      storeSum<float, Bits>(acc + i, a, b);
     }
   }
   if (i == len) return;
