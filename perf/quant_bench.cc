@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,16 @@ const char* opName(Op op) {
     case Op::kRequant: return "dequant_reduce_requant";
   }
   return "?";
+}
+
+QuantOp quantOpOf(Op op) {
+  switch (op) {
+    case Op::kQuantize: return QuantOp::kQuantize;
+    case Op::kDequantize: return QuantOp::kDequantize;
+    case Op::kSum: return QuantOp::kSum;
+    case Op::kRequant: return QuantOp::kRequantize;
+  }
+  return QuantOp::kQuantize;
 }
 
 const char* dtName(zcollDataType_t dt) {
@@ -172,7 +183,7 @@ void BM_cpu(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * traffic));
   state.counters["vs_memcpy"] = static_cast<double>(traffic) / best / copy.bandwidth();
-  state.SetLabel(isaName(activeIsa()));
+  state.SetLabel(isaName(activeIsa(quantOpOf(op))));
 }
 
 // ---- GPU ----------------------------------------------------------------------------------------
@@ -314,12 +325,33 @@ void registerAll() {
 #endif
 }
 
+// The CPU and the variant each operation runs on, in the benchmark's context (printed first), so
+// every table says what it measured.
+std::string cpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+void addContext() {
+  benchmark::AddCustomContext("cpu_model", cpuModel());
+  std::string variants;
+  for (QuantOp op : {QuantOp::kQuantize, QuantOp::kDequantize, QuantOp::kSum, QuantOp::kRequantize}) {
+    variants += std::string(variants.empty() ? "" : " ") + quantOpName(op) + "=" +
+                isaName(activeIsa(op));
+  }
+  benchmark::AddCustomContext("quant_variants", variants + " (" + isaChoiceReason() + ")");
+}
+
 }  // namespace
 }  // namespace quant
 }  // namespace zcoll
 
 int main(int argc, char** argv) {
   zcoll::quant::registerAll();
+  zcoll::quant::addContext();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

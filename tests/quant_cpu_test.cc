@@ -1,6 +1,7 @@
 // CPU quantization kernels: error bounds on seeded data of every distribution and odd sizes,
 // exact agreement with the element-wise reference of quant_math.h, idempotence, NaN/Inf,
 // sums and requantization against fp64, and byte identity of every ISA variant.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -518,18 +519,53 @@ TEST(QuantErrors, BadArgumentsGiveInvalidArgument) {
   EXPECT_NE(threadLastError().find("destOrder[1]"), std::string::npos);
 }
 
+constexpr QuantOp kAllOps[] = {QuantOp::kQuantize, QuantOp::kDequantize, QuantOp::kSum,
+                               QuantOp::kRequantize};
+
 TEST(QuantDispatch, OverrideAndEnvironment) {
   EXPECT_TRUE(isaSupported(Isa::kScalar));
   for (Isa isa : supportedIsas()) {
     IsaGuard guard(isa);
-    EXPECT_EQ(activeIsa(), isa);
+    for (QuantOp op : kAllOps) EXPECT_EQ(activeIsa(op), isa) << quantOpName(op);
+    EXPECT_STREQ(isaChoiceReason(), "override");
   }
+  Isa forced = Isa::kAvx512;
   ASSERT_EQ(setenv("ZCOLL_QUANT_ISA", "scalar", 1), 0);
-  EXPECT_EQ(isaFromEnv(), Isa::kScalar);
+  EXPECT_TRUE(isaForcedByEnv(&forced));
+  EXPECT_EQ(forced, Isa::kScalar);
   ASSERT_EQ(setenv("ZCOLL_QUANT_ISA", "no-such-isa", 1), 0);
-  EXPECT_EQ(isaFromEnv(), bestIsa());
+  EXPECT_FALSE(isaForcedByEnv(&forced));
   ASSERT_EQ(unsetenv("ZCOLL_QUANT_ISA"), 0);
-  EXPECT_EQ(isaFromEnv(), bestIsa());
+  EXPECT_FALSE(isaForcedByEnv(&forced));
+}
+
+// Without override or ZCOLL_QUANT_ISA, each operation runs on a measured choice among the vector
+// variants; a measurement only ever returns one of its candidates, the only one when alone.
+TEST(QuantDispatch, MeasuredChoicePerOperation) {
+  ASSERT_EQ(unsetenv("ZCOLL_QUANT_ISA"), 0);
+  std::vector<Isa> candidates = tuningCandidates();
+  ASSERT_FALSE(candidates.empty());
+  for (QuantOp op : kAllOps) {
+    Isa chosen = activeIsa(op);
+    EXPECT_NE(std::find(candidates.begin(), candidates.end(), chosen), candidates.end())
+        << quantOpName(op) << ": " << isaName(chosen);
+  }
+  EXPECT_STREQ(isaChoiceReason(), "measured");
+  std::vector<Isa> all = supportedIsas();
+  std::reverse(all.begin(), all.end());  // widest first
+  for (QuantOp op : kAllOps) {
+    Isa m = measureFastestIsa(op, all);
+    EXPECT_NE(std::find(all.begin(), all.end(), m), all.end()) << quantOpName(op);
+    EXPECT_EQ(measureFastestIsa(op, {Isa::kScalar}), Isa::kScalar);
+  }
+}
+
+// ZCOLL_QUANT_ISA, read at the first use in a process, forces every operation.
+TEST(QuantDispatch, EnvironmentForcesEveryOperation) {
+  ASSERT_EQ(setenv("ZCOLL_QUANT_ISA", "scalar", 1), 0);
+  for (QuantOp op : kAllOps) EXPECT_EQ(activeIsa(op), Isa::kScalar) << quantOpName(op);
+  EXPECT_STREQ(isaChoiceReason(), "ZCOLL_QUANT_ISA");
+  ASSERT_EQ(unsetenv("ZCOLL_QUANT_ISA"), 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/params.h"
+#include "quant/isa.h"
 #include "topology/topology.h"
 #include "zcoll/zcoll.h"
 
@@ -39,6 +40,15 @@ void printBuild() {
 #else
   std::printf("  transports: self\n");
 #endif
+}
+
+// The CPU quantization variant of each operation (the measurement runs here if needed).
+void printQuantKernels() {
+  using namespace zcoll::quant;
+  std::printf("  quantization kernels (%s):", isaChoiceReason());
+  for (QuantOp op : {QuantOp::kQuantize, QuantOp::kDequantize, QuantOp::kSum, QuantOp::kRequantize})
+    std::printf(" %s=%s", quantOpName(op), isaName(activeIsa(op)));
+  std::printf("\n");
 }
 
 void printTopology() {
@@ -92,6 +102,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   printBuild();
+  printQuantKernels();
   printTopology();
   printParams();
   return 0;

@@ -1,7 +1,9 @@
-// Run-time choice of the CPU kernel variant: cpuid (via __builtin_cpu_supports, which also checks
-// that the OS saves the vector state), ZCOLL_QUANT_ISA, and an override for tests. Resolved once:
-// the hot paths only read an atomic.
+// Run-time choice of the CPU kernel variant per operation: cpuid (via __builtin_cpu_supports, which
+// also checks that the OS saves the vector state), an override for tests, ZCOLL_QUANT_ISA, else a
+// short measurement (autotune.cc). Resolved once: the hot paths only read an atomic.
 #include <atomic>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "core/log.h"
@@ -14,8 +16,11 @@ namespace quant {
 namespace {
 
 constexpr int kUnset = -1;
+constexpr int kNumOps = static_cast<int>(QuantOp::kCount);
 std::atomic<int> gOverride{kUnset};
-std::atomic<int> gResolved{kUnset};
+std::atomic<int> gResolved[kNumOps] = {{kUnset}, {kUnset}, {kUnset}, {kUnset}};
+std::once_flag gResolveOnce;
+bool gForcedByEnv = false;  // written once under gResolveOnce
 
 bool cpuHas(Isa isa) {
 #if defined(__x86_64__)
@@ -36,21 +41,51 @@ bool cpuHas(Isa isa) {
 #endif
 }
 
+// ZCOLL_QUANT_ISA for every operation, else a measurement per operation (a few ms, once).
+void resolveAll() {
+  Isa forced = Isa::kScalar;
+  gForcedByEnv = isaForcedByEnv(&forced);
+  std::vector<Isa> candidates = tuningCandidates();
+  std::string summary;
+  for (int op = 0; op < kNumOps; ++op) {
+    Isa isa = gForcedByEnv ? forced : measureFastestIsa(static_cast<QuantOp>(op), candidates);
+    gResolved[op].store(static_cast<int>(isa), std::memory_order_release);
+    summary += std::string(op ? ", " : "") + quantOpName(static_cast<QuantOp>(op)) + " " +
+               isaName(isa);
+  }
+  ZCOLL_INFO(LogSubsys::kQuant, "quantization kernels (%s): %s",
+             gForcedByEnv ? "ZCOLL_QUANT_ISA" : "measured", summary.c_str());
+}
+
 }  // namespace
 
-Isa isaFromEnv() {
+bool isaForcedByEnv(Isa* out) {
   std::string want = paramString("ZCOLL_QUANT_ISA");
-  if (want.empty()) return bestIsa();
+  if (want.empty()) return false;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (want != isaName(isa)) continue;
-    if (isaSupported(isa)) return isa;
-    ZCOLL_WARN(LogSubsys::kQuant, "ZCOLL_QUANT_ISA=%s: not supported by this CPU, using %s",
-               want.c_str(), isaName(bestIsa()));
-    return bestIsa();
+    if (isaSupported(isa)) {
+      *out = isa;
+      return true;
+    }
+    ZCOLL_WARN(LogSubsys::kQuant, "ZCOLL_QUANT_ISA=%s: not supported by this CPU, ignored",
+               want.c_str());
+    return false;
   }
-  ZCOLL_WARN(LogSubsys::kQuant, "ZCOLL_QUANT_ISA=%s: unknown (scalar, avx2, avx512), using %s",
-             want.c_str(), isaName(bestIsa()));
-  return bestIsa();
+  ZCOLL_WARN(LogSubsys::kQuant, "ZCOLL_QUANT_ISA=%s: unknown (scalar, avx2, avx512), ignored",
+             want.c_str());
+  return false;
+}
+
+const char* quantOpName(QuantOp op) {
+  switch (op) {
+    case QuantOp::kQuantize: return "quantize";
+    case QuantOp::kDequantize: return "dequantize";
+    case QuantOp::kSum: return "dequant_sum";
+    case QuantOp::kRequantize: return "dequant_reduce_requant";
+    case QuantOp::kCount: break;
+  }
+  return "unknown";
 }
 
 const char* isaName(Isa isa) {
@@ -70,16 +105,28 @@ Isa bestIsa() {
   return Isa::kScalar;
 }
 
-Isa activeIsa() {
+std::vector<Isa> tuningCandidates() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+    if (isaSupported(isa)) out.push_back(isa);
+  }
+  if (out.empty()) out.push_back(Isa::kScalar);
+  return out;
+}
+
+Isa activeIsa(QuantOp op) {
   int o = gOverride.load(std::memory_order_relaxed);
   if (o != kUnset) return static_cast<Isa>(o);
-  int r = gResolved.load(std::memory_order_acquire);
-  if (r == kUnset) {
-    r = static_cast<int>(isaFromEnv());
-    gResolved.store(r, std::memory_order_release);
-    ZCOLL_INFO(LogSubsys::kQuant, "quantization kernels: %s", isaName(static_cast<Isa>(r)));
-  }
-  return static_cast<Isa>(r);
+  int r = gResolved[static_cast<int>(op)].load(std::memory_order_acquire);
+  if (r != kUnset) return static_cast<Isa>(r);
+  std::call_once(gResolveOnce, resolveAll);
+  return static_cast<Isa>(gResolved[static_cast<int>(op)].load(std::memory_order_acquire));
+}
+
+const char* isaChoiceReason() {
+  if (gOverride.load(std::memory_order_relaxed) != kUnset) return "override";
+  std::call_once(gResolveOnce, resolveAll);
+  return gForcedByEnv ? "ZCOLL_QUANT_ISA" : "measured";
 }
 
 Result setIsaOverride(Isa isa) {

@@ -39,7 +39,7 @@ Result checkChunks(const void* const* chunks, int k, size_t n, const char* what)
   return zcollSuccess;
 }
 
-const KernelSet& active() { return kernelSet(activeIsa()); }
+const KernelSet& active(QuantOp op) { return kernelSet(activeIsa(op)); }
 
 }  // namespace
 
@@ -84,7 +84,7 @@ Result quantize(const void* in, zcollDataType_t dtype, size_t n, const QuantPara
   ZCOLL_CHECK(checkDtype(dtype, "quantize"));
   ZCOLL_CHECK(checkPtr(in, n, "quantize", "input"));
   ZCOLL_CHECK(checkPtr(out, n, "quantize", "output"));
-  if (n > 0) active().quantize(in, dtype, n, p, out);
+  if (n > 0) active(QuantOp::kQuantize).quantize(in, dtype, n, p, out);
   return zcollSuccess;
 }
 
@@ -102,7 +102,7 @@ Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, 
                   destOrder[c], nChunks);
     }
   }
-  const KernelSet& ks = active();
+  const KernelSet& ks = active(QuantOp::kQuantize);
   size_t slot = quantizedBytes(chunkElems, p), esize = dtypeSize(dtype);
   QuantParams cp = p;
   for (size_t c = 0; c < nChunks; ++c) {
@@ -120,7 +120,7 @@ Result dequantize(const void* q, size_t n, const QuantParams& p, void* out,
   ZCOLL_CHECK(checkDtype(dtype, "dequantize"));
   ZCOLL_CHECK(checkPtr(q, n, "dequantize", "input"));
   ZCOLL_CHECK(checkPtr(out, n, "dequantize", "output"));
-  if (n > 0) active().dequantize(q, n, p, out, dtype);
+  if (n > 0) active(QuantOp::kDequantize).dequantize(q, n, p, out, dtype);
   return zcollSuccess;
 }
 
@@ -131,7 +131,7 @@ Result dequantizeSum(const void* const* chunks, int k, size_t n, const QuantPara
   ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantizeSum"));
   ZCOLL_CHECK(validateSumScale(scale, "dequantizeSum"));
   ZCOLL_CHECK(checkPtr(out, n, "dequantizeSum", "output"));
-  if (n > 0) active().dequantizeSum(chunks, k, n, p, scale, out, dtype);
+  if (n > 0) active(QuantOp::kSum).dequantizeSum(chunks, k, n, p, scale, out, dtype);
   return zcollSuccess;
 }
 
@@ -141,7 +141,7 @@ Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const Qu
   ZCOLL_CHECK(validate(outParams));
   ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantReduceRequant"));
   ZCOLL_CHECK(checkPtr(outQ, n, "dequantReduceRequant", "output"));
-  if (n > 0) active().requantize(chunks, k, n, inParams, outParams, outQ);
+  if (n > 0) active(QuantOp::kRequantize).requantize(chunks, k, n, inParams, outParams, outQ);
   return zcollSuccess;
 }
 
