@@ -2,6 +2,9 @@
 // exact agreement with the element-wise reference of quant_math.h, idempotence, NaN/Inf,
 // sums and requantization against fp64, and byte identity of every ISA variant.
 #include <algorithm>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -518,6 +521,36 @@ TEST(QuantErrors, BadArgumentsGiveInvalidArgument) {
             zcollInvalidArgument);
   EXPECT_NE(threadLastError().find("destOrder[1]"), std::string::npos);
 }
+
+#if defined(__x86_64__)
+// The caller's floating-point environment (rounding mode, flush-to-zero, denormals-are-zero)
+// changes no byte, in any variant, and is the caller's again after the call.
+TEST(QuantFormat, CallerFloatingPointEnvironmentDoesNotMatter) {
+  const size_t n = 2 * 256 + 17;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) {  // block 0: subnormal inputs; then ordinary ones
+    float mag = i < 256 ? 1e-39f * float(1 + i % 13) : 0.37f * float(i % 29) - 3.1f;
+    x[i] = (i % 3 == 0 ? -mag : mag) + (i < 256 ? 0.0f : 1e-3f * float(i % 7));
+  }
+  const unsigned kModes = 0x4000u /* round up */ | 0x8000u /* FTZ */ | 0x0040u /* DAZ */;
+  for (Isa isa : supportedIsas()) {
+    IsaGuard guard(isa);
+    for (int bits : {8, 4}) {
+      QuantParams p = makeParams(bits, 256, bits == 8, false, 1);
+      Bytes in = toDtype(x, zcollFloat32);
+      Bytes q0 = quantizeOrDie(in, zcollFloat32, n, p), d0 = dequantizeOrDie(q0, n, p, zcollFloat32);
+      const unsigned saved = _mm_getcsr();
+      _mm_setcsr(saved | kModes);
+      Bytes q1 = quantizeOrDie(in, zcollFloat32, n, p), d1 = dequantizeOrDie(q0, n, p, zcollFloat32);
+      const unsigned during = _mm_getcsr();
+      _mm_setcsr(saved);
+      EXPECT_EQ(during & kModes, kModes) << "the caller's environment was not restored";
+      EXPECT_EQ(firstDiff(q0, q1), SIZE_MAX) << isaName(isa) << " int" << bits << " quantize";
+      EXPECT_EQ(firstDiff(d0, d1), SIZE_MAX) << isaName(isa) << " int" << bits << " dequantize";
+    }
+  }
+}
+#endif
 
 constexpr QuantOp kAllOps[] = {QuantOp::kQuantize, QuantOp::kDequantize, QuantOp::kSum,
                                QuantOp::kRequantize};

@@ -131,9 +131,8 @@ struct Vec {
   static VF div(VF a, VF b) { return _mm256_div_ps(a, b); }
   static VF toFloat(VI q) { return _mm256_cvtepi32_ps(q); }
 
-  static VI roundRne(VF t) {
-    return _mm256_cvttps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
+  // The current rounding mode, which quant.cc pins to round-to-nearest-even (PinnedFpEnv).
+  static VI roundRne(VF t) { return _mm256_cvtps_epi32(t); }
   static VI roundSr(VF t, VF u) {
     VF f = _mm256_floor_ps(t);
     VI up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(t, f), _CMP_LT_OQ));
@@ -194,9 +193,9 @@ struct Vec {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), packed);
   }
 
-  // INT4 sums in even/odd form (kernels_impl.h: kEvenOddSum): 8 bytes zero-extended to dwords;
-  // the even elements are the low nibbles, the odd ones the high nibbles.
-  static constexpr bool kEvenOddSums = true;
+  // INT4 decoded in even/odd form (kernels_impl.h: kEvenOddDecode): 8 bytes zero-extended to
+  // dwords; the even elements are the low nibbles, the odd ones the high nibbles.
+  static constexpr bool kEvenOddDecode = true;
   template <bool Sym>
   static void unpackEvenOdd(const uint8_t* src, VI& even, VI& odd) {
     VI x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));

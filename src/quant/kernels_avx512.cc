@@ -191,7 +191,7 @@ struct Vec {
   // 32 INT4 values (16 bytes) -> table[nibble] for each, in element order: the 16 bytes are
   // broadcast to all four 128-bit lanes, a byte shuffle puts byte i zero-extended in dwords 2i and
   // 2i + 1, odd dwords shift down 4, and vpermps reads the low 4 bits of each dword.
-  static constexpr bool kEvenOddSums = false;  // sums decode in element order
+  static constexpr bool kEvenOddDecode = false;  // INT4 decodes in element order (but see kNibbleTable)
   static constexpr bool kNibbleTable = true;
   static void lookupNibbles(const uint8_t* src, VF table, VF& a, VF& b) {
     VI x = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));

@@ -343,12 +343,17 @@ struct BlockDecoder {
       table = Vec::load(t);
     }
   }
-  // The same 2W values as the even elements and the odd elements (variants with kEvenOddSums).
+  // The same 2W INT4 values as the even elements and the odd elements: from the table where the
+  // variant has one, else by its even/odd unpack (Vec::kEvenOddDecode).
   void decodeEvenOdd(const uint8_t* src, VF& even, VF& odd) const {
-    VI qe, qo;
-    VecFor<BlockDecoder>::template unpackEvenOdd<Sym>(src, qe, qo);
-    even = deq<Sym>(qe, scale, zero);
-    odd = deq<Sym>(qo, scale, zero);
+    if constexpr (kTable) {
+      VecFor<BlockDecoder>::lookupNibblesEvenOdd(src, table, even, odd);
+    } else {
+      VI qe, qo;
+      VecFor<BlockDecoder>::template unpackEvenOdd<Sym>(src, qe, qo);
+      even = deq<Sym>(qe, scale, zero);
+      odd = deq<Sym>(qo, scale, zero);
+    }
   }
   void decode(const uint8_t* src, VF& a, VF& b) const {
     if constexpr (kTable) {
@@ -362,11 +367,13 @@ struct BlockDecoder {
   }
 };
 
-// INT4 straight to bf16 (dequantize, or a one-chunk scaled sum): with the table, the even and odd
-// elements come out as two vectors, and the bf16 store interleaves them for free (no permutes).
+// INT4 stored straight to the output (dequantize, or a one-chunk scaled sum) as even and odd
+// halves that the store interleaves: with the table to bf16 (the interleave is free there), and
+// on variants whose cheapest INT4 decode is even/odd (kEvenOddDecode) to every output type.
 template <class T, int Bits, Op O>
-constexpr bool kEvenOddBf16 = Bits == 4 && Vec::kNibbleTable && std::is_same<T, bf16_t>::value &&
-                              (O == Op::kStore || O == Op::kScaleStore);
+constexpr bool kEvenOddStore =
+    Bits == 4 && (O == Op::kStore || O == Op::kScaleStore) &&
+    (Vec::kEvenOddDecode || (Vec::kNibbleTable && std::is_same<T, bf16_t>::value));
 
 // len elements of one block starting at packed values qv; acc / out indexed from 0.
 template <class T, int Bits, bool Sym, Op O>
@@ -374,9 +381,9 @@ void dequantPiece(const uint8_t* qv, BlockParams p, int len, float* acc, T* out,
   BlockDecoder<Bits, Sym> dec(p);
   VF a, b;
   int i = 0;
-  if constexpr (kEvenOddBf16<T, Bits, O>) {
+  if constexpr (kEvenOddStore<T, Bits, O>) {
     for (; i + S <= len; i += S) {
-      VecFor<T>::lookupNibblesEvenOdd(qv + packedOffset(Bits, i), dec.table, a, b);
+      dec.decodeEvenOdd(qv + packedOffset(Bits, i), a, b);
       if (O == Op::kScaleStore) {
         a = Vec::mul(a, s);
         b = Vec::mul(b, s);
@@ -457,10 +464,10 @@ void sumPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t j, si
 // by chunk through the block buffer (sumPiece).
 constexpr int kRegisterSumChunks = 16;
 
-// INT4 sums on variants with Vec::kEvenOddSums add the chunks' values as even and odd elements
+// INT4 sums on variants with Vec::kEvenOddDecode add the chunks' values as even and odd elements
 // (the cheapest decode there) and interleave them once, at the store.
 template <int Bits>
-constexpr bool kEvenOddSum = Bits == 4 && Vec::kEvenOddSums;
+constexpr bool kEvenOddSum = Bits == 4 && Vec::kEvenOddDecode;
 
 template <int Bits, bool Sym>
 inline void decodeForSum(const BlockDecoder<Bits, Sym>& d, const uint8_t* src, VF& a, VF& b) {

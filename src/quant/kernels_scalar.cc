@@ -71,7 +71,7 @@ struct Vec {
     }
   }
   static constexpr bool kPack4 = false;
-  static constexpr bool kEvenOddSums = false;  // sums decode in element order
+  static constexpr bool kEvenOddDecode = false;  // INT4 decodes in element order (but see kNibbleTable)
   static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {

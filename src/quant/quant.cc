@@ -2,6 +2,10 @@
 // kernel variant (isa.h). The math itself is in quant_math.h / kernels_impl.h.
 #include "quant/quant.h"
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "core/dtype.h"
 #include "quant/isa.h"
 #include "quant/quant_math.h"
@@ -40,6 +44,29 @@ Result checkChunks(const void* const* chunks, int k, size_t n, const char* what)
 }
 
 const KernelSet& active(QuantOp op) { return kernelSet(activeIsa(op)); }
+
+// The kernels' floating-point environment, pinned for the duration of a call: round to nearest
+// even, subnormals neither flushed to zero nor read as zero. A caller may have changed either
+// (fesetround; FTZ/DAZ, e.g. torch.set_flush_denormal); the format (docs/WIRE_FORMAT.md) fixes
+// the bits, so every CPU variant and the GPU must compute in this one environment.
+class PinnedFpEnv {
+ public:
+#if defined(__x86_64__)
+  PinnedFpEnv() : saved_(_mm_getcsr()) {
+    if ((saved_ & kModeBits) != 0) _mm_setcsr(saved_ & ~kModeBits);
+  }
+  ~PinnedFpEnv() {
+    if ((saved_ & kModeBits) != 0) _mm_setcsr(saved_);
+  }
+  PinnedFpEnv(const PinnedFpEnv&) = delete;
+  PinnedFpEnv& operator=(const PinnedFpEnv&) = delete;
+
+ private:
+  static constexpr unsigned kModeBits = 0x6000u /* rounding */ | 0x8000u /* FTZ */ |
+                                        0x0040u /* DAZ */;
+  unsigned saved_;
+#endif
+};
 
 }  // namespace
 
@@ -84,6 +111,7 @@ Result quantize(const void* in, zcollDataType_t dtype, size_t n, const QuantPara
   ZCOLL_CHECK(checkDtype(dtype, "quantize"));
   ZCOLL_CHECK(checkPtr(in, n, "quantize", "input"));
   ZCOLL_CHECK(checkPtr(out, n, "quantize", "output"));
+  PinnedFpEnv env;
   if (n > 0) active(QuantOp::kQuantize).quantize(in, dtype, n, p, out);
   return zcollSuccess;
 }
@@ -102,6 +130,7 @@ Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, 
                   destOrder[c], nChunks);
     }
   }
+  PinnedFpEnv env;
   const KernelSet& ks = active(QuantOp::kQuantize);
   size_t slot = quantizedBytes(chunkElems, p), esize = dtypeSize(dtype);
   QuantParams cp = p;
@@ -120,6 +149,7 @@ Result dequantize(const void* q, size_t n, const QuantParams& p, void* out,
   ZCOLL_CHECK(checkDtype(dtype, "dequantize"));
   ZCOLL_CHECK(checkPtr(q, n, "dequantize", "input"));
   ZCOLL_CHECK(checkPtr(out, n, "dequantize", "output"));
+  PinnedFpEnv env;
   if (n > 0) active(QuantOp::kDequantize).dequantize(q, n, p, out, dtype);
   return zcollSuccess;
 }
@@ -131,6 +161,7 @@ Result dequantizeSum(const void* const* chunks, int k, size_t n, const QuantPara
   ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantizeSum"));
   ZCOLL_CHECK(validateSumScale(scale, "dequantizeSum"));
   ZCOLL_CHECK(checkPtr(out, n, "dequantizeSum", "output"));
+  PinnedFpEnv env;
   if (n > 0) active(QuantOp::kSum).dequantizeSum(chunks, k, n, p, scale, out, dtype);
   return zcollSuccess;
 }
@@ -141,6 +172,7 @@ Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const Qu
   ZCOLL_CHECK(validate(outParams));
   ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantReduceRequant"));
   ZCOLL_CHECK(checkPtr(outQ, n, "dequantReduceRequant", "output"));
+  PinnedFpEnv env;
   if (n > 0) active(QuantOp::kRequantize).requantize(chunks, k, n, inParams, outParams, outQ);
   return zcollSuccess;
 }
