@@ -155,6 +155,23 @@ TEST_P(InitFromEnv, ThreeRanksAllReduce) {
   expectAllExit(procs, 0);
 }
 
+// A one-process job (torchrun --nproc-per-node 1, zcollrun -n 1) has nobody to meet: init is
+// immediate, with or without a rendezvous address in the environment.
+TEST_P(InitFromEnv, OneRankNeedsNoRendezvous) {
+  const Style st = GetParam();
+  const int port = freePort();
+  for (bool withAddress : {true, false}) {
+    auto procs = runProbes(1, {"ok"}, [&](int) {
+      Env e{{st.rankVar, "0"}, {st.sizeVar, "1"}, {"ZCOLL_TIMEOUT", "30"}};
+      if (withAddress) e[st.masterAddr ? "MASTER_ADDR" : "ZCOLL_COMM_ID"] = "127.0.0.1";
+      if (withAddress && st.masterAddr) e["MASTER_PORT"] = std::to_string(port);
+      if (withAddress && !st.masterAddr) e["ZCOLL_COMM_ID"] = "127.0.0.1:" + std::to_string(port);
+      return e;
+    }, 10);
+    expectAllExit(procs, 0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Styles, InitFromEnv,
     testing::Values(Style{"zcollrun", "RANK", "WORLD_SIZE", false},

@@ -1,4 +1,5 @@
 // Public C API: errors, version, communicator lifecycle and queries.
+#include <cstddef>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +31,8 @@ Result initRank(zcollComm_t* comm, int nranks, const zcollUniqueId& id, int rank
   ZCOLL_CHECK(validateRanks(nranks, rank));
   InitSettings s = defaultSettings();
   ZCOLL_CHECK(readConfig(config, &s));
-  return createComm(s, nranks, rank, idFromUnique(id), comm);
+  RendezvousId rid = idFromUnique(id);
+  return createComm(s, nranks, rank, &rid, comm);
 }
 
 // Light check for queries: a live comm and a non-NULL output.
@@ -121,14 +123,19 @@ Result initFromEnv(zcollComm_t* comm, const zcollConfig_t* config) {
   ZCOLL_CHECK(validateRanks(e.size, e.rank));
   InitSettings s = defaultSettings();
   ZCOLL_CHECK(readConfig(config, &s));
+  // One rank (torchrun or zcollrun with one process) has nobody to meet: no rendezvous at all.
+  if (e.size == 1) {
+    ZCOLL_INFO(LogSubsys::kInit, "init from env (%s): a single rank, no rendezvous", e.source);
+    return createComm(s, 1, 0, nullptr, comm);
+  }
   std::string text;
   ZCOLL_CHECK(rendezvousAddressFromEnv(&text));
   RendezvousId id{envMagic(text, e.size), {}};
   ZCOLL_CHECK(parseHostPort(text, &id.root));
   ZCOLL_INFO(LogSubsys::kInit, "init from env (%s): rank %d of %d, rendezvous %s", e.source,
              e.rank, e.size, text.c_str());
-  if (e.rank == 0 && e.size > 1) ZCOLL_CHECK(startRendezvousRoot(id.root, id.magic, s.timeoutSec, &id));
-  return createComm(s, e.size, e.rank, id, comm);
+  if (e.rank == 0) ZCOLL_CHECK(startRendezvousRoot(id.root, id.magic, s.timeoutSec, &id));
+  return createComm(s, e.size, e.rank, &id, comm);
 }
 
 }  // namespace
@@ -277,14 +284,18 @@ zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize) {
 zcollResult_t zcollCommGetStats(const zcollComm_t comm, zcollStats_t* stats) {
   return guarded(liveOrNull(comm), [&]() -> Result {
     ZCOLL_CHECK(checkQuery(comm, stats, "zcollCommGetStats"));
-    if (stats->size < sizeof(zcollStats_t))
+    // Growable: a caller compiled against an older (smaller) struct gets the fields it has.
+    const size_t minSize = offsetof(zcollStats_t, bytesSent) + sizeof(stats->bytesSent);
+    if (stats->size < minSize)
       return fail(zcollInvalidArgument, "zcollCommGetStats: set stats->size = "
-                  "sizeof(zcollStats_t) (got %zu)", stats->size);
-    for (int p = 0; p < zcollNumPaths; ++p) {
-      stats->bytesSent[p] = comm->stats.sent[p].load();
-      stats->bytesRecv[p] = comm->stats.recv[p].load();
+                  "sizeof(zcollStats_t) (got %zu, at least %zu)", stats->size, minSize);
+    auto fits = [&](size_t offset, size_t bytes) { return stats->size >= offset + bytes; };
+    for (int p = 0; p < zcollNumPaths; ++p) stats->bytesSent[p] = comm->stats.sent[p].load();
+    if (fits(offsetof(zcollStats_t, bytesRecv), sizeof(stats->bytesRecv))) {
+      for (int p = 0; p < zcollNumPaths; ++p) stats->bytesRecv[p] = comm->stats.recv[p].load();
     }
-    stats->opCount = comm->stats.ops.load();
+    if (fits(offsetof(zcollStats_t, opCount), sizeof(stats->opCount)))
+      stats->opCount = comm->stats.ops.load();
     return zcollSuccess;
   });
 }

@@ -151,6 +151,10 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
                   "config was not initialized with ZCOLL_CONFIG_INITIALIZER (magic %#x, size %zu)",
                   config->magic, config->size);
     auto has = [&](size_t offset, size_t bytes) { return config->size >= offset + bytes; };
+    if (config->size > sizeof(zcollConfig_t) || config->version > ZCOLL_VERSION_CODE)
+      ZCOLL_WARN(LogSubsys::kInit, "config from a newer zcoll (size %zu, version %u; this is %zu, "
+                 "%d): fields this version does not know are ignored", config->size,
+                 config->version, sizeof(zcollConfig_t), ZCOLL_VERSION_CODE);
     if (config->timeoutSec != ZCOLL_CONFIG_UNDEF_INT) {
       if (config->timeoutSec <= 0)
         return fail(zcollInvalidArgument, "config timeoutSec %d must be positive",
@@ -167,17 +171,23 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   return zcollSuccess;
 }
 
-Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousId& id,
+Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousId* id,
                   zcollComm** out) {
+  if (id == nullptr && nranks != 1)
+    return fail(zcollInternalError, "createComm: %d ranks without a rendezvous", nranks);
   std::unique_ptr<zcollComm> comm = newComm(s, nranks, rank);
   PeerInfo me{};
   ZCOLL_CHECK(describeSelf(s, rank, &me));
   std::string address;
   if (nranks > 1) ZCOLL_CHECK(createNetTransport(comm.get(), &address));
 
-  std::vector<std::string> blobs;  // a lone rank rendezvous too, so its root service ends
-  ZCOLL_CHECK(rendezvousAllGather(id, rank, nranks, encodeBlob(me, address), s.timeoutSec,
-                                  &blobs));
+  std::vector<std::string> blobs;
+  if (id != nullptr) {  // a lone rank with an id meets its root service too, so the service ends
+    ZCOLL_CHECK(rendezvousAllGather(*id, rank, nranks, encodeBlob(me, address), s.timeoutSec,
+                                    &blobs));
+  } else {
+    blobs.push_back(encodeBlob(me, address));
+  }
   comm->peers.resize(nranks);
   std::vector<std::string> addresses(nranks);
   for (int r = 0; r < nranks; ++r) ZCOLL_CHECK(decodeBlob(blobs[r], &comm->peers[r], &addresses[r]));

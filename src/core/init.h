@@ -20,7 +20,9 @@ InitSettings defaultSettings();
 // so a split inherits its parent's values for fields the config leaves unset.
 Result readConfig(const zcollConfig_t* config, InitSettings* out);
 
-Result createComm(const InitSettings& settings, int nranks, int rank, const RendezvousId& id,
+// A new communicator: rendezvous through `id` (NULL only for a lone rank that has no root
+// service to meet), then wire the transports.
+Result createComm(const InitSettings& settings, int nranks, int rank, const RendezvousId* id,
                   zcollComm** out);
 Result splitComm(zcollComm* parent, int color, int key, const InitSettings& settings,
                  zcollComm** out);
