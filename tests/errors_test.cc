@@ -1,5 +1,6 @@
 // Bad input gets its specific code and a message; broken communicators stay broken; abort
 // from another thread returns promptly; nothing hangs.
+#include <cstddef>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -60,6 +61,34 @@ TEST(Errors, InitArguments) {
   std::memset(&zero, 0, sizeof(zero));
   EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "not initialized",
                     zcollCommInitRank(&comm, 1, zero, 0));
+}
+
+// The growable-struct rule: an older (smaller) config is read as far as it goes; a newer one
+// (larger, newer version) is accepted with its known fields used.
+TEST(Errors, ConfigFromOlderAndNewerHeaders) {
+  struct Newer {
+    zcollConfig_t known;
+    int futureField[8];
+  } newer;
+  std::memset(&newer, 0x5c, sizeof(newer));
+  newer.known = ZCOLL_CONFIG_INITIALIZER;
+  newer.known.size = sizeof(Newer);
+  newer.known.version = ZCOLL_VERSION_CODE + 100;
+  newer.known.timeoutSec = 17;
+  zcollConfig_t older = ZCOLL_CONFIG_INITIALIZER;
+  older.size = offsetof(zcollConfig_t, hostId);  // timeoutSec is the last field it has
+  older.timeoutSec = 19;
+  for (zcollConfig_t* cfg : {&newer.known, &older}) {
+    zcollUniqueId id;
+    ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+    zcollComm_t comm = nullptr;
+    ASSERT_EQ(zcollCommInitRankConfig(&comm, 1, id, 0, cfg), zcollSuccess)
+        << zcollGetLastError(nullptr);
+    int x = 3, y = 0;
+    EXPECT_EQ(zcollAllReduce(&x, &y, 1, zcollInt32, zcollSum, comm, nullptr), zcollSuccess);
+    EXPECT_EQ(y, 3);
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  }
 }
 
 TEST(Errors, MismatchedUniqueIdIsRefusedAndTheRootTimesOut) {

@@ -1,4 +1,6 @@
 // Point-to-point in groups, communicator split, and the byte counters per path.
+#include <cstring>
+#include <cstddef>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -133,6 +135,36 @@ TEST(Stats, RingAllGatherBytesPerPathOnTwoNodes) {
     EXPECT_EQ(st.bytesSent[zcollPathIntra], sendsAcross ? 0 : 3 * bytes);
     EXPECT_EQ(st.bytesSent[zcollPathSelf], bytes);  // own block copied into place
     EXPECT_EQ(st.opCount, 1u);
+  });
+}
+
+// Growable: an older, smaller struct gets the fields it has and nothing past its size.
+TEST(Stats, OlderSmallerStructGetsWhatFits) {
+  RankSetup s;
+  s.nranks = 2;
+  s.nodes = 2;
+  runRanks(s, [&](int, zcollComm_t comm) {
+    std::vector<int> x(100, 7), y(200);
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(x.data(), y.data(), 100, zcollInt32, comm, nullptr));
+    zcollStats_t full{};
+    full.size = sizeof(full);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &full));
+    ASSERT_GT(full.bytesSent[zcollPathInter], 0u);
+    zcollStats_t st;
+    std::memset(&st, 0xab, sizeof(st));
+    st.size = offsetof(zcollStats_t, bytesRecv);  // a struct with bytesSent only
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    for (int p = 0; p < zcollNumPaths; ++p) EXPECT_EQ(st.bytesSent[p], full.bytesSent[p]);
+    EXPECT_EQ(st.bytesRecv[0], 0xababababababababull);  // past `size`: untouched
+    EXPECT_EQ(st.opCount, 0xababababababababull);
+    st.size = offsetof(zcollStats_t, opCount);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    EXPECT_EQ(st.opCount, 0xababababababababull);
+    st.size = sizeof(st);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    EXPECT_EQ(st.opCount, 1u);
+    st.size = offsetof(zcollStats_t, bytesSent);  // not even the first counters
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "stats->size", zcollCommGetStats(comm, &st));
   });
 }
 

@@ -381,7 +381,8 @@ TEST(ZeroppAllGatherArgs, HierBufferRules) {
                                                comm, nullptr));  // secondary overlaps recv
     EXPECT_CODE(comm, kArg, zcollAllGatherHier(send.data(), r, send.data(), c, zcollFloat32,
                                                nullptr, comm, nullptr));  // ... or send
-    EXPECT_CODE(comm, kArg, zcollAllGatherHier(send.data(), r, sec.data(), c, zcollInt8, nullptr,
+    zcollQuantConfig_t q8 = ZCOLL_QUANT_CONFIG_INITIALIZER;  // int8 cannot be quantized
+    EXPECT_CODE(comm, kArg, zcollAllGatherHier(send.data(), r, sec.data(), c, zcollInt8, &q8,
                                                comm, nullptr));
     EXPECT_CODE(comm, kArg, zcollAllGatherFromSecondary(nullptr, r, c, zcollFloat32, comm,
                                                         nullptr));
@@ -395,6 +396,47 @@ TEST(ZeroppAllGatherArgs, HierBufferRules) {
                                              comm, nullptr));
     EXPECT_EQ(statsNow(comm).opCount, before.opCount + 1);
     for (size_t i = 0; i < 2 * c; ++i) EXPECT_EQ(recv[i], float((i / c) * 100 + i % c));
+  });
+}
+
+// Unquantized hpZ is exact and takes every dtype: 64-bit integers with values no float could
+// carry, forward (rail + node stages) and backward (from the secondary shard).
+TEST(ZeroppAllGatherArgs, UnquantizedHierTakesEveryDtype) {
+  RankSetup s;
+  s.nranks = 4;
+  s.nodes = 2;
+  s.placement = Placement::kCyclic;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    const size_t c = 37;
+    auto value = [](int r, size_t i) { return (int64_t{1} << 60) + int64_t(r) * 1000003 + int64_t(i); };
+    std::vector<int64_t> send(c), recv(c * 4, -1), back(c * 4, -1), sec(c * 2, -1);
+    for (size_t i = 0; i < c; ++i) send[i] = value(rank, i);
+    ZCOLL_EXPECT_OK(comm, zcollAllGatherHier(send.data(), recv.data(), sec.data(), c, zcollInt64,
+                                             nullptr, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollAllGatherFromSecondary(sec.data(), back.data(), c, zcollInt64, comm,
+                                                      nullptr));
+    for (size_t i = 0; i < 4 * c; ++i) {
+      ASSERT_EQ(recv[i], value(int(i / c), i % c)) << "rank " << rank << " element " << i;
+      ASSERT_EQ(back[i], recv[i]) << "rank " << rank << " element " << i;
+    }
+  });
+}
+
+// A failure reported through two layers reads with one code prefix, then the function's name.
+TEST(ZeroppAllGatherArgs, MessageHasOneCodePrefix) {
+  RankSetup s;
+  s.nranks = 1;
+  runRanks(s, [&](int, zcollComm_t comm) {
+    std::vector<float> x(64), y(64);
+    zcollQuantConfig_t badBlock = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    badBlock.blockSize = 33;
+    EXPECT_EQ(zcollQuantizedAllGather(x.data(), y.data(), 64, zcollFloat32, &badBlock, comm,
+                                      nullptr),
+              zcollInvalidArgument);
+    std::string msg = zcollGetLastError(comm);
+    EXPECT_EQ(msg.rfind("zcollInvalidArgument: zcollQuantizedAllGather: ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find("zcollInvalidArgument", 1), std::string::npos) << msg;
+    EXPECT_NE(msg.find("blockSize = 33"), std::string::npos) << msg;
   });
 }
 

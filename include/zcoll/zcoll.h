@@ -114,6 +114,11 @@ typedef enum {
 /* ------------------------------------------------------------------------------------------ */
 /* Communicator configuration (growable: always start from ZCOLL_CONFIG_INITIALIZER)           */
 /* ------------------------------------------------------------------------------------------ */
+/* The rule for every growable struct (zcollConfig_t, zcollQuantConfig_t, zcollStats_t): `size`
+ * and `magic` must be right (zcollInvalidArgument otherwise). A struct from an older header
+ * (smaller size) is read as far as it goes; the fields it lacks take their defaults. A struct from
+ * a newer header (larger size or newer version) is accepted: the fields this library knows are
+ * used, the ones it does not know are ignored and a warning is logged (ZCOLL_DEBUG=WARN). */
 
 #define ZCOLL_CONFIG_MAGIC 0x7a636667u /* "zcfg" */
 #define ZCOLL_CONFIG_UNDEF_INT (-2147483647 - 1)
@@ -199,7 +204,8 @@ typedef enum {
 } zcollPath_t;
 
 /* Counters since the communicator was created (or last reset). Growable like zcollConfig_t:
- * set `size` to sizeof(zcollStats_t) before the call. */
+ * set `size` to sizeof(zcollStats_t) before the call; a struct from an older header (smaller
+ * size, at least through bytesSent) gets the fields it has, nothing past `size` is written. */
 typedef struct {
   size_t size;
   uint64_t bytesSent[zcollNumPaths];
@@ -307,6 +313,7 @@ ZCOLL_API zcollResult_t zcollSecondaryShardCount(const zcollComm_t comm, size_t 
  * (quantized as qwZ when quant != NULL, exact otherwise), whose result is kept in `secondary`
  * (zcollSecondaryShardCount elements; may be NULL when not needed), then an intra-node
  * all-gather of the secondary shards into recvbuff (sendcount * nranks elements).
+ * datatype: Float32, Float16 or Bfloat16 when quantized; any type when quant is NULL (exact).
  * Requires the same number of ranks on every node (zcollInvalidUsage otherwise). */
 ZCOLL_API zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* secondary,
                                            size_t sendcount, zcollDataType_t datatype,
@@ -314,8 +321,9 @@ ZCOLL_API zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff,
                                            zcollStream_t stream);
 
 /* hpZ backward all-gather: the intra-node stage only, from a secondary shard filled by
- * zcollAllGatherHier with the same sendcount and datatype. Sends zero inter-node bytes;
- * recvbuff is bit-identical to the forward call's. */
+ * zcollAllGatherHier with the same sendcount and datatype (any type: the secondary shard is
+ * already dequantized). Sends zero inter-node bytes; recvbuff is bit-identical to the forward
+ * call's. */
 ZCOLL_API zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
                                                     size_t sendcount, zcollDataType_t datatype,
                                                     zcollComm_t comm, zcollStream_t stream);

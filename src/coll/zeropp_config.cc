@@ -34,6 +34,10 @@ Result readQuantConfig(const zcollQuantConfig_t* cfg, int defaultBits, int defau
       return fail(zcollInvalidArgument, "%s: quant config not initialized with "
                   "ZCOLL_QUANT_CONFIG_INITIALIZER (magic %#x, size %zu)", fn, cfg->magic,
                   cfg->size);
+    if (cfg->size > sizeof(zcollQuantConfig_t) || cfg->version > ZCOLL_VERSION_CODE)
+      ZCOLL_WARN(LogSubsys::kColl, "%s: quant config from a newer zcoll (size %zu, version %u; "
+                 "this is %zu, %d): fields this version does not know are ignored", fn, cfg->size,
+                 cfg->version, sizeof(zcollQuantConfig_t), ZCOLL_VERSION_CODE);
     if (cfg->bits != 0) base.bits = cfg->bits;
     if (has(cfg, offsetof(zcollQuantConfig_t, intraBits), sizeof(int)) && cfg->intraBits != 0)
       intraBits = cfg->intraBits;
@@ -66,7 +70,7 @@ Result readQuantConfig(const zcollQuantConfig_t* cfg, int defaultBits, int defau
   Result r = quant::validate(out->inter);
   if (r == zcollSuccess) r = quant::validate(out->intra);
   if (r != zcollSuccess)
-    return fail(zcollInvalidArgument, "%s: %s", fn, threadLastError().c_str());
+    return failWithContext(zcollInvalidArgument, fn);
   return zcollSuccess;
 }
 

@@ -12,11 +12,13 @@ using namespace zcoll;
 
 namespace {
 
-// Not in a group, dtype, buffers (the input one named `sendName`), host call.
-Result checkArgs(const char* fn, const void* send, const char* sendName, size_t sendElems,
-                 const void* recv, size_t recvElems, zcollDataType_t dtype, zcollStream_t stream) {
+// Not in a group, dtype (one that can be quantized when `quantized`, else any), buffers (the
+// input one named `sendName`), host call.
+Result checkArgs(const char* fn, bool quantized, const void* send, const char* sendName,
+                 size_t sendElems, const void* recv, size_t recvElems, zcollDataType_t dtype,
+                 zcollStream_t stream) {
   ZCOLL_CHECK(checkNotInGroup(fn));
-  ZCOLL_CHECK(checkQuantDtype(dtype, fn));
+  ZCOLL_CHECK(quantized ? checkQuantDtype(dtype, fn) : checkDtype(dtype, fn));
   ZCOLL_CHECK(checkBuffer(send, sendElems, sendName, fn));
   ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));
   return checkHostCall(send, recv, stream, fn);
@@ -56,8 +58,8 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
   const char* fn = "zcollQuantizedAllGather";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
-    ZCOLL_CHECK(checkArgs(fn, sendbuff, "sendbuff", sendcount, recvbuff, sendcount * comm->nranks,
-                          datatype, stream));
+    ZCOLL_CHECK(checkArgs(fn, true, sendbuff, "sendbuff", sendcount, recvbuff,
+                          sendcount * comm->nranks, datatype, stream));
     QuantSettings qs;
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
@@ -86,8 +88,8 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
   const char* fn = "zcollAllGatherHier";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
-    ZCOLL_CHECK(checkArgs(fn, sendbuff, "sendbuff", sendcount, recvbuff, sendcount * comm->nranks,
-                          datatype, stream));
+    ZCOLL_CHECK(checkArgs(fn, quant != nullptr, sendbuff, "sendbuff", sendcount, recvbuff,
+                          sendcount * comm->nranks, datatype, stream));
     QuantSettings qs;
     if (quant != nullptr)
       ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
@@ -110,8 +112,8 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
     const size_t secElems = sendcount * comm->layout.nodes;
-    ZCOLL_CHECK(checkArgs(fn, secondary, "secondary", secElems, recvbuff, sendcount * comm->nranks,
-                          datatype, stream));
+    ZCOLL_CHECK(checkArgs(fn, false, secondary, "secondary", secElems, recvbuff,
+                          sendcount * comm->nranks, datatype, stream));
     ZCOLL_CHECK(checkUniform(comm, fn));
     const size_t es = dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,

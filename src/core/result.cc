@@ -20,6 +20,18 @@ Result fail(Result code, const char* fmt, ...) {
   return code;
 }
 
+Result failWithContext(Result code, const char* context) {
+  std::string msg = tLastError;
+  for (int r = 0; r < zcollNumResults; ++r) {  // drop the previous code prefix
+    std::string prefix = std::string(resultName(static_cast<Result>(r))) + ": ";
+    if (msg.rfind(prefix, 0) == 0) {
+      msg.erase(0, prefix.size());
+      break;
+    }
+  }
+  return fail(code, "%s: %s", context, msg.c_str());
+}
+
 const std::string& threadLastError() { return tLastError; }
 void clearThreadLastError() { tLastError.clear(); }
 

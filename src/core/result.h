@@ -14,6 +14,11 @@ using Result = zcollResult_t;
 // failure site reads: return fail(zcollInvalidArgument, "count %zu too large", n);
 Result fail(Result code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// Re-records the calling thread's last failure with `context` (e.g. the public function's name)
+// in front of its message, keeping one code prefix: "zcollInvalidArgument: fn: what". Returns
+// `code`, which becomes the message's code.
+Result failWithContext(Result code, const char* context);
+
 // The calling thread's last error message ("" if none), and a way to clear it.
 const std::string& threadLastError();
 void clearThreadLastError();
