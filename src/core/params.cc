@@ -47,8 +47,9 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_ALGO_BROADCAST", ParamType::kString, "",
      "Force the broadcast algorithm (binomial, pipelined_ring). Empty: chosen by size."},
     {"ZCOLL_QUANT_ISA", ParamType::kString, "",
-     "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512). Empty: the best "
-     "this CPU supports."},
+     "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512) for every "
+     "operation. Empty: per operation, the fastest vector variant this CPU supports, measured "
+     "once at first use (a few ms; zcoll_info prints the choice)."},
 };
 
 const ParamDesc& findParam(const char* name) {
