@@ -63,13 +63,8 @@ struct Quant {
     c.seed = seed;
     return c;
   }
-  // Bytes of one quantized shard (docs/WIRE_FORMAT.md: scales, then values, 16-byte parts).
-  size_t wireBytes(size_t n) const {
-    if (n == 0) return 0;
-    size_t blocks = (n + blockSize - 1) / blockSize;
-    auto a16 = [](size_t b) { return (b + 15) / 16 * 16; };
-    return a16(blocks * 4 * (symmetric ? 1 : 2)) + a16(bits == 8 ? n : (n + 1) / 2);
-  }
+  // Bytes of one quantized shard: Q(C) of docs/ZEROPP.md.
+  size_t wireBytes(size_t n) const { return documentedWireBytes(n, blockSize, bits, symmetric); }
 };
 
 // Counts elements of rank r's shard (as read back from `got`) outside the documented bound:
@@ -227,6 +222,20 @@ TEST_P(ZeroppAllGather, QuantizedAllGather) {
           }
     Quant big;
     checkQwz(setup(), rank, comm, zcollBfloat16, largeCount(), big, false);
+  });
+}
+
+// qwZ's byte counters equal the documented Q(C) in both modes, for block counts that are not
+// multiples of 4 (where padding the scale and zero sections separately matters).
+TEST_P(ZeroppAllGather, AsymmetricAndSymmetricBytesFollowTheFormula) {
+  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    for (bool symmetric : {false, true})
+      for (size_t count : {size_t(100), size_t(300), size_t(700), size_t(1200), size_t(1500)}) {
+        Quant q;
+        q.symmetric = symmetric;
+        q.bits = count % 3 == 0 ? 4 : 8;
+        checkQwz(setup(), rank, comm, zcollFloat32, count, q, false);
+      }
   });
 }
 

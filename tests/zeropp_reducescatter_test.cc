@@ -253,35 +253,34 @@ TEST_P(Qgz, AvgIsSumOverWorldSizeAndBitsAreDeterministic) {
 
 // ---- Byte counters ----------------------------------------------------------------------------
 
-// quantizedBytes summed over the pipeline pieces: piece = ceil(C/D) rounded up to whole blocks.
-uint64_t piecedBytes(size_t count, int depth, int bits, int block) {
-  zcoll::quant::QuantParams p;
-  p.bits = bits;
-  p.blockSize = block;
+// Q summed over the pipeline pieces: piece = ceil(C/D) rounded up to whole blocks.
+uint64_t piecedBytes(size_t count, int depth, int bits, int block, bool symmetric) {
   size_t per = (count + depth - 1) / depth;
   size_t piece = std::max<size_t>(block, (per + block - 1) / block * block);
   uint64_t total = 0;
   for (size_t k0 = 0; k0 < count; k0 += piece)
-    total += zcoll::quant::quantizedBytes(std::min(piece, count - k0), p);
+    total += documentedWireBytes(std::min(piece, count - k0), block, bits, symmetric);
   return total;
 }
 
 TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {
   const Shape sh = shapeOf(setup());
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    for (int mode : {zcollQuantSymmetric, zcollQuantAsymmetric})
     for (int depth : {1, 3})
-      for (size_t count : {size_t(1), size_t(1000), size_t(4099)}) {
-        Cfg cfg = {"counters", false, 4, 8, 64, zcollQuantSymmetric, zcollRoundNearestEven, depth};
+      for (size_t count : {size_t(1), size_t(100), size_t(1000), size_t(4099)}) {
+        Cfg cfg = {"counters", false, 4, 8, 64, mode, zcollRoundNearestEven, depth};
+        const bool sym = mode == zcollQuantSymmetric;
         const int l = sh.perNode[sh.nodeOf[rank]], n = sh.nodes;
         uint64_t inter, intra;
         if (!sh.uniform()) {  // flat: one inter-bit chunk to every other rank
-          uint64_t q = piecedBytes(count, 1, interBits(cfg), 64);
+          uint64_t q = piecedBytes(count, 1, interBits(cfg), 64, sym);
           inter = (sh.w - l) * q;
           intra = (l - 1) * q;
         } else {
           const int firstBits = (l == 1 && n > 1) ? interBits(cfg) : intraBits(cfg);
-          inter = (n - 1) * piecedBytes(count, depth, interBits(cfg), 64);
-          intra = uint64_t(l - 1) * n * piecedBytes(count, depth, firstBits, 64);
+          inter = (n - 1) * piecedBytes(count, depth, interBits(cfg), 64, sym);
+          intra = uint64_t(l - 1) * n * piecedBytes(count, depth, firstBits, 64, sym);
         }
         ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
         ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));

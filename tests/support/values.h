@@ -27,6 +27,16 @@ double expectedValue(zcollDataType_t t, zcollRedOp_t op, int nranks, size_t i);
 // Buffer of `n` elements filled by f(i).
 std::vector<unsigned char> makeBuffer(zcollDataType_t t, size_t n);
 
+// Bytes of n elements block-quantized, by the formula of docs/ZEROPP.md (Q(C)), written
+// independently of the library: scales, then zeros (asymmetric), then values, each part padded to
+// 16 bytes on its own.
+inline size_t documentedWireBytes(size_t n, size_t block, int bits, bool symmetric) {
+  if (n == 0) return 0;
+  auto a16 = [](size_t b) { return (b + 15) / 16 * 16; };
+  size_t params = a16(4 * ((n + block - 1) / block));
+  return (symmetric ? 1 : 2) * params + a16(bits == 8 ? n : (n + 1) / 2);
+}
+
 extern const zcollDataType_t kAllTypes[10];
 extern const zcollRedOp_t kAllOps[5];
 
