@@ -3,7 +3,8 @@
 //
 //   ZeRO-3 : forward  zcollAllGather(shard -> weights)                         16-bit
 //            backward zcollAllGather(shard -> weights)                         16-bit
-//            gradient zcollReduceScatter(grads -> grad shard, Avg)            16-bit
+//            gradient zcollReduceScatter(grads -> grad shard, Avg)            16-bit partials
+//                                                                              (as NCCL)
 //   ZeRO++ : forward  zcollAllGatherHier(shard -> weights, secondary, INT8)   qwZ over the rail + hpZ
 //            backward zcollAllGatherFromSecondary(secondary -> weights)       intra-node only
 //            gradient zcollQuantizedReduceScatter(grads -> grad shard, Avg)   qgZ, INT4
@@ -97,6 +98,10 @@ void check(zcollResult_t r, const char* what, const Ranks& k) {
 
 Ranks initRanks() {
   Ranks k;
+  // The ZeRO-3 baseline moves NCCL's bytes: its ring reduce-scatter sends 16-bit partials
+  // (zcoll's default, fp32 partials, would send up to 2x, flattering ZeRO++). An explicit
+  // ZCOLL_REDUCE_PARTIALS in the environment wins.
+  setenv("ZCOLL_REDUCE_PARTIALS", "dtype", 0);
   check(zcollCommInitFromEnv(&k.comm, nullptr), "zcollCommInitFromEnv", k);
   check(zcollCommUserRank(k.comm, &k.rank), "zcollCommUserRank", k);
   check(zcollCommCount(k.comm, &k.nranks), "zcollCommCount", k);

@@ -227,13 +227,21 @@ ZCOLL_API zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, siz
                                        zcollStream_t stream);
 
 /* recvbuff = op over all ranks of sendbuff[rank*recvcount .. (rank+1)*recvcount). In place when
- * recvbuff == sendbuff + rank*recvcount. 16-bit float types accumulate in fp32; the reduction
- * order is fixed, so results are identical run to run. */
+ * recvbuff == sendbuff + rank*recvcount. The reduction order is fixed, so results are identical
+ * run to run. Float16/Bfloat16 (and the same for zcollAllReduce): every algorithm accumulates in
+ * fp32 and rounds once to the data type, so each element is RN(s) for the fp32 sum s taken in the
+ * algorithm's order: |result - exact| <= ulp(result)/2 + (nranks-1) * 2^-24 * sum|x_r| (exactly
+ * the correctly rounded sum whenever the fp32 sum is exact); Avg divides s by nranks in fp32
+ * first. The ring algorithm gets this by sending fp32 partials after its first hop (up to twice
+ * the 16-bit bytes). ZCOLL_REDUCE_PARTIALS=dtype (read at init; the same on every rank) makes the
+ * ring round its partials to the data type at every hop instead, as NCCL does: half the bytes,
+ * |result - exact| <= (nranks-1) * ulp(sum|x_r|)/2. Integer Sum/Prod wrap (two's complement). */
 ZCOLL_API zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                            zcollDataType_t datatype, zcollRedOp_t op,
                                            zcollComm_t comm, zcollStream_t stream);
 
-/* recvbuff = op over all ranks of sendbuff (count elements). In place when equal. */
+/* recvbuff = op over all ranks of sendbuff (count elements). In place when equal. Precision of
+ * Float16/Bfloat16 as zcollReduceScatter. */
 ZCOLL_API zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                        zcollDataType_t datatype, zcollRedOp_t op,
                                        zcollComm_t comm, zcollStream_t stream);

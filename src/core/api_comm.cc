@@ -209,6 +209,7 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
       return fail(zcollInvalidArgument, "color %d: use >= 0, or ZCOLL_SPLIT_NOCOLOR", color);
     InitSettings s;
     s.timeoutSec = comm->timeoutSec;
+    s.reducePartials = comm->partialsInDtype ? "dtype" : "fp32";
     s.name = comm->name + ".split";
     ZCOLL_CHECK(readConfig(config, &s));
     return splitComm(comm, color, key, s, newcomm);

@@ -58,6 +58,10 @@ struct zcollComm {
   int nranks = 0;
   std::string name;
   int timeoutSec = 300;
+  // Ring reductions of fp16/bf16 send fp32 partials (false: the result is rounded once) or
+  // partials rounded to the data type at every hop (true, ZCOLL_REDUCE_PARTIALS=dtype: NCCL's
+  // choice, half the bytes). Read once at init: every rank of a call must agree.
+  bool partialsInDtype = false;
   std::string hostIdOverride;  // from the config; inherited by splits
   zcoll::NodeLayout layout;
   std::vector<zcoll::PeerInfo> peers;

@@ -129,6 +129,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->rank = rank;
   comm->nranks = nranks;
   comm->timeoutSec = s.timeoutSec;
+  comm->partialsInDtype = s.reducePartials == "dtype";
   comm->hostIdOverride = s.hostId;
   comm->name = s.name;
   comm->stats.reset();
@@ -140,6 +141,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
 InitSettings defaultSettings() {
   InitSettings s;
   s.timeoutSec = static_cast<int>(paramInt("ZCOLL_TIMEOUT"));
+  s.reducePartials = paramString("ZCOLL_REDUCE_PARTIALS");
   s.name = "comm";
   return s;
 }
@@ -168,6 +170,9 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   }
   if (out->timeoutSec <= 0)
     return fail(zcollInvalidArgument, "ZCOLL_TIMEOUT must be a positive number of seconds");
+  if (out->reducePartials != "fp32" && out->reducePartials != "dtype")
+    return fail(zcollInvalidArgument, "ZCOLL_REDUCE_PARTIALS=%s: use fp32 or dtype",
+                out->reducePartials.c_str());
   return zcollSuccess;
 }
 

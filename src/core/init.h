@@ -10,6 +10,7 @@ namespace zcoll {
 
 struct InitSettings {
   int timeoutSec = 300;
+  std::string reducePartials = "fp32";  // ZCOLL_REDUCE_PARTIALS: "fp32" or "dtype"
   std::string hostId;  // empty: ZCOLL_HOSTID or discovered
   std::string name;
 };

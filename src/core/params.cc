@@ -20,6 +20,11 @@ const std::vector<ParamDesc> kParams = {
      "Write logs to this file instead of stderr; %h expands to the hostname, %p to the pid."},
     {"ZCOLL_TIMEOUT", ParamType::kInt, "300",
      "Seconds any wait (init, collective, p2p) may last before it fails with zcollTimeout."},
+    {"ZCOLL_REDUCE_PARTIALS", ParamType::kString, "fp32",
+     "How ring reduce-scatter and all-reduce carry fp16/bf16 partial sums between ranks: fp32 "
+     "(the sum is accumulated in fp32 and rounded once, like every other algorithm; the ring "
+     "moves about twice the bytes) or dtype (rounded to the data type at every hop, as NCCL). "
+     "Read at init; all ranks must use the same value."},
     {"ZCOLL_ABORT_WAIT_MS", ParamType::kInt, "3000",
      "Milliseconds zcollCommAbort waits for a call running in another thread to leave."},
     {"ZCOLL_SPIN_COUNT", ParamType::kInt, "2000",
