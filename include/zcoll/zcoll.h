@@ -148,7 +148,10 @@ typedef struct {
 
 /* Creates a unique id on the root rank and starts the rendezvous service it names (a TCP
  * listener on ZCOLL_SOCKET_IFNAME's address, bounded by ZCOLL_TIMEOUT). Pass the id to every
- * rank out of band. One id serves one zcollCommInitRank round. */
+ * rank out of band. One id serves one zcollCommInitRank round: using it again within
+ * ZCOLL_TIMEOUT fails at once with zcollInvalidUsage ("already used"). The id holds a random
+ * 64-bit key: connections without it are refused, and no number of idle, slow or garbage
+ * connections to the service delays the ranks (each is dropped after 2 s without a hello). */
 ZCOLL_API zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId);
 
 /* Collective over `nranks` callers presenting the same id, each with a distinct rank in
@@ -164,7 +167,14 @@ ZCOLL_API zcollResult_t zcollCommInitRankConfig(zcollComm_t* comm, int nranks,
 /* Initializes from the environment, without an out-of-band id. Rank and size come from the
  * first set found of: RANK/WORLD_SIZE (torchrun, zcollrun), OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
  * PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS. The rendezvous address from ZCOLL_COMM_ID=host:port,
- * else MASTER_ADDR/MASTER_PORT. Rank 0 listens on that address. config may be NULL. */
+ * else MASTER_ADDR/MASTER_PORT. Rank 0 listens on that address (WORLD_SIZE 1: no rendezvous at
+ * all, init is immediate). config may be NULL.
+ * Who may join: with ZCOLL_AUTH_TOKEN set (the same secret on every rank; zcollrun sets a random
+ * one) the rendezvous is keyed by it, and a process without it is refused without affecting the
+ * ranks. Without it the key is derived from the address alone, so any process that can reach the
+ * address can take a rank's place before that rank arrives (a size other than WORLD_SIZE is
+ * always refused): the job is then protected only by who can reach the address. A rank whose
+ * WORLD_SIZE differs from rank 0's fails with zcollInvalidUsage naming both sizes. */
 ZCOLL_API zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, zcollConfig_t* config);
 
 /* Collective over `comm`: ranks with equal color form a new communicator, ordered by key then

@@ -22,9 +22,14 @@ RendezvousId idFromUnique(const zcollUniqueId& u);
 zcollUniqueId uniqueFromId(const RendezvousId& id);
 
 // Starts the root service on `listenAddr` (port 0: any) in a background thread that serves one
-// rendezvous of any size and exits, or gives up after `timeoutSec`.
-Result startRendezvousRoot(const SockAddr& listenAddr, uint64_t magic, int timeoutSec,
-                           RendezvousId* id);
+// rendezvous and gives up after `timeoutSec`. Connections are served concurrently, each with a
+// short deadline of its own: idle, slow or garbage connections (scanners, probes, forged hellos)
+// are dropped without delaying the ranks. `expectedRanks` > 0 fixes the size (a hello with
+// another size is refused); 0 takes the first valid hello's. With `lingerForReuse` the service
+// keeps its port after the rendezvous and tells a late hello with the same id that the id was
+// already used (until `timeoutSec` after the start).
+Result startRendezvousRoot(const SockAddr& listenAddr, uint64_t magic, int expectedRanks,
+                           int timeoutSec, bool lingerForReuse, RendezvousId* id);
 
 // Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank.
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,

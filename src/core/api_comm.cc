@@ -108,9 +108,13 @@ Result rendezvousAddressFromEnv(std::string* text) {
               "ZCOLL_COMM_ID=host:port, or MASTER_ADDR and MASTER_PORT)");
 }
 
-uint64_t envMagic(const std::string& address, int size) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over "zcoll-env|address|size"
-  std::string s = "zcoll-env|" + address + "|" + std::to_string(size);
+// The magic every rank of an environment-initialized job derives alike: from ZCOLL_AUTH_TOKEN, a
+// secret the launcher gives every rank (zcollrun does), so no other process can join or disturb
+// the rendezvous; without it, from the address alone (anyone who can reach the address can
+// present it: the job is then protected only by who can reach that address; README.md).
+uint64_t envMagic(const std::string& address, const std::string& token) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over "zcoll-env|address|token"
+  std::string s = "zcoll-env|" + address + "|" + token;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
   return h == 0 ? 1 : h;
 }
@@ -130,11 +134,15 @@ Result initFromEnv(zcollComm_t* comm, const zcollConfig_t* config) {
   }
   std::string text;
   ZCOLL_CHECK(rendezvousAddressFromEnv(&text));
-  RendezvousId id{envMagic(text, e.size), {}};
+  const std::string token = paramString("ZCOLL_AUTH_TOKEN");
+  RendezvousId id{envMagic(text, token), {}};
   ZCOLL_CHECK(parseHostPort(text, &id.root));
-  ZCOLL_INFO(LogSubsys::kInit, "init from env (%s): rank %d of %d, rendezvous %s", e.source,
-             e.rank, e.size, text.c_str());
-  if (e.rank == 0) ZCOLL_CHECK(startRendezvousRoot(id.root, id.magic, s.timeoutSec, &id));
+  ZCOLL_INFO(LogSubsys::kInit, "init from env (%s): rank %d of %d, rendezvous %s (%s)", e.source,
+             e.rank, e.size, text.c_str(), token.empty() ? "no ZCOLL_AUTH_TOKEN" : "token");
+  // The root knows the size: a hello claiming another is refused without affecting the ranks.
+  // Its port is the job's convention, free again for the next init: no lingering.
+  if (e.rank == 0)
+    ZCOLL_CHECK(startRendezvousRoot(id.root, id.magic, e.size, s.timeoutSec, false, &id));
   return createComm(s, e.size, e.rank, &id, comm);
 }
 
@@ -180,8 +188,8 @@ zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId) {
     ZCOLL_CHECK(pickInterfaceAddress(&addr, &ifName));
     ZCOLL_INFO(LogSubsys::kBootstrap, "bootstrap interface %s", ifName.c_str());
     RendezvousId id{};
-    ZCOLL_CHECK(startRendezvousRoot(addr, randomMagic(),
-                                    static_cast<int>(paramInt("ZCOLL_TIMEOUT")), &id));
+    ZCOLL_CHECK(startRendezvousRoot(addr, randomMagic(), 0,
+                                    static_cast<int>(paramInt("ZCOLL_TIMEOUT")), true, &id));
     *uniqueId = uniqueFromId(id);
     return zcollSuccess;
   });

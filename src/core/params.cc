@@ -20,6 +20,10 @@ const std::vector<ParamDesc> kParams = {
      "Write logs to this file instead of stderr; %h expands to the hostname, %p to the pid."},
     {"ZCOLL_TIMEOUT", ParamType::kInt, "300",
      "Seconds any wait (init, collective, p2p) may last before it fails with zcollTimeout."},
+    {"ZCOLL_AUTH_TOKEN", ParamType::kString, "",
+     "Secret shared by the ranks of a job initialized from the environment "
+     "(zcollCommInitFromEnv): it keys the rendezvous, so no other process can join or disturb "
+     "it. zcollrun sets a random one. Empty: the rendezvous is keyed by its address only."},
     {"ZCOLL_REDUCE_PARTIALS", ParamType::kString, "fp32",
      "How ring reduce-scatter and all-reduce carry fp16/bf16 partial sums between ranks: fp32 "
      "(the sum is accumulated in fp32 and rounded once, like every other algorithm; the ring "

@@ -1,0 +1,127 @@
+// The rendezvous under hostile and mistaken connections: idle sockets, garbage, forged hellos,
+// a wrong size, a reused unique id. The ranks' timeout (a few seconds) is the guard: the old
+// one-connection-at-a-time root spent 2 s on each idle connection.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/rendezvous.h"
+#include "core/result.h"
+#include "zcoll/zcoll.h"
+
+namespace zcoll {
+namespace {
+
+constexpr uint64_t kMagic = 0x1234abcd5678ef01ull;
+
+RendezvousId startRoot(int expectedRanks, int timeoutSec) {
+  SockAddr addr{};
+  addr.storage.in4.sin_family = AF_INET;
+  addr.storage.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.len = sizeof(sockaddr_in);
+  RendezvousId id{};
+  EXPECT_EQ(startRendezvousRoot(addr, kMagic, expectedRanks, timeoutSec, false, &id),
+            zcollSuccess);
+  return id;
+}
+
+// A raw connection to the root that stays open until the test ends.
+int rawConnect(const RendezvousId& id) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(::connect(fd, &id.root.storage.sa, id.root.len), 0);
+  return fd;
+}
+
+void sendRaw(int fd, const void* p, size_t n) { EXPECT_EQ(::send(fd, p, n, MSG_NOSIGNAL), ssize_t(n)); }
+
+struct RawHello {
+  uint64_t magic;
+  int32_t rank, nranks;
+  uint64_t blobLen;
+};
+
+// Runs `n` ranks through the rendezvous in threads; every rank must get every blob.
+void expectRanksMeet(const RendezvousId& id, int n, int timeoutSec) {
+  std::vector<std::thread> ts;
+  std::vector<Result> rs(n, zcollInternalError);
+  std::vector<std::vector<std::string>> all(n);
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      rs[r] = rendezvousAllGather(id, r, n, "rank" + std::to_string(r), timeoutSec, &all[r]);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(rs[r], zcollSuccess) << "rank " << r;
+    ASSERT_EQ(all[r].size(), size_t(n));
+    for (int q = 0; q < n; ++q) EXPECT_EQ(all[r][q], "rank" + std::to_string(q));
+  }
+}
+
+TEST(Bootstrap, IdleAndGarbageConnectionsDoNotHoldUpTheRanks) {
+  RendezvousId id = startRoot(0, 20);
+  std::vector<int> fds;
+  for (int i = 0; i < 20; ++i) fds.push_back(rawConnect(id));  // say nothing
+  for (int i = 0; i < 5; ++i) {                                 // garbage
+    fds.push_back(rawConnect(id));
+    std::string junk(100 + i, char('A' + i));
+    sendRaw(fds.back(), junk.data(), junk.size());
+  }
+  RawHello wrongMagic{kMagic ^ 1, 0, 3, 5};
+  RawHello hugeBlob{kMagic, 1, 3, uint64_t(1) << 40};
+  RawHello halfHello{kMagic, 2, 3, 0};
+  fds.push_back(rawConnect(id));
+  sendRaw(fds.back(), &wrongMagic, sizeof(wrongMagic));
+  fds.push_back(rawConnect(id));
+  sendRaw(fds.back(), &hugeBlob, sizeof(hugeBlob));
+  fds.push_back(rawConnect(id));
+  sendRaw(fds.back(), &halfHello, 10);  // stalls mid-hello
+  expectRanksMeet(id, 3, 3);            // 3 s: the old root needed 2 s per idle connection
+  for (int fd : fds) ::close(fd);
+}
+
+TEST(Bootstrap, ForgedSizeIsRefusedWhenTheRootKnowsTheSize) {
+  RendezvousId id = startRoot(3, 20);
+  int forger = rawConnect(id);
+  RawHello forged{kMagic, 0, 7, 4};  // right magic (an address-keyed job), wrong size, first
+  sendRaw(forger, &forged, sizeof(forged));
+  sendRaw(forger, "evil", 4);
+  uint32_t status = 0;
+  EXPECT_EQ(::recv(forger, &status, sizeof(status), MSG_WAITALL), ssize_t(sizeof(status)));
+  EXPECT_NE(status, 0u) << "the forged hello was accepted";
+  expectRanksMeet(id, 3, 5);
+  ::close(forger);
+}
+
+TEST(Bootstrap, SizeMismatchNamesBothSizes) {
+  RendezvousId id = startRoot(3, 20);
+  std::vector<std::string> all;
+  EXPECT_EQ(rendezvousAllGather(id, 1, 4, "x", 5, &all), zcollInvalidUsage);
+  std::string msg = threadLastError();
+  EXPECT_NE(msg.find("there are 4 ranks"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expects 3"), std::string::npos) << msg;
+  expectRanksMeet(id, 3, 5);  // the mistaken rank did not spoil the rendezvous
+}
+
+TEST(Bootstrap, ReusedUniqueIdFailsAtOnceAndSaysWhy) {
+  zcollUniqueId uid;
+  ASSERT_EQ(zcollGetUniqueId(&uid), zcollSuccess);
+  zcollConfig_t cfg = ZCOLL_CONFIG_INITIALIZER;
+  cfg.timeoutSec = 20;
+  zcollComm_t comm = nullptr;
+  ASSERT_EQ(zcollCommInitRankConfig(&comm, 1, uid, 0, &cfg), zcollSuccess);
+  ASSERT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  zcollComm_t again = nullptr;
+  EXPECT_EQ(zcollCommInitRankConfig(&again, 1, uid, 0, &cfg), zcollInvalidUsage);
+  std::string msg = zcollGetLastError(nullptr);
+  EXPECT_NE(msg.find("already used"), std::string::npos) << msg;
+  EXPECT_EQ(again, nullptr);
+}
+
+}  // namespace
+}  // namespace zcoll
