@@ -1,5 +1,6 @@
 // Bad input gets its specific code and a message; broken communicators stay broken; abort
 // from another thread returns promptly; nothing hangs.
+#include <atomic>
 #include <cstddef>
 #include <gtest/gtest.h>
 
@@ -88,6 +89,38 @@ TEST(Errors, ConfigFromOlderAndNewerHeaders) {
     EXPECT_EQ(zcollAllReduce(&x, &y, 1, zcollInt32, zcollSum, comm, nullptr), zcollSuccess);
     EXPECT_EQ(y, 3);
     EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  }
+}
+
+// zcollCommAbort from another thread while calls keep coming: every call either runs or fails
+// with a clear code, none touches the freed communicator (this test runs under ASan in CI).
+TEST(Errors, AbortRacingCallsFromAnotherThread) {
+  for (int iter = 0; iter < 100; ++iter) {
+    zcollUniqueId id;
+    ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+    zcollComm_t comm = nullptr;
+    ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess);
+    std::atomic<bool> aborted{false};
+    std::thread caller([&] {
+      int x = 1, y = 0, count = 0;
+      for (;;) {
+        bool after = aborted.load();
+        zcollResult_t r = zcollAllReduce(&x, &y, 1, zcollInt32, zcollSum, comm, nullptr);
+        if (r == zcollSuccess) {
+          ASSERT_FALSE(after) << "a call succeeded on an aborted communicator";
+        } else {
+          ASSERT_TRUE(r == zcollInvalidArgument || r == zcollInvalidUsage ||
+                      r == zcollRemoteError) << r;
+          if (after) break;
+        }
+        zcollCommCount(comm, &count);  // queries race too
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(37 * (iter % 11)));
+    EXPECT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
+    aborted.store(true);
+    caller.join();
+    EXPECT_EQ(zcollCommDestroy(comm), zcollInvalidArgument);  // already freed: recognised
   }
 }
 

@@ -1,4 +1,5 @@
 // Public C API: errors, version, communicator lifecycle and queries.
+#include <type_traits>
 #include <cstddef>
 #include <chrono>
 #include <cstdlib>
@@ -35,26 +36,23 @@ Result initRank(zcollComm_t* comm, int nranks, const zcollUniqueId& id, int rank
   return createComm(s, nranks, rank, &rid, comm);
 }
 
-// Light check for queries: a live comm and a non-NULL output.
-Result checkQuery(const zcollComm* comm, const void* out, const char* fn) {
-  if (comm == nullptr || comm->magic != kCommMagic)
-    return fail(zcollInvalidArgument, "%s: comm is NULL or not a live communicator", fn);
-  if (out == nullptr) return fail(zcollInvalidArgument, "%s: output pointer is NULL", fn);
-  return zcollSuccess;
-}
-
-// The comm itself when live (so its failures show in zcollGetLastError(comm)), else NULL.
-zcollComm* liveOrNull(const zcollComm* comm) {
-  return comm != nullptr && comm->magic == kCommMagic ? const_cast<zcollComm*>(comm) : nullptr;
-}
-
+// A query on a live comm with a non-NULL output; the comm is pinned while `body` runs.
 template <typename F>
 zcollResult_t query(const zcollComm* comm, void* out, const char* fn, F&& body) {
-  return guarded(liveOrNull(comm), [&]() -> Result {
-    ZCOLL_CHECK(checkQuery(comm, out, fn));
-    body();
-    return zcollSuccess;
+  zcollComm* c = const_cast<zcollComm*>(comm);
+  Pin pin = pinComm(c);
+  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
+  zcollResult_t r = guarded(c, [&]() -> Result {
+    if (out == nullptr) return fail(zcollInvalidArgument, "%s: output pointer is NULL", fn);
+    if constexpr (std::is_void_v<decltype(body())>) {
+      body();
+      return zcollSuccess;
+    } else {
+      return body();
+    }
   });
+  unpinComm(c);
+  return r;
 }
 
 // ---- Environment-based rendezvous ---------------------------------------------------------
@@ -167,7 +165,7 @@ const char* zcollGetErrorString(zcollResult_t r) {
 }
 
 const char* zcollGetLastError(zcollComm_t comm) {
-  if (comm == nullptr || comm->magic != kCommMagic) return threadLastError().c_str();
+  if (!isRegistered(comm)) return threadLastError().c_str();
   std::lock_guard<std::mutex> lock(comm->lastErrorMu);
   return comm->lastError.c_str();
 }
@@ -227,9 +225,9 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
 zcollResult_t zcollCommDestroy(zcollComm_t comm) {
   return guarded(nullptr, [&]() -> Result {
     if (comm == nullptr) return zcollSuccess;
-    if (comm->magic != kCommMagic)
-      return fail(zcollInvalidArgument, "zcollCommDestroy: not a live communicator");
-    if (comm->activeCalls.load() > 0)
+    int active = unregisterIfIdle(comm);
+    if (active < 0) return fail(zcollInvalidArgument, "zcollCommDestroy: not a live communicator");
+    if (active > 0)
       return fail(zcollInvalidUsage, "zcollCommDestroy: a call is still running on this "
                   "communicator in another thread (use zcollCommAbort)");
     bool healthy = comm->asyncError.load() == zcollSuccess;
@@ -241,15 +239,17 @@ zcollResult_t zcollCommDestroy(zcollComm_t comm) {
 zcollResult_t zcollCommAbort(zcollComm_t comm) {
   return guarded(nullptr, [&]() -> Result {
     if (comm == nullptr) return zcollSuccess;
-    if (comm->magic != kCommMagic)
+    if (!pinForAbort(comm))
       return fail(zcollInvalidArgument, "zcollCommAbort: not a live communicator");
-    comm->aborting.store(true);
     breakComm(comm, zcollRemoteError);
+    unpinComm(comm);
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(paramInt("ZCOLL_ABORT_WAIT_MS"));
-    while (comm->activeCalls.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    int active;
+    while ((active = unregisterIfIdle(comm)) > 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (comm->activeCalls.load() > 0) {
+    if (active < 0) return zcollSuccess;  // another zcollCommAbort freed it meanwhile
+    if (active > 0) {
       // Freeing memory another thread still uses would crash it; leaking is the safe choice.
       return fail(zcollInternalError, "zcollCommAbort: a call did not leave within "
                   "ZCOLL_ABORT_WAIT_MS; the communicator is left allocated");
@@ -291,8 +291,7 @@ zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize) {
 }
 
 zcollResult_t zcollCommGetStats(const zcollComm_t comm, zcollStats_t* stats) {
-  return guarded(liveOrNull(comm), [&]() -> Result {
-    ZCOLL_CHECK(checkQuery(comm, stats, "zcollCommGetStats"));
+  return query(comm, stats, "zcollCommGetStats", [&]() -> Result {
     // Growable: a caller compiled against an older (smaller) struct gets the fields it has.
     const size_t minSize = offsetof(zcollStats_t, bytesSent) + sizeof(stats->bytesSent);
     if (stats->size < minSize)
@@ -310,11 +309,7 @@ zcollResult_t zcollCommGetStats(const zcollComm_t comm, zcollStats_t* stats) {
 }
 
 zcollResult_t zcollCommResetStats(zcollComm_t comm) {
-  return guarded(nullptr, [&]() -> Result {
-    ZCOLL_CHECK(checkQuery(comm, comm, "zcollCommResetStats"));
-    comm->stats.reset();
-    return zcollSuccess;
-  });
+  return query(comm, comm, "zcollCommResetStats", [&] { comm->stats.reset(); });
 }
 
 }  // extern "C"

@@ -11,7 +11,7 @@
 
 namespace zcoll {
 
-constexpr uint64_t kCommMagic = 0x7a636f6c6c636f6dULL;  // "zcollcom"
+constexpr uint64_t kCommMagic = 0x7a636f6c6c636f6dULL;  // "zcollcom" (debugging aid)
 constexpr uint64_t kCommDeadMagic = 0xdeadc0111dead;
 
 void recordError(zcollComm* comm);
@@ -33,20 +33,43 @@ zcollResult_t guarded(zcollComm* comm, F&& body) {
   return r;
 }
 
-// Checks `comm` can be used; returns the reason it cannot.
+// ---- Live communicators ------------------------------------------------------------------------
+// A comm is registered when its init succeeds and unregistered right before it is freed. Entry
+// points pin a comm (count a call on it as active) only while it is registered, under the
+// registry's lock, and destroy/abort unregister it only when no call is active, under the same
+// lock: a comm cannot be freed between a caller's check and its count, and a stale or garbage
+// handle is recognised without reading the memory it points to.
+void registerComm(zcollComm* comm);
+bool isRegistered(const zcollComm* comm);
+// Counts a call on `comm` as active (undo with unpinComm) when it is registered and not being
+// aborted: an abort then waits only for the calls already running, never for new ones.
+enum class Pin { kPinned, kNotLive, kAborting };
+Pin pinComm(const zcollComm* comm);
+void unpinComm(zcollComm* comm);
+// Marks a registered comm as being aborted and pins it for the aborting thread; false when
+// `comm` is not registered.
+bool pinForAbort(zcollComm* comm);
+// Unregisters `comm` when no call is active on it (nothing can pin it afterwards). Returns 0 when
+// it did, the number of active calls when it did not, -1 when `comm` was not registered.
+int unregisterIfIdle(zcollComm* comm);
+
+// Why a handle could not be pinned: not a live communicator (NULL, destroyed, garbage), or one
+// being aborted.
+Result notPinned(Pin why, const zcollComm* comm, const char* fn);
+// Checks a pinned `comm` can be used (not aborting, not broken); returns the reason it cannot.
 Result checkCommUsable(zcollComm* comm, const char* fn);
 
-// A call that communicates on `comm`: counted as active so zcollCommAbort can wait for it.
+// A call that communicates on `comm`: pinned (counted as active) so zcollCommAbort can wait for
+// it and nothing frees the comm under it.
 template <typename F>
 zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
-  if (comm == nullptr || comm->magic != kCommMagic)
-    return guarded(nullptr, [&] { return checkCommUsable(comm, fn); });
-  comm->activeCalls.fetch_add(1);
+  Pin pin = pinComm(comm);
+  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
   zcollResult_t r = guarded(comm, [&]() -> Result {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return body();
   });
-  comm->activeCalls.fetch_sub(1);
+  unpinComm(comm);
   return r;
 }
 

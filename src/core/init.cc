@@ -197,6 +197,7 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
   std::vector<std::string> addresses(nranks);
   for (int r = 0; r < nranks; ++r) ZCOLL_CHECK(decodeBlob(blobs[r], &comm->peers[r], &addresses[r]));
   ZCOLL_CHECK(wire(comm.get(), addresses));
+  registerComm(comm.get());
   *out = comm.release();
   return zcollSuccess;
 }
@@ -255,6 +256,7 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
   }
   if (comm->nranks == 1) comm->net.reset();
   ZCOLL_CHECK(wire(comm.get(), addresses));
+  registerComm(comm.get());
   *out = comm.release();
   return zcollSuccess;
 }
