@@ -63,6 +63,7 @@ void checkAllGather(const RankSetup& s, int rank, zcollComm_t comm, zcollDataTyp
       fillInput(want.data() + r * count * typeSize(t), t, zcollSum, r, w, count, r * count);
     EXPECT_EQ(countWrong(recv.data(), want.data(), t, count * w), 0u)
         << "rank " << rank << " count " << count << " in place " << inPlace;
+    EXPECT_TRUE(guardIntact(recv) && guardIntact(own)) << "wrote past a buffer, rank " << rank;
   }
 }
 
@@ -96,6 +97,7 @@ void checkReduceScatter(const RankSetup& s, int rank, zcollComm_t comm, zcollDat
       setElement(want.data(), t, i, expectedValue(t, op, w, rank * count + i));
     EXPECT_EQ(countWrong(recv, want.data(), t, count), 0u)
         << "rank " << rank << " op " << op << " count " << count << " in place " << inPlace;
+    EXPECT_TRUE(guardIntact(send) && guardIntact(out)) << "wrote past a buffer, rank " << rank;
   }
 }
 
@@ -130,6 +132,7 @@ void checkAllReduce(const RankSetup& s, int rank, zcollComm_t comm, zcollDataTyp
     for (size_t i = 0; i < count; ++i) setElement(want.data(), t, i, expectedValue(t, op, w, i));
     EXPECT_EQ(countWrong(recv, want.data(), t, count), 0u)
         << "rank " << rank << " op " << op << " count " << count << " in place " << inPlace;
+    EXPECT_TRUE(guardIntact(send) && guardIntact(out)) << "wrote past a buffer, rank " << rank;
   }
 }
 
@@ -177,13 +180,14 @@ TEST_P(Collectives, BroadcastEveryAlgorithmAndRoot) {
         for (size_t count : {size_t{0}, size_t{1}, size_t{333333}})
           for (bool inPlace : {false, true}) {
             std::vector<float> send(count), recv(count, -1.f);
-            for (size_t i = 0; i < count; ++i) send[i] = float(root * 7 + i % 4099);
+            for (size_t i = 0; i < count; ++i) send[i] = float(inputValue(zcollFloat32, zcollSum, root, s.nranks, i));
             if (inPlace && rank == root) recv = send;
             const void* src = inPlace ? recv.data() : send.data();
             ZCOLL_EXPECT_OK(comm, zcollBroadcast(src, recv.data(), count, zcollFloat32, root,
                                                  comm, nullptr));
             size_t wrong = 0;
-            for (size_t i = 0; i < count; ++i) wrong += recv[i] != float(root * 7 + i % 4099);
+            for (size_t i = 0; i < count; ++i)
+              wrong += recv[i] != float(inputValue(zcollFloat32, zcollSum, root, s.nranks, i));
             EXPECT_EQ(wrong, 0u) << algo << " root " << root << " rank " << rank;
           }
     });
@@ -218,5 +222,29 @@ TEST_P(Collectives, BarrierAndQueries) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Collectives, testing::ValuesIn(kCases), layoutName);
+
+
+// The inputs expose misplaced data: a block shifted by 9 elements (the old generator's period)
+// or another rank's block in its place never compares equal, for any dtype and op.
+TEST(TestInputs, ShiftedOrSwappedBlocksAreDetected) {
+  const int w = 6;
+  const size_t count = 40;
+  for (zcollDataType_t t : kAllTypes)
+    for (zcollRedOp_t op : kAllOps) {
+      auto want = makeBuffer(t, count * w), shifted = makeBuffer(t, count * w),
+           swapped = makeBuffer(t, count * w);
+      for (int r = 0; r < w; ++r)
+        for (size_t i = 0; i < count; ++i) {
+          size_t at = r * count + i;
+          setElement(want.data(), t, at, inputValue(t, op, r, w, at));
+          setElement(shifted.data(), t, at, inputValue(t, op, r, w, r == 1 ? at + 9 : at));
+          setElement(swapped.data(), t, at, inputValue(t, op, r == 0 ? 3 : r, w, at));
+        }
+      EXPECT_GT(countWrong(shifted.data(), want.data(), t, count * w), 0u) << t << " op " << op;
+      EXPECT_GT(countWrong(swapped.data(), want.data(), t, count * w), 0u) << t << " op " << op;
+      want[want.size() - 1] ^= 1;
+      EXPECT_FALSE(guardIntact(want));
+    }
+}
 
 }  // namespace

@@ -53,14 +53,32 @@ double getElement(const void* buf, zcollDataType_t t, size_t i) {
   }
 }
 
+uint64_t valueHash(uint64_t rank, uint64_t i) {
+  uint64_t x = (rank << 48) ^ i ^ 0x9e3779b97f4a7c15ull;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+// Distinct integer values per dtype such that sums over up to 14 ranks stay exact and in range:
+// int8/uint8 and bf16 (integers exact to 256) 9 values, fp16 (exact to 2048) 99, others 999.
+int valueLevels(zcollDataType_t t) {
+  if (t == zcollInt8 || t == zcollUint8 || t == zcollBfloat16) return 9;
+  return t == zcollFloat16 ? 99 : 999;
+}
+
 double inputValue(zcollDataType_t t, zcollRedOp_t op, int rank, int nranks, size_t i) {
+  uint64_t h = valueHash(static_cast<uint64_t>(rank), i);
   if (op == zcollProd) {
-    // At most one rank contributes 2 per element, others +-1: products stay in {+-1, +-2}.
-    if (static_cast<int>(i % nranks) == rank) return 2;
-    return (isSigned(t) && (i + rank) % 3 == 0) ? -1 : 1;
+    // One rank per element contributes 2, the others +-1: products stay in {+-1, +-2}.
+    if (static_cast<int>(valueHash(~uint64_t{0}, i) % nranks) == rank) return 2;
+    return (isSigned(t) && (h & 1)) ? -1 : 1;
   }
-  int v = static_cast<int>((i * 7 + rank * 3) % 9);  // 0..8; sums of up to 14 ranks fit int8
-  return isSigned(t) ? v - 4 : v;
+  int levels = valueLevels(t);
+  int v = static_cast<int>(h % static_cast<uint64_t>(levels));
+  return isSigned(t) ? v - levels / 2 : v;
 }
 
 double expectedValue(zcollDataType_t t, zcollRedOp_t op, int nranks, size_t i) {
@@ -83,7 +101,11 @@ double expectedValue(zcollDataType_t t, zcollRedOp_t op, int nranks, size_t i) {
 }
 
 std::vector<unsigned char> makeBuffer(zcollDataType_t t, size_t n) {
-  return std::vector<unsigned char>(n * typeSize(t) + 1, 0xa5);
+  return std::vector<unsigned char>(n * typeSize(t) + 1, kGuardByte);
+}
+
+bool guardIntact(const std::vector<unsigned char>& buf) {
+  return !buf.empty() && buf.back() == kGuardByte;
 }
 
 }  // namespace zcoll::test

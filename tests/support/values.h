@@ -18,14 +18,19 @@ bool isFloat(zcollDataType_t t);
 void setElement(void* buf, zcollDataType_t t, size_t i, double v);
 double getElement(const void* buf, zcollDataType_t t, size_t i);
 
-// Input of `rank` at element i for `op`: small integers (sums/products stay exact and in range).
+// Input of `rank` at element i for `op`: small integers (sums/products stay exact and in range),
+// from a hash of (rank, i): no period, and no two ranks alike, so a block landing at the wrong
+// offset or in another rank's place does not compare equal.
 double inputValue(zcollDataType_t t, zcollRedOp_t op, int rank, int nranks, size_t i);
 // op over ranks 0..nranks-1 of inputValue(.., i), rounded as zcoll documents (one rounding in
 // the output type; Avg divides in the accumulator type).
 double expectedValue(zcollDataType_t t, zcollRedOp_t op, int nranks, size_t i);
 
-// Buffer of `n` elements filled by f(i).
+// Buffer of `n` elements followed by one guard byte (kGuardByte); guardIntact checks that no
+// call wrote past the n elements.
+constexpr unsigned char kGuardByte = 0xa5;
 std::vector<unsigned char> makeBuffer(zcollDataType_t t, size_t n);
+bool guardIntact(const std::vector<unsigned char>& buf);
 
 // Bytes of n elements block-quantized, by the formula of docs/ZEROPP.md (Q(C)), written
 // independently of the library: scales, then zeros (asymmetric), then values, each part padded to
