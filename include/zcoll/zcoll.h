@@ -18,6 +18,12 @@
  *    that error (see zcollCommGetAsyncError), and only zcollCommDestroy / zcollCommAbort work.
  *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
  *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.
+ *  - Every rank must make the same collective calls in the same order with the same count,
+ *    datatype, op, root and quantization settings. With ZCOLL_CHECK_CALLS=on (read at init) a
+ *    call that differs fails on every rank with zcollInvalidUsage naming the first differing
+ *    field and a rank, before any data moves (cost: one 48-byte all-gather per collective). Off
+ *    (the default), a mismatched call is undefined: it may fail on some ranks only, time out, or
+ *    leave wrong data.
  */
 #ifndef ZCOLL_ZCOLL_H_
 #define ZCOLL_ZCOLL_H_

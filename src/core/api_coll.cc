@@ -2,6 +2,7 @@
 // order a user would fix them), then runs the selected algorithm.
 #include "coll/coll.h"
 #include "core/api_guard.h"
+#include "core/call_check.h"
 #include "core/dtype.h"
 #include "core/validate.h"
 
@@ -42,6 +43,7 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
                             stream));
     const size_t bytes = sendcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllGather, datatype, sendcount), fn));
     if (sendcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kAllGather,
                         {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes);
@@ -59,6 +61,8 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = recvcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
+    ZCOLL_CHECK(checkCallMatches(
+        comm, describeCall(CallKind::kReduceScatter, datatype, recvcount, op), fn));
     if (recvcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kReduceScatter,
                         {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes);
@@ -77,6 +81,7 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllReduce, datatype, count, op), fn));
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kAllReduce, {sendbuff, recvbuff, count, datatype, op, 0},
                         bytes);
@@ -92,6 +97,7 @@ zcollResult_t zcollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCommon(fn, sendbuff, total, recvbuff, total, datatype, stream));
     const size_t bytes = total * dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn, "all-to-all is never in place"));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAll, datatype, count), fn));
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kAllToAll, {sendbuff, recvbuff, count, datatype, zcollSum, 0},
                         count * dtypeSize(datatype));
@@ -112,6 +118,8 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (comm->rank == root && sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
+    ZCOLL_CHECK(checkCallMatches(
+        comm, describeCall(CallKind::kBroadcast, datatype, count, -1, root), fn));
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kBroadcast, {sendbuff, recvbuff, count, datatype, zcollSum, root},
                         bytes);
@@ -123,6 +131,7 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkNotInGroup(fn));
     ZCOLL_CHECK(checkHostCall(nullptr, nullptr, stream, fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0), fn));
     ZCOLL_CHECK(barrierDissemination(comm));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
     return zcollSuccess;

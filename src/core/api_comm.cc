@@ -216,6 +216,7 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
     InitSettings s;
     s.timeoutSec = comm->timeoutSec;
     s.reducePartials = comm->partialsInDtype ? "dtype" : "fp32";
+    s.checkCalls = comm->checkCalls ? "on" : "off";
     s.name = comm->name + ".split";
     ZCOLL_CHECK(readConfig(config, &s));
     return splitComm(comm, color, key, s, newcomm);

@@ -5,6 +5,7 @@
 #include "coll/zeropp_allgather.h"
 #include "coll/zeropp_config.h"
 #include "core/api_guard.h"
+#include "core/call_check.h"
 #include "core/dtype.h"
 #include "core/validate.h"
 
@@ -64,6 +65,9 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
                                    comm->nranks, fn));
+    CallDescriptor d = describeCall(CallKind::kQuantizedAllGather, datatype, sendcount);
+    addQuantSettings(&d, qs.inter, 0, 0);
+    ZCOLL_CHECK(checkCallMatches(comm, d, fn));
     if (sendcount == 0) return zcollSuccess;
     ZCOLL_CHECK(qwzAllGather(comm, sendbuff, recvbuff, sendcount, datatype, qs.inter));
     countOp(comm);
@@ -97,6 +101,9 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
                                    comm->nranks, fn));
     ZCOLL_CHECK(checkSecondary(comm, secondary, sendbuff, recvbuff, sendcount, datatype, fn));
+    CallDescriptor d = describeCall(CallKind::kAllGatherHier, datatype, sendcount);
+    if (quant != nullptr) addQuantSettings(&d, qs.inter, 0, 0);
+    ZCOLL_CHECK(checkCallMatches(comm, d, fn));
     if (sendcount == 0) return zcollSuccess;
     ZCOLL_CHECK(hpzAllGatherHier(comm, sendbuff, recvbuff, secondary, sendcount, datatype,
                                  quant != nullptr ? &qs.inter : nullptr));
@@ -118,6 +125,8 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
     const size_t es = dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,
                              "secondary must not overlap recvbuff"));
+    ZCOLL_CHECK(checkCallMatches(
+        comm, describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount), fn));
     if (sendcount == 0) return zcollSuccess;
     ZCOLL_CHECK(hpzAllGatherFromSecondary(comm, secondary, recvbuff, sendcount, datatype));
     countOp(comm);

@@ -5,6 +5,7 @@
 
 #include "coll/qgz.h"
 #include "core/api_guard.h"
+#include "core/call_check.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/validate.h"
@@ -70,6 +71,9 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1};
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
     a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
+    CallDescriptor d = describeCall(CallKind::kQuantizedReduceScatter, datatype, recvcount, op);
+    addQuantSettings(&d, a.quant.inter, a.quant.intra.bits, a.pipelineDepth);
+    ZCOLL_CHECK(checkCallMatches(comm, d, fn));
     if (recvcount == 0) return zcollSuccess;
     ZCOLL_CHECK(runQgz(comm, a));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);

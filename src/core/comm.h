@@ -62,6 +62,10 @@ struct zcollComm {
   // partials rounded to the data type at every hop (true, ZCOLL_REDUCE_PARTIALS=dtype: NCCL's
   // choice, half the bytes). Read once at init: every rank of a call must agree.
   bool partialsInDtype = false;
+  // ZCOLL_CHECK_CALLS: every collective first checks that all ranks made the same call
+  // (core/call_check.h). Read once at init. callNumber counts this rank's collectives.
+  bool checkCalls = false;
+  uint64_t callNumber = 0;
   std::string hostIdOverride;  // from the config; inherited by splits
   zcoll::NodeLayout layout;
   std::vector<zcoll::PeerInfo> peers;

@@ -130,6 +130,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->nranks = nranks;
   comm->timeoutSec = s.timeoutSec;
   comm->partialsInDtype = s.reducePartials == "dtype";
+  comm->checkCalls = s.checkCalls == "on";
   comm->hostIdOverride = s.hostId;
   comm->name = s.name;
   comm->stats.reset();
@@ -142,6 +143,7 @@ InitSettings defaultSettings() {
   InitSettings s;
   s.timeoutSec = static_cast<int>(paramInt("ZCOLL_TIMEOUT"));
   s.reducePartials = paramString("ZCOLL_REDUCE_PARTIALS");
+  s.checkCalls = paramString("ZCOLL_CHECK_CALLS");
   s.name = "comm";
   return s;
 }
@@ -173,6 +175,9 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   if (out->reducePartials != "fp32" && out->reducePartials != "dtype")
     return fail(zcollInvalidArgument, "ZCOLL_REDUCE_PARTIALS=%s: use fp32 or dtype",
                 out->reducePartials.c_str());
+  if (out->checkCalls != "off" && out->checkCalls != "on")
+    return fail(zcollInvalidArgument, "ZCOLL_CHECK_CALLS=%s: use off or on",
+                out->checkCalls.c_str());
   return zcollSuccess;
 }
 

@@ -11,6 +11,7 @@ namespace zcoll {
 struct InitSettings {
   int timeoutSec = 300;
   std::string reducePartials = "fp32";  // ZCOLL_REDUCE_PARTIALS: "fp32" or "dtype"
+  std::string checkCalls = "off";       // ZCOLL_CHECK_CALLS: "off" or "on"
   std::string hostId;  // empty: ZCOLL_HOSTID or discovered
   std::string name;
 };

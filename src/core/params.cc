@@ -24,6 +24,12 @@ const std::vector<ParamDesc> kParams = {
      "Secret shared by the ranks of a job initialized from the environment "
      "(zcollCommInitFromEnv): it keys the rendezvous, so no other process can join or disturb "
      "it. zcollrun sets a random one. Empty: the rendezvous is keyed by its address only."},
+    {"ZCOLL_CHECK_CALLS", ParamType::kString, "off",
+     "on: every collective first checks that all ranks made the same call (kind, count, dtype, "
+     "op, root, quantization settings, call number) and fails on every rank with "
+     "zcollInvalidUsage naming the first difference; costs one small all-gather per call "
+     "(perf/RESULTS.md). off: a mismatched call is undefined (it may hang until ZCOLL_TIMEOUT or "
+     "give wrong results). Read at init; all ranks must use the same value."},
     {"ZCOLL_REDUCE_PARTIALS", ParamType::kString, "fp32",
      "How ring reduce-scatter and all-reduce carry fp16/bf16 partial sums between ranks: fp32 "
      "(the sum is accumulated in fp32 and rounded once, like every other algorithm; the ring "

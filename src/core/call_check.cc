@@ -1,0 +1,95 @@
+#include "core/call_check.h"
+
+#include <cinttypes>
+#include <string>
+#include <vector>
+
+#include "coll/coll.h"
+#include "core/dtype.h"
+
+namespace zcoll {
+
+namespace {
+
+const char* kindName(uint32_t k) {
+  switch (static_cast<CallKind>(k)) {
+    case CallKind::kAllGather: return "zcollAllGather";
+    case CallKind::kReduceScatter: return "zcollReduceScatter";
+    case CallKind::kAllReduce: return "zcollAllReduce";
+    case CallKind::kAllToAll: return "zcollAllToAll";
+    case CallKind::kBroadcast: return "zcollBroadcast";
+    case CallKind::kBarrier: return "zcollBarrier";
+    case CallKind::kQuantizedAllGather: return "zcollQuantizedAllGather";
+    case CallKind::kAllGatherHier: return "zcollAllGatherHier";
+    case CallKind::kAllGatherFromSecondary: return "zcollAllGatherFromSecondary";
+    case CallKind::kQuantizedReduceScatter: return "zcollQuantizedReduceScatter";
+  }
+  return "an unknown collective";
+}
+
+// The first field in which `theirs` differs from `mine`, described for both ("" if none).
+std::string firstDifference(const CallDescriptor& mine, int me, const CallDescriptor& theirs,
+                            int them) {
+  auto two = [&](const char* field, std::string a, std::string b) {
+    return std::string(field) + ": rank " + std::to_string(them) + " has " + b + ", rank " +
+           std::to_string(me) + " " + a;
+  };
+  auto num = [](uint64_t v) { return std::to_string(v); };
+  if (mine.callNumber != theirs.callNumber)
+    return two("call number (a rank skipped or added a collective)", num(mine.callNumber),
+               num(theirs.callNumber));
+  if (mine.kind != theirs.kind) return two("collective", kindName(mine.kind), kindName(theirs.kind));
+  if (mine.dtype != theirs.dtype)
+    return two("datatype", dtypeName(static_cast<zcollDataType_t>(mine.dtype)),
+               dtypeName(static_cast<zcollDataType_t>(theirs.dtype)));
+  if (mine.count != theirs.count) return two("count", num(mine.count), num(theirs.count));
+  if (mine.op != theirs.op)
+    return two("op", std::to_string(mine.op), std::to_string(theirs.op));
+  if (mine.root != theirs.root)
+    return two("root", std::to_string(mine.root), std::to_string(theirs.root));
+  if (mine.quant != theirs.quant || mine.seed != theirs.seed)
+    return two("quantization settings (bits, intraBits, blockSize, mode, rounding, seed, "
+               "pipelineDepth)", "another", "one");
+  return "";
+}
+
+}  // namespace
+
+CallDescriptor describeCall(CallKind kind, zcollDataType_t dtype, size_t count, int op,
+                            int root) {
+  CallDescriptor d;
+  d.kind = static_cast<uint32_t>(kind);
+  d.dtype = static_cast<int32_t>(dtype);
+  d.count = count;
+  d.op = op;
+  d.root = root;
+  return d;
+}
+
+void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int intraBits,
+                      int pipelineDepth) {
+  d->quant = uint64_t(inter.bits) | uint64_t(intraBits) << 8 | uint64_t(inter.blockSize) << 16 |
+             uint64_t(inter.symmetric ? 0 : 1) << 32 | uint64_t(inter.stochastic ? 1 : 0) << 33 |
+             uint64_t(pipelineDepth) << 40;
+  d->seed = inter.seed;
+}
+
+Result checkCallMatches(zcollComm* comm, CallDescriptor d, const char* fn) {
+  d.callNumber = comm->callNumber++;
+  if (!comm->checkCalls || comm->nranks == 1) return zcollSuccess;
+  const int w = comm->nranks;
+  std::vector<CallDescriptor> all(w);
+  std::vector<size_t> off(w + 1);
+  for (int i = 0; i <= w; ++i) off[i] = i * sizeof(CallDescriptor);
+  Stage st(comm);
+  ZCOLL_CHECK(directAllGatherv(st, worldGroup(comm), all.data(), off.data(), &d));
+  // Every rank compares every rank against rank 0, so all report the same first difference.
+  for (int r = 1; r < w; ++r) {
+    std::string diff = firstDifference(all[0], 0, all[r], r);
+    if (!diff.empty())
+      return fail(zcollInvalidUsage, "%s: mismatched call across ranks, %s", fn, diff.c_str());
+  }
+  return zcollSuccess;
+}
+
+}  // namespace zcoll

@@ -1,0 +1,51 @@
+// Mismatched-call detection. With ZCOLL_CHECK_CALLS=on every collective first exchanges a small
+// descriptor of the call (kind, count, dtype, op, root, quantization settings, call number) among
+// all ranks (one direct all-gather of 48 bytes), so a call whose arguments differ between ranks
+// fails on EVERY rank with zcollInvalidUsage naming the first differing field and rank, before
+// any data moves, instead of one side failing and the other returning a stale buffer.
+#pragma once
+
+#include <cstdint>
+
+#include "core/comm.h"
+#include "quant/quant.h"
+
+namespace zcoll {
+
+enum class CallKind : uint32_t {
+  kAllGather = 1,
+  kReduceScatter,
+  kAllReduce,
+  kAllToAll,
+  kBroadcast,
+  kBarrier,
+  kQuantizedAllGather,
+  kAllGatherHier,
+  kAllGatherFromSecondary,
+  kQuantizedReduceScatter,
+};
+
+struct CallDescriptor {
+  uint32_t kind = 0;
+  int32_t dtype = -1;
+  uint64_t count = 0;
+  int32_t op = -1;    // -1: the call has no reduction
+  int32_t root = -1;  // -1: the call has no root
+  uint64_t quant = 0;  // packed bits, intra bits, block size, mode, rounding, depth (0: none)
+  uint64_t seed = 0;
+  uint64_t callNumber = 0;  // collectives this rank called on the comm before this one
+};
+static_assert(sizeof(CallDescriptor) == 48, "descriptor layout is part of the wire protocol");
+
+CallDescriptor describeCall(CallKind kind, zcollDataType_t dtype, size_t count, int op = -1,
+                            int root = -1);
+// Adds the settings of a quantized call (intra bits and depth where the collective has them).
+void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int intraBits,
+                      int pipelineDepth);
+
+// With the check on (comm->checkCalls), exchanges `d` with every rank and fails with
+// zcollInvalidUsage when any rank's descriptor differs: "zcollAllGather: mismatched call: rank 1
+// has count 200, rank 0 count 100". Always counts the call. `fn` names the public function.
+Result checkCallMatches(zcollComm* comm, CallDescriptor d, const char* fn);
+
+}  // namespace zcoll
