@@ -50,6 +50,18 @@ class Scratch {
   size_t size_ = 0;
 };
 
+// Close/failure notices to and from every peer (core/peer_notice.h).
+struct PeerNotices {
+  bool armed = false;
+  uint32_t sent = 0;           // the Notice sent, 0 if none
+  uint64_t outbox[2] = {0, 0};  // what every peer is sent: {kind, code}, {cause rank, closed}
+  int causeRank = -1;           // the rank whose failure broke this comm (-1: none recorded)
+  bool causeClosed = false;     // ... because it destroyed its communicator
+  std::vector<uint64_t> inbox;  // per peer, two words each
+  std::vector<Request> recvs;   // per peer; sized once (the transports hold pointers)
+  std::vector<Request> sends;
+};
+
 }  // namespace zcoll
 
 struct zcollComm {
@@ -70,6 +82,7 @@ struct zcollComm {
   zcoll::NodeLayout layout;
   std::vector<zcoll::PeerInfo> peers;
 
+  zcoll::PeerNotices notices;  // before the transports: outlives their cancellations
   zcoll::SelfTransport self;
   std::unique_ptr<zcoll::Transport> net;  // every non-self peer
   std::vector<zcoll::Transport*> route;   // rank -> transport

@@ -10,6 +10,7 @@
 #include "coll/coll.h"
 #include "core/api_guard.h"
 #include "core/params.h"
+#include "core/peer_notice.h"
 #ifdef ZCOLL_HAVE_UCX
 #include "transport/ucx_transport.h"
 #endif
@@ -115,6 +116,7 @@ Result wire(zcollComm* comm, const std::vector<std::string>& addresses) {
   // No rank may leave init (and possibly destroy its endpoints) before every peer has
   // connected to it; the barrier also completes transport wire-up.
   ZCOLL_CHECK(barrierDissemination(comm));
+  ZCOLL_CHECK(armPeerNotices(comm));
   ZCOLL_INFO(LogSubsys::kInit,
              "%s rank %d/%d pid %d on %s: node %d/%d, local rank %d/%d, topology: %s",
              comm->name.c_str(), comm->rank, comm->nranks, comm->peers[comm->rank].pid,
@@ -267,8 +269,11 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
 }
 
 void destroyComm(zcollComm* comm, int flushMs) {
+  bool healthy = comm->asyncError.load() == zcollSuccess;
+  sendPeerNotices(comm, healthy ? Notice::kClosed : Notice::kFailed, kNoticeWaitMs);
+  retirePeerNotices(comm);
 #ifdef ZCOLL_HAVE_UCX
-  if (comm->net) static_cast<UcxTransport*>(comm->net.get())->closeEndpoints(flushMs);
+  if (comm->net) static_cast<UcxTransport*>(comm->net.get())->closeEndpoints(std::max(flushMs, kNoticeWaitMs));
 #else
   (void)flushMs;
 #endif

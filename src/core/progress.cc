@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/params.h"
+#include "core/peer_notice.h"
 
 namespace zcoll {
 
@@ -41,6 +42,25 @@ Result progressAll(zcollComm* comm) {
   return zcollSuccess;
 }
 
+// A post to `peer` failed: say so in terms of what the peer told us (its close notice may
+// be waiting to be matched), break the comm and tell every peer.
+Result postFailed(zcollComm* comm, int peer, Result error) {
+  progressAll(comm);
+  Result r = error;
+  if (noticeFrom(comm, peer) == Notice::kClosed) {
+    r = fail(zcollRemoteError, "rank %d: rank %d (pid %d on %s) destroyed its communicator",
+             comm->rank, peer, comm->peers[peer].pid, comm->peers[peer].hostName);
+    recordFailureCause(comm, peer, true);
+  } else if (noticeFrom(comm, peer) == Notice::kFailed) {
+    r = failureReportedBy(comm, peer);
+  } else {
+    recordFailureCause(comm, peer, false);
+  }
+  breakComm(comm, r);
+  sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
+  return r;
+}
+
 }  // namespace
 
 void breakComm(zcollComm* comm, Result error) {
@@ -53,7 +73,7 @@ Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64
   ZCOLL_CHECK(checkPeer(comm, peer));
   countBytes(comm, peer, bytes, true);
   Result r = comm->route[peer]->postSend(peer, buf, bytes, tag, req);
-  if (r != zcollSuccess) breakComm(comm, r);
+  if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;
 }
 
@@ -61,7 +81,7 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
   ZCOLL_CHECK(checkPeer(comm, peer));
   countBytes(comm, peer, bytes, false);
   Result r = comm->route[peer]->postRecv(peer, buf, bytes, tag, req);
-  if (r != zcollSuccess) breakComm(comm, r);
+  if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;
 }
 
@@ -81,27 +101,44 @@ bool processGone(int pid) {
   return n > 0 && close != nullptr && (close[2] == 'Z' || close[2] == 'X');
 }
 
-// A peer is down when its transport says so or, on this machine, its process is gone.
+// A peer is down when it said it closed or failed, its transport says so or, on this machine,
+// its process is gone.
 bool peerDown(const zcollComm* comm, int peer) {
   if (peer == comm->rank) return false;
+  if (noticeFrom(comm, peer) != Notice::kNone) return true;
   if (comm->route[peer]->peerFailed(peer)) return true;
   return comm->sameMachine(peer) && processGone(comm->peers[peer].pid);
 }
 
 // Watches the pending requests' peers. A down peer fails the wait only after a grace period
 // of further progress, so data it delivered before leaving is still matched.
+// A peer that reported a failure fails every wait at once: the operation cannot complete on
+// every rank, and this rank's own notice passes the news on.
 class PeerWatch {
  public:
   Result check(zcollComm* comm, Request* reqs, size_t n, Clock::time_point now) {
     if (now - lastCheck_ < std::chrono::milliseconds(50)) return zcollSuccess;
     lastCheck_ = now;
+    int failed = failedPeer(comm);
+    if (failed >= 0) {
+      const PeerNotices& n = comm->notices;
+      uint64_t word = n.inbox[2 * failed + 1];
+      recordFailureCause(comm, static_cast<int>(word >> 1), (word & 1) != 0);
+      return failureReportedBy(comm, failed);
+    }
     for (size_t i = 0; i < n; ++i) {
       if (reqs[i].complete() || !peerDown(comm, reqs[i].peer)) continue;
       if (downSince_ == Clock::time_point{}) downSince_ = now;
-      if (now - downSince_ > std::chrono::milliseconds(200))
-        return fail(zcollRemoteError, "rank %d: rank %d (pid %d on %s) failed or disconnected",
+      if (now - downSince_ > std::chrono::milliseconds(200)) {
+        bool closed = noticeFrom(comm, reqs[i].peer) == Notice::kClosed;
+        recordFailureCause(comm, reqs[i].peer, closed);
+        return fail(zcollRemoteError, "rank %d: rank %d (pid %d on %s) %s",
                     comm->rank, reqs[i].peer, comm->peers[reqs[i].peer].pid,
-                    comm->peers[reqs[i].peer].hostName);
+                    comm->peers[reqs[i].peer].hostName,
+                    noticeFrom(comm, reqs[i].peer) == Notice::kClosed
+                        ? "destroyed its communicator"
+                        : "failed or disconnected");
+      }
     }
     return zcollSuccess;
   }
@@ -140,7 +177,10 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       if (!reqs[i].complete()) continue;
       ++done;
-      if (reqs[i].status != zcollSuccess) r = reqs[i].status;
+      if (reqs[i].status != zcollSuccess) {
+        r = reqs[i].status;
+        recordFailureCause(comm, reqs[i].peer, false);
+      }
     }
     if (r == zcollSuccess && done == n) return zcollSuccess;
     if (r == zcollSuccess && comm->aborting.load(std::memory_order_relaxed))
@@ -156,7 +196,9 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
     }
     if (r != zcollSuccess) {
       cancelPending(reqs, n);
+      recordFailureCause(comm, comm->rank, false);  // if nobody else was to blame
       breakComm(comm, r);
+      sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
       return r;
     }
     backoff(comm, polls, spinCount);
