@@ -216,6 +216,30 @@ TEST(Processes, PeerKilledMidCollectiveGivesRemoteErrorFast) {
   }
 }
 
+// A rank that leaves mid-way, its process alive (destroy, abort) or gone (exit): the other
+// four, most not adjacent to it in the ring, get zcollRemoteError well before ZCOLL_TIMEOUT.
+class PeerLeaves : public testing::TestWithParam<const char*> {};
+
+TEST_P(PeerLeaves, OthersGetRemoteErrorFast) {
+  const int port = freePort();
+  auto procs = runProbes(5, {GetParam(), "1"}, [&](int r) {
+    Env e = rankEnv(r, 5, port);
+    e["ZCOLL_TIMEOUT"] = "60";
+    return e;
+  }, 60);
+  EXPECT_EQ(procs[1].status, 0) << readLog(procs[1]);
+  for (int r : {0, 2, 3, 4}) {
+    EXPECT_EQ(procs[r].status, 3) << "rank " << r << " log:\n" << readLog(procs[r]);
+    EXPECT_LT(procs[r].seconds, 10.0) << "rank " << r;
+    EXPECT_NE(readLog(procs[r]).find("rank 1"), std::string::npos) << readLog(procs[r]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ways, PeerLeaves, testing::Values("destroy", "exit", "abort"),
+                         [](const testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
 TEST(Processes, PeerThatNeverArrivesGivesTimeout) {
   const int port = freePort();
   auto procs = runProbes(2, {"ok"}, [&](int r) {

@@ -42,20 +42,28 @@ Result progressAll(zcollComm* comm) {
   return zcollSuccess;
 }
 
-// A post to `peer` failed: say so in terms of what the peer told us (its close notice may
-// be waiting to be matched), break the comm and tell every peer.
-Result postFailed(zcollComm* comm, int peer, Result error) {
+// A transfer with `peer` failed with `error`: say so in terms of what the peers told us (a
+// close or failure notice may be waiting to be matched), and record the cause.
+Result explainPeerFailure(zcollComm* comm, int peer, Result error) {
   progressAll(comm);
-  Result r = error;
   if (noticeFrom(comm, peer) == Notice::kClosed) {
-    r = fail(zcollRemoteError, "rank %d: rank %d (pid %d on %s) destroyed its communicator",
-             comm->rank, peer, comm->peers[peer].pid, comm->peers[peer].hostName);
     recordFailureCause(comm, peer, true);
-  } else if (noticeFrom(comm, peer) == Notice::kFailed) {
-    r = failureReportedBy(comm, peer);
-  } else {
-    recordFailureCause(comm, peer, false);
+    return fail(zcollRemoteError, "rank %d: rank %d (pid %d on %s) destroyed its communicator",
+                comm->rank, peer, comm->peers[peer].pid, comm->peers[peer].hostName);
   }
+  int reporter = noticeFrom(comm, peer) == Notice::kFailed ? peer : failedPeer(comm);
+  if (reporter >= 0) {
+    uint64_t word = comm->notices.inbox[2 * reporter + 1];
+    recordFailureCause(comm, static_cast<int>(word >> 1), (word & 1) != 0);
+    return failureReportedBy(comm, reporter);
+  }
+  recordFailureCause(comm, peer, false);
+  return error;
+}
+
+// A post to `peer` failed: explain it, break the comm and tell every peer.
+Result postFailed(zcollComm* comm, int peer, Result error) {
+  Result r = explainPeerFailure(comm, peer, error);
   breakComm(comm, r);
   sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
   return r;
@@ -120,12 +128,7 @@ class PeerWatch {
     if (now - lastCheck_ < std::chrono::milliseconds(50)) return zcollSuccess;
     lastCheck_ = now;
     int failed = failedPeer(comm);
-    if (failed >= 0) {
-      const PeerNotices& n = comm->notices;
-      uint64_t word = n.inbox[2 * failed + 1];
-      recordFailureCause(comm, static_cast<int>(word >> 1), (word & 1) != 0);
-      return failureReportedBy(comm, failed);
-    }
+    if (failed >= 0) return explainPeerFailure(comm, failed, zcollRemoteError);
     for (size_t i = 0; i < n; ++i) {
       if (reqs[i].complete() || !peerDown(comm, reqs[i].peer)) continue;
       if (downSince_ == Clock::time_point{}) downSince_ = now;
@@ -177,9 +180,10 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       if (!reqs[i].complete()) continue;
       ++done;
-      if (reqs[i].status != zcollSuccess) {
-        r = reqs[i].status;
-        recordFailureCause(comm, reqs[i].peer, false);
+      if (reqs[i].status != zcollSuccess && r == zcollSuccess) {
+        r = reqs[i].status == zcollRemoteError
+                ? explainPeerFailure(comm, reqs[i].peer, reqs[i].status)
+                : reqs[i].status;
       }
     }
     if (r == zcollSuccess && done == n) return zcollSuccess;

@@ -3,6 +3,10 @@
 //   zcoll_probe ok              all-reduce a few times, check the result, exit 0
 //   zcoll_probe die RANK        RANK kills itself (SIGKILL) mid-way; the others must get
 //                               zcollRemoteError (exit 3) and never hang
+//   zcoll_probe destroy RANK    RANK destroys its comm mid-way and stays alive 5 s; the
+//                               others must get zcollRemoteError (exit 3) at once
+//   zcoll_probe exit RANK       RANK destroys its comm mid-way and exits 0 at once
+//   zcoll_probe abort RANK      RANK aborts its comm mid-way and stays alive 5 s
 //   zcoll_probe info            print "rank R size S nodes N node K local L/LS" and exit 0
 // Exit codes: 0 ok, 2 usage, 3 zcollRemoteError, 4 zcollTimeout, 5 other error, 6 wrong data.
 #include <signal.h>
@@ -29,10 +33,22 @@ int report(const char* what, zcollResult_t r, zcollComm_t comm) {
   return exitCodeFor(r);
 }
 
-int allReduceLoop(zcollComm_t comm, int rank, int nranks, int dieRank) {
+enum class Leave { kKill, kDestroy, kExit, kAbort };
+
+// How `rank` leaves mid-way; returns the exit code, or -1 for the kill (never returns).
+int leave(zcollComm_t comm, Leave how) {
+  if (how == Leave::kKill) raise(SIGKILL);
+  zcollResult_t r = how == Leave::kAbort ? zcollCommAbort(comm) : zcollCommDestroy(comm);
+  if (r != zcollSuccess) return 5;
+  if (how != Leave::kExit) sleep(5);
+  std::fflush(stderr);
+  _exit(0);
+}
+
+int allReduceLoop(zcollComm_t comm, int rank, int nranks, int dieRank, Leave how) {
   std::vector<float> buf(1 << 16);
   for (int iter = 0; iter < 50; ++iter) {
-    if (rank == dieRank && iter == 5) raise(SIGKILL);
+    if (rank == dieRank && iter == 5) return leave(comm, how);
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = float(rank + 1);
     zcollResult_t r = zcollAllReduce(buf.data(), buf.data(), buf.size(), zcollFloat32, zcollSum,
                                      comm, nullptr);
@@ -61,7 +77,7 @@ int printInfo(zcollComm_t comm) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s ok|die RANK|info\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ok|die RANK|destroy RANK|exit RANK|abort RANK|info\n", argv[0]);
     return 2;
   }
   zcollComm_t comm = nullptr;
@@ -71,9 +87,17 @@ int main(int argc, char** argv) {
   zcollCommUserRank(comm, &rank);
   zcollCommCount(comm, &nranks);
   int code = 2;
-  if (std::strcmp(argv[1], "ok") == 0) code = allReduceLoop(comm, rank, nranks, -1);
-  else if (std::strcmp(argv[1], "die") == 0 && argc > 2)
-    code = allReduceLoop(comm, rank, nranks, std::atoi(argv[2]));
+  const char* mode = argv[1];
+  int victim = argc > 2 ? std::atoi(argv[2]) : -1;
+  if (std::strcmp(mode, "ok") == 0) code = allReduceLoop(comm, rank, nranks, -1, Leave::kKill);
+  else if (std::strcmp(mode, "die") == 0 && argc > 2)
+    code = allReduceLoop(comm, rank, nranks, victim, Leave::kKill);
+  else if (std::strcmp(mode, "destroy") == 0 && argc > 2)
+    code = allReduceLoop(comm, rank, nranks, victim, Leave::kDestroy);
+  else if (std::strcmp(mode, "exit") == 0 && argc > 2)
+    code = allReduceLoop(comm, rank, nranks, victim, Leave::kExit);
+  else if (std::strcmp(mode, "abort") == 0 && argc > 2)
+    code = allReduceLoop(comm, rank, nranks, victim, Leave::kAbort);
   else if (std::strcmp(argv[1], "info") == 0) code = printInfo(comm);
   zcollCommDestroy(comm);
   return code;
