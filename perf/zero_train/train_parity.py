@@ -108,8 +108,10 @@ def quant_dequant(x, bits, block):
     qmax = float(2 ** (bits - 1) - 1)
     xb = x.view(-1, block)
     scale = xb.abs().amax(dim=1, keepdim=True) / qmax
-    rcp = torch.where(scale > 0, 1.0 / scale, torch.zeros_like(scale))
-    q = torch.clamp(torch.round(xb * rcp), -qmax, qmax)  # torch.round: half to even
+    # Divide (not multiply by 1/scale): a subnormal scale has an infinite reciprocal, and
+    # 0 * inf would turn a block of tiny error-feedback residuals into NaN.
+    q = torch.clamp(torch.round(xb / torch.where(scale > 0, scale, torch.ones_like(scale))),
+                    -qmax, qmax)  # torch.round: half to even
     return (q * scale).view_as(x)
 
 
