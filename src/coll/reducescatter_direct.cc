@@ -14,9 +14,12 @@ Result reduceScatterDirect(zcollComm* comm, const CollArgs& a) {
   const size_t n = a.count;
   const char* in = static_cast<const char*>(a.send);
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, w * n * es + n * accSize(a.dtype), &scratch));
+  // The accumulator follows the pieces, aligned for its type (w * n 16-bit pieces may end at an
+  // odd multiple of 2 bytes).
+  const size_t accOffset = (w * n * es + 63) / 64 * 64;
+  ZCOLL_CHECK(scratchGet(comm, accOffset + n * accSize(a.dtype), &scratch));
   char* pieces = static_cast<char*>(scratch);  // piece from rank p at p * n * es
-  char* acc = pieces + w * n * es;
+  char* acc = pieces + accOffset;
 
   Stage st(comm);
   RequestList reqs(2 * static_cast<size_t>(w));
