@@ -238,8 +238,17 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
   SplitRecord mine{color, key, address.size()};
   std::vector<SplitRecord> recs(pn);
   ZCOLL_CHECK(parentAllGather(parent, &mine, recs.data(), sizeof(SplitRecord)));
+  // Peers' address lengths size the next exchange: bound them before trusting them.
+  constexpr uint64_t kMaxAddressBytes = 64 << 10;
   size_t maxAddr = 0;
-  for (const SplitRecord& r : recs) maxAddr = std::max<size_t>(maxAddr, r.addressBytes);
+  for (int r = 0; r < pn; ++r) {
+    if (recs[r].addressBytes > kMaxAddressBytes)
+      return fail(zcollRemoteError, "zcollCommSplit: rank %d sent a %llu-byte transport address "
+                  "(limit %llu): corrupt or foreign peer", r,
+                  static_cast<unsigned long long>(recs[r].addressBytes),
+                  static_cast<unsigned long long>(kMaxAddressBytes));
+    maxAddr = std::max<size_t>(maxAddr, recs[r].addressBytes);
+  }
   std::string padded(maxAddr, '\0');
   std::memcpy(padded.data(), address.data(), address.size());
   std::string addrs(maxAddr * pn, '\0');
