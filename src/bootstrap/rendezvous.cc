@@ -107,11 +107,9 @@ class RootService {
     if (::poll(fds.data(), fds.size(), pollTimeoutMs(wake)) < 0 && errno != EINTR) return;
     for (size_t i = pending_.size(); i-- > 0;) {  // back to front: erase keeps indices valid
       bool ready = (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-      if ((ready && !readFrom(pending_[i])) || Clock::now() >= pending_[i].deadline) {
+      Read r = ready ? readFrom(pending_[i]) : Read::kMore;
+      if (r != Read::kMore || Clock::now() >= pending_[i].deadline)  // admitted, dropped, late
         pending_.erase(pending_.begin() + static_cast<long>(i));
-      } else if (pending_[i].helloChecked && pending_[i].buf.empty()) {
-        pending_.erase(pending_.begin() + static_cast<long>(i));  // admitted
-      }
     }
     if (fds[0].revents & POLLIN) acceptOne();
   }
@@ -127,31 +125,34 @@ class RootService {
     pending_.push_back(Pending{Socket(fd), deadlineIn(kHelloWaitSec), {}, false});
   }
 
-  // Reads what is there; false when the connection is to be dropped (closed, refused, garbage).
-  // A connection whose hello and blob are complete is admitted (its buffer left empty).
-  bool readFrom(Pending& p) {
+  // What reading a pending connection led to.
+  enum class Read { kMore, kDrop, kAdmitted };
+
+  // Reads what is there: more to come, dropped (closed, refused, garbage), or admitted as a rank
+  // (its hello and blob complete; its socket moved into the rank's slot).
+  Read readFrom(Pending& p) {
     size_t need = p.buf.size() < kHeaderBytes ? kHeaderBytes : kHeaderBytes + blobLength(p);
     char tmp[4096];
     ssize_t n = ::recv(p.sock.fd(), tmp, std::min(sizeof(tmp), need - p.buf.size()), 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return Read::kDrop;
     if (n > 0) p.buf.append(tmp, static_cast<size_t>(n));
     if (!p.helloChecked && p.buf.size() >= sizeof(Hello)) {
       if (lingering_) {  // the rendezvous is over: this id is being reused
         refuse(p.sock, helloOf(p).magic == magic_ ? kAlreadyUsed : kBadMagic);
-        return false;
+        return Read::kDrop;
       }
-      if (!checkHello(p)) return false;
+      if (!checkHello(p)) return Read::kDrop;
       p.helloChecked = true;
     }
-    if (p.buf.size() < kHeaderBytes) return true;
+    if (p.buf.size() < kHeaderBytes) return Read::kMore;
     if (blobLength(p) > kMaxBlob) {
       ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous root: a %llu-byte rank description "
                  "(limit %zu): connection dropped", static_cast<unsigned long long>(blobLength(p)),
                  kMaxBlob);
-      return false;
+      return Read::kDrop;
     }
-    if (p.buf.size() < kHeaderBytes + blobLength(p)) return true;
-    return admit(p);
+    if (p.buf.size() < kHeaderBytes + blobLength(p)) return Read::kMore;
+    return admit(p) ? Read::kAdmitted : Read::kDrop;
   }
 
   static uint64_t blobLength(const Pending& p) {
@@ -206,7 +207,6 @@ class RootService {
     if (slot.sock.valid()) return duplicate(p, h.rank);
     slot.blob = p.buf.substr(kHeaderBytes);
     slot.sock = std::move(p.sock);
-    p.buf.clear();
     ++arrived_;
     return true;
   }
