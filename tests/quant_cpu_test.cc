@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <tuple>
 
 #include "quant_support.h"
@@ -250,9 +252,10 @@ TEST_P(QuantCpu, IsaVariantsByteIdentical) {
     QuantParams outP = makeParams(4, 64, false, sr, 77);
     std::vector<float> x = genData(Dist::kHeavyTailed, nChunks * chunkElems, dt(), 3);
     Bytes in = toDtype(x, dt());
-    // Sums over 2, 5 and 17 chunks: in registers, odd k, and beyond the register path's limit.
-    const int sumChunks[] = {2, 5, 17};
-    constexpr int kOps = 4 + 2 * 3;
+    // Sums over 2, 4 and 8 chunks (the counts the register path fixes at compile time), 5 (any
+    // other count in registers) and 17 (beyond the register path's limit: the block buffer).
+    const int sumChunks[] = {2, 4, 5, 8, 17};
+    constexpr int kOps = 4 + 2 * 5;
     std::vector<Bytes> results[kOps];
     for (Isa isa : isas) {
       IsaGuard guard(isa);
@@ -593,12 +596,19 @@ TEST(QuantDispatch, MeasuredChoicePerOperation) {
   }
 }
 
-// ZCOLL_QUANT_ISA, read at the first use in a process, forces every operation.
+// ZCOLL_QUANT_ISA, read at the first use in a process, forces every operation. Checked in a
+// fresh process (a "threadsafe" death test re-runs this binary), so the result does not depend
+// on whether another test in this process already made the choice.
 TEST(QuantDispatch, EnvironmentForcesEveryOperation) {
-  ASSERT_EQ(setenv("ZCOLL_QUANT_ISA", "scalar", 1), 0);
-  for (QuantOp op : kAllOps) EXPECT_EQ(activeIsa(op), Isa::kScalar) << quantOpName(op);
-  EXPECT_STREQ(isaChoiceReason(), "ZCOLL_QUANT_ISA");
-  ASSERT_EQ(unsetenv("ZCOLL_QUANT_ISA"), 0);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto forcedEverywhere = [] {
+    if (setenv("ZCOLL_QUANT_ISA", "scalar", 1) != 0) return false;
+    for (QuantOp op : kAllOps) {
+      if (activeIsa(op) != Isa::kScalar) return false;
+    }
+    return std::string(isaChoiceReason()) == "ZCOLL_QUANT_ISA";
+  };
+  EXPECT_EXIT(std::exit(forcedEverywhere() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -320,9 +320,13 @@ inline void emit2(VF va, VF vb, float* acc, T* out, int i, VF s) {
 }
 
 template <bool Sym>
-inline VF deq(VI q, VF scale, VF zero) {
-  VF v = Vec::mul(Vec::toFloat(q), scale);
+inline VF deqF(VF q, VF scale, VF zero) {
+  VF v = Vec::mul(q, scale);
   return Sym ? v : Vec::add(zero, v);
+}
+template <bool Sym>
+inline VF deq(VI q, VF scale, VF zero) {
+  return deqF<Sym>(Vec::toFloat(q), scale, zero);
 }
 
 // Dequantizes one block's values 2W at a time: x' = q * scale (+ zero). Variants with a 16-lane
@@ -344,15 +348,15 @@ struct BlockDecoder {
     }
   }
   // The same 2W INT4 values as the even elements and the odd elements: from the table where the
-  // variant has one, else by its even/odd unpack (Vec::kEvenOddDecode).
+  // variant has one, else by its even/odd unpack to exact floats (Vec::kEvenOddDecode).
   void decodeEvenOdd(const uint8_t* src, VF& even, VF& odd) const {
     if constexpr (kTable) {
       VecFor<BlockDecoder>::lookupNibblesEvenOdd(src, table, even, odd);
     } else {
-      VI qe, qo;
-      VecFor<BlockDecoder>::template unpackEvenOdd<Sym>(src, qe, qo);
-      even = deq<Sym>(qe, scale, zero);
-      odd = deq<Sym>(qo, scale, zero);
+      VF qe, qo;
+      VecFor<BlockDecoder>::template unpackEvenOddFloat<Sym>(src, qe, qo);
+      even = deqF<Sym>(qe, scale, zero);
+      odd = deqF<Sym>(qo, scale, zero);
     }
   }
   void decode(const uint8_t* src, VF& a, VF& b) const {
@@ -489,20 +493,27 @@ inline void storeSum(T* p, VF a, VF b) {
 
 // The same sums as sumPiece, 2W elements at a time over all k chunks in registers: v = chunk 0,
 // then + chunk 1, ..., + chunk k-1, then (with Final) * s. The same operations in the same order
-// as the buffered path, so the same bits; the accumulator never leaves registers.
-template <class T, int Bits, bool Sym, bool Final>
-void sumPieceInRegisters(const uint8_t* const* chunks, int k, const Layout& l, size_t j, size_t e,
-                         int len, float* acc, T* out, VF s) {
-  BlockDecoder<Bits, Sym> dec[kRegisterSumChunks];
-  for (int c = 0; c < k; ++c) dec[c] = BlockDecoder<Bits, Sym>(readParams(chunks[c], l, j, Sym));
+// as the buffered path, so the same bits; the accumulator never leaves registers. K > 0 fixes k
+// at compile time (the common chunk counts: the chunk loop unrolls and the decoders stay in
+// registers); K = 0 reads it from k.
+template <class T, int Bits, bool Sym, bool Final, int K>
+void sumPieceInRegisters(const uint8_t* const* chunks, int kRun, const Layout& l, size_t j,
+                         size_t e, int len, float* acc, T* out, VF s) {
+  const int k = K > 0 ? K : kRun;
+  BlockDecoder<Bits, Sym> dec[K > 0 ? K : kRegisterSumChunks];
+  const uint8_t* src[K > 0 ? K : kRegisterSumChunks];
   size_t off = l.valuesOffset + packedOffset(Bits, e);
+  for (int c = 0; c < k; ++c) {
+    dec[c] = BlockDecoder<Bits, Sym>(readParams(chunks[c], l, j, Sym));
+    src[c] = chunks[c] + off;
+  }
   VF a = Vec::set1(0.0f), b = a, x = a, y = a;
   int i = 0;
   for (; i + S <= len; i += S) {
-    size_t o = off + packedOffset(Bits, i);
-    decodeForSum(dec[0], chunks[0] + o, a, b);
+    size_t o = packedOffset(Bits, i);
+    decodeForSum(dec[0], src[0] + o, a, b);
     for (int c = 1; c < k; ++c) {
-      decodeForSum(dec[c], chunks[c] + o, x, y);
+      decodeForSum(dec[c], src[c] + o, x, y);
       a = Vec::add(a, x);
       b = Vec::add(b, y);
     }
@@ -514,12 +525,12 @@ void sumPieceInRegisters(const uint8_t* const* chunks, int k, const Layout& l, s
   }
   if (i == len) return;
   int r = len - i;
-  size_t o = off + packedOffset(Bits, i);
+  size_t o = packedOffset(Bits, i);
   alignas(64) uint8_t tmp[S] = {};
-  std::memcpy(tmp, chunks[0] + o, packedBytes(Bits, r));
+  std::memcpy(tmp, src[0] + o, packedBytes(Bits, r));
   dec[0].decode(tmp, a, b);
   for (int c = 1; c < k; ++c) {
-    std::memcpy(tmp, chunks[c] + o, packedBytes(Bits, r));
+    std::memcpy(tmp, src[c] + o, packedBytes(Bits, r));
     dec[c].decode(tmp, x, y);
     a = Vec::add(a, x);
     b = Vec::add(b, y);
@@ -540,7 +551,12 @@ void sumBlockPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t 
                    int len, float* acc, T* out, VF s) {
   // One chunk with a final scale keeps sumPiece's single pass (it has the even/odd bf16 path).
   if (k <= kRegisterSumChunks && !(Final && k == 1)) {
-    sumPieceInRegisters<T, Bits, Sym, Final>(chunks, k, l, j, e, len, acc, out, s);
+    switch (k) {
+      case 2: sumPieceInRegisters<T, Bits, Sym, Final, 2>(chunks, k, l, j, e, len, acc, out, s); break;
+      case 4: sumPieceInRegisters<T, Bits, Sym, Final, 4>(chunks, k, l, j, e, len, acc, out, s); break;
+      case 8: sumPieceInRegisters<T, Bits, Sym, Final, 8>(chunks, k, l, j, e, len, acc, out, s); break;
+      default: sumPieceInRegisters<T, Bits, Sym, Final, 0>(chunks, k, l, j, e, len, acc, out, s);
+    }
   } else {
     sumPiece<T, Bits, Sym, Final>(chunks, k, l, j, e, len, acc, out, s);
   }
