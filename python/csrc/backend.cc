@@ -1,0 +1,460 @@
+// zcoll as a c10d::Backend: every operation is queued on one worker thread per process group
+// (zcoll host calls block and a communicator serves one thread at a time), in submission order.
+// Only the public C API (include/zcoll/zcoll.h) is used.
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/python.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "zcoll/zcoll.h"
+
+namespace zcoll_torch {
+
+using c10d::OpType;
+using c10d::Work;
+
+[[noreturn]] void throwZcoll(zcollResult_t rc, zcollComm_t comm, const char* what) {
+  const char* last = comm ? zcollGetLastError(comm) : "";
+  TORCH_CHECK_WITH(DistBackendError, false, "zcoll ", what, " failed: ", zcollGetErrorString(rc),
+                   " (", static_cast<int>(rc), "): ", last ? last : "");
+}
+
+zcollDataType_t toZcollType(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kChar: return zcollInt8;
+    case at::kByte: return zcollUint8;
+    case at::kBool: return zcollUint8;  // bytes, exact for gathers/broadcast; reductions rejected
+    case at::kInt: return zcollInt32;
+    case at::kLong: return zcollInt64;
+    case at::kHalf: return zcollFloat16;
+    case at::kFloat: return zcollFloat32;
+    case at::kDouble: return zcollFloat64;
+    case at::kBFloat16: return zcollBfloat16;
+    default:
+      TORCH_CHECK(false, "zcoll: unsupported dtype ", t.scalar_type(),
+                  " (supported: int8, uint8, bool (no reductions), int32, int64, float16, "
+                  "float32, float64, bfloat16)");
+  }
+}
+
+zcollRedOp_t toZcollOp(const c10d::ReduceOp& op, const at::Tensor& t) {
+  TORCH_CHECK(t.scalar_type() != at::kBool, "zcoll: reductions on bool tensors are not supported");
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return zcollSum;
+    case c10d::ReduceOp::PRODUCT: return zcollProd;
+    case c10d::ReduceOp::MIN: return zcollMin;
+    case c10d::ReduceOp::MAX: return zcollMax;
+    case c10d::ReduceOp::AVG: return zcollAvg;
+    default: TORCH_CHECK(false, "zcoll: unsupported ReduceOp (supported: SUM, AVG, PRODUCT, MIN, MAX)");
+  }
+}
+
+void checkTensor(const at::Tensor& t) {
+  TORCH_CHECK(t.device().is_cpu(), "zcoll: tensors must be on the CPU (got ", t.device(),
+              "); device buffers are not supported by zcoll yet");
+  TORCH_CHECK(!t.is_sparse(), "zcoll: sparse tensors are not supported");
+  toZcollType(t);
+}
+
+// The worker thread's result for one operation, also exposed as a c10::ivalue::Future.
+class ZcollWork : public Work {
+ public:
+  ZcollWork(int rank, OpType type, std::vector<at::Tensor> outputs)
+      : Work(rank, type), outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
+
+  bool isCompleted() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  bool isSuccess() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_ && !error_;
+  }
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::exception_ptr error;
+    {
+      pybind11::gil_scoped_release noGil;  // no-op when the caller does not hold it
+      std::unique_lock<std::mutex> lock(mu_);
+      if (timeout == kNoTimeout) {
+        cv_.wait(lock, [&] { return done_; });
+      } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+        TORCH_CHECK_WITH(DistBackendError, false, "zcoll: Work.wait timed out after ",
+                         timeout.count(), " ms");
+      }
+      error = error_;
+    }
+    if (error) std::rethrow_exception(error);
+    return true;
+  }
+
+  void finish(std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      error_ = error;
+    }
+    cv_.notify_all();
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+class ZcollBackend : public c10d::Backend {
+ public:
+  ZcollBackend(const std::string& uniqueId, int rank, int size, int timeoutSec)
+      : Backend(rank, size) {
+    TORCH_CHECK(uniqueId.size() == ZCOLL_UNIQUE_ID_BYTES, "zcoll: bad unique id size");
+    zcollUniqueId id;
+    std::memcpy(id.internal, uniqueId.data(), ZCOLL_UNIQUE_ID_BYTES);
+    zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+    config.timeoutSec = timeoutSec;
+    config.commName = "torch";
+    zcollResult_t rc;
+    {
+      pybind11::gil_scoped_release noGil;
+      rc = zcollCommInitRankConfig(&comm_, size, id, rank, &config);
+    }
+    if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollCommInitRankConfig");
+    worker_ = std::thread([this] { runWorker(); });
+  }
+
+  ~ZcollBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    if (comm_) zcollCommDestroy(comm_);
+  }
+
+  const std::string getBackendName() const override { return "zcoll"; }
+
+  c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors,
+                                     const c10d::BroadcastOptions& opts) override {
+    at::Tensor t = single(tensors);
+    int root = static_cast<int>(opts.rootRank);
+    return enqueue(OpType::BROADCAST, {t}, [=](zcollComm_t c) {
+      at::Tensor buf = t.contiguous();
+      check(zcollBroadcast(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), root, c,
+                           nullptr), c, "zcollBroadcast");
+      copyBack(t, buf);
+    });
+  }
+
+  c10::intrusive_ptr<Work> allreduce(std::vector<at::Tensor>& tensors,
+                                     const c10d::AllreduceOptions& opts) override {
+    at::Tensor t = single(tensors);
+    zcollRedOp_t op = toZcollOp(opts.reduceOp, t);
+    return enqueue(OpType::ALLREDUCE, {t}, [=](zcollComm_t c) {
+      at::Tensor buf = t.contiguous();
+      check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, c,
+                           nullptr), c, "zcollAllReduce");
+      copyBack(t, buf);
+    });
+  }
+
+  c10::intrusive_ptr<Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                               const c10d::AllreduceCoalescedOptions& opts) override {
+    for (auto& t : tensors) checkTensor(t);
+    std::vector<at::Tensor> ts = tensors;
+    zcollRedOp_t op = ts.empty() ? zcollSum : toZcollOp(opts.reduceOp, ts[0]);
+    return enqueue(OpType::ALLREDUCE_COALESCED, ts, [=](zcollComm_t c) {
+      for (const auto& t : ts) {
+        at::Tensor buf = t.contiguous();
+        check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, c,
+                             nullptr), c, "zcollAllReduce");
+        copyBack(t, buf);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                           const c10d::AllgatherOptions&) override {
+    checkTensor(output);
+    checkTensor(input);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+                "zcoll: all_gather_into_tensor output and input dtypes differ");
+    TORCH_CHECK(output.numel() == input.numel() * size_,
+                "zcoll: all_gather_into_tensor output must have world_size * input.numel() "
+                "elements (got ", output.numel(), " vs ", input.numel(), " * ", size_, ")");
+    at::Tensor out = output, in = input;
+    return enqueue(OpType::_ALLGATHER_BASE, {out}, [=](zcollComm_t c) {
+      at::Tensor src = in.contiguous();
+      at::Tensor dst = out.contiguous();
+      check(zcollAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src), c,
+                           nullptr), c, "zcollAllGather");
+      copyBack(out, dst);
+    });
+  }
+
+  c10::intrusive_ptr<Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                     std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions&) override {
+    at::Tensor in = single(inputs);
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+                "zcoll: allgather expects one list of world_size output tensors");
+    std::vector<at::Tensor> outs = outputs[0];
+    for (auto& o : outs) {
+      checkTensor(o);
+      TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                  "zcoll: allgather output tensors must match the input's size and dtype");
+    }
+    return enqueue(OpType::ALLGATHER, outs, [=](zcollComm_t c) {
+      at::Tensor src = in.contiguous();
+      at::Tensor flat = at::empty({size_ * src.numel()}, src.options());
+      check(zcollAllGather(src.data_ptr(), flat.data_ptr(), src.numel(), toZcollType(src), c,
+                           nullptr), c, "zcollAllGather");
+      for (int r = 0; r < size_; ++r) {
+        outs[r].copy_(flat.narrow(0, r * src.numel(), src.numel()).view(outs[r].sizes()));
+      }
+    });
+  }
+
+  c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    checkTensor(output);
+    checkTensor(input);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+                "zcoll: reduce_scatter_tensor output and input dtypes differ");
+    TORCH_CHECK(input.numel() == output.numel() * size_,
+                "zcoll: reduce_scatter_tensor input must have world_size * output.numel() "
+                "elements (got ", input.numel(), " vs ", output.numel(), " * ", size_, ")");
+    zcollRedOp_t op = toZcollOp(opts.reduceOp, input);
+    at::Tensor out = output, in = input;
+    return enqueue(OpType::_REDUCE_SCATTER_BASE, {out}, [=](zcollComm_t c) {
+      at::Tensor src = in.contiguous();
+      at::Tensor dst = out.contiguous();
+      check(zcollReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(), toZcollType(src), op,
+                               c, nullptr), c, "zcollReduceScatter");
+      copyBack(out, dst);
+    });
+  }
+
+  c10::intrusive_ptr<Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override {
+    at::Tensor out = single(outputs);
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                "zcoll: reduce_scatter expects one list of world_size input tensors");
+    for (auto& i : inputs[0]) {
+      checkTensor(i);
+      TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
+                  "zcoll: reduce_scatter input tensors must match the output's size and dtype");
+    }
+    zcollRedOp_t op = toZcollOp(opts.reduceOp, out);
+    std::vector<at::Tensor> ins = inputs[0];
+    return enqueue(OpType::REDUCE_SCATTER, {out}, [=](zcollComm_t c) {
+      std::vector<at::Tensor> flatIns;
+      for (const auto& i : ins) flatIns.push_back(i.reshape({-1}));
+      at::Tensor src = at::cat(flatIns);
+      at::Tensor dst = out.contiguous();
+      check(zcollReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(), toZcollType(src), op,
+                               c, nullptr), c, "zcollReduceScatter");
+      copyBack(out, dst);
+    });
+  }
+
+  c10::intrusive_ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                         std::vector<int64_t>& outSplits,
+                                         std::vector<int64_t>& inSplits,
+                                         const c10d::AllToAllOptions&) override {
+    checkTensor(output);
+    checkTensor(input);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+                "zcoll: all_to_all_single output and input dtypes differ");
+    at::Tensor out = output, in = input;
+    if (outSplits.empty() && inSplits.empty()) {
+      TORCH_CHECK(in.numel() == out.numel() && in.size(0) % size_ == 0,
+                  "zcoll: all_to_all_single needs equal-size tensors whose first dimension "
+                  "divides by world_size");
+      return enqueue(OpType::ALLTOALL_BASE, {out}, [=](zcollComm_t c) {
+        at::Tensor src = in.contiguous();
+        at::Tensor dst = out.contiguous();
+        check(zcollAllToAll(src.data_ptr(), dst.data_ptr(), src.numel() / size_,
+                            toZcollType(src), c, nullptr), c, "zcollAllToAll");
+        copyBack(out, dst);
+      });
+    }
+    // Uneven splits: every pair exchanges its block with point-to-point operations in one
+    // zcoll group (they run concurrently in zcollGroupEnd).
+    std::vector<int64_t> outRows = splitsOrEqual(outSplits, out), inRows = splitsOrEqual(inSplits, in);
+    int64_t outRowElems = out.dim() ? out.numel() / std::max<int64_t>(out.size(0), 1) : 1;
+    int64_t inRowElems = in.dim() ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1;
+    return enqueue(OpType::ALLTOALL_BASE, {out}, [=](zcollComm_t c) {
+      at::Tensor src = in.contiguous();
+      at::Tensor dst = out.contiguous();
+      zcollDataType_t type = toZcollType(src);
+      size_t elem = src.element_size();
+      auto* s = static_cast<char*>(src.data_ptr());
+      auto* d = static_cast<char*>(dst.data_ptr());
+      int64_t sOff = 0, dOff = 0;
+      check(zcollGroupStart(), c, "zcollGroupStart");
+      for (int p = 0; p < size_; ++p) {
+        int64_t sN = inRows[p] * inRowElems, dN = outRows[p] * outRowElems;
+        if (sN) check(zcollSend(s + sOff * elem, sN, type, p, c, nullptr), c, "zcollSend");
+        if (dN) check(zcollRecv(d + dOff * elem, dN, type, p, c, nullptr), c, "zcollRecv");
+        sOff += sN;
+        dOff += dN;
+      }
+      check(zcollGroupEnd(), c, "zcollGroupEnd");
+      copyBack(out, dst);
+    });
+  }
+
+  c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions&) override {
+    return enqueue(OpType::BARRIER, {}, [](zcollComm_t c) {
+      check(zcollBarrier(c, nullptr), c, "zcollBarrier");
+    });
+  }
+
+  c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int) override {
+    at::Tensor t = single(tensors);
+    return enqueue(OpType::SEND, {t}, [=](zcollComm_t c) {
+      at::Tensor buf = t.contiguous();
+      check(zcollSend(buf.data_ptr(), buf.numel(), toZcollType(buf), dst, c, nullptr), c,
+            "zcollSend");
+    });
+  }
+
+  c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int) override {
+    at::Tensor t = single(tensors);
+    return enqueue(OpType::RECV, {t}, [=](zcollComm_t c) {
+      at::Tensor buf = t.contiguous();
+      check(zcollRecv(buf.data_ptr(), buf.numel(), toZcollType(buf), src, c, nullptr), c,
+            "zcollRecv");
+      copyBack(t, buf);
+    });
+  }
+
+  c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>&, int) override {
+    TORCH_CHECK(false, "zcoll: recv from any source is not supported (zcoll matches point-to-"
+                       "point operations per (sender, receiver) pair); pass src");
+  }
+
+ private:
+  static void check(zcollResult_t rc, zcollComm_t c, const char* what) {
+    if (rc != zcollSuccess) throwZcoll(rc, c, what);
+  }
+
+  static at::Tensor single(std::vector<at::Tensor>& tensors) {
+    TORCH_CHECK(tensors.size() == 1, "zcoll: expects exactly one tensor per call (got ",
+                tensors.size(), ")");
+    checkTensor(tensors[0]);
+    return tensors[0];
+  }
+
+  static void copyBack(const at::Tensor& target, const at::Tensor& buf) {
+    if (!target.is_same(buf)) target.copy_(buf);
+  }
+
+  std::vector<int64_t> splitsOrEqual(const std::vector<int64_t>& splits, const at::Tensor& t) {
+    if (!splits.empty()) {
+      TORCH_CHECK(static_cast<int>(splits.size()) == size_,
+                  "zcoll: all_to_all_single split sizes must have world_size entries");
+      int64_t sum = 0;
+      for (auto v : splits) sum += v;
+      TORCH_CHECK(sum == (t.dim() ? t.size(0) : 1),
+                  "zcoll: all_to_all_single split sizes must sum to the first dimension");
+      return splits;
+    }
+    TORCH_CHECK(t.size(0) % size_ == 0,
+                "zcoll: all_to_all_single without splits needs a first dimension divisible by "
+                "world_size");
+    return std::vector<int64_t>(size_, t.size(0) / size_);
+  }
+
+  using Job = std::function<void(zcollComm_t)>;
+
+  c10::intrusive_ptr<Work> enqueue(OpType type, std::vector<at::Tensor> outputs, Job job) {
+    auto work = c10::make_intrusive<ZcollWork>(rank_, type, std::move(outputs));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.emplace_back(work, std::move(job));
+    }
+    cv_.notify_one();
+    return work;
+  }
+
+  // Runs queued operations in submission order. Once one fails the communicator is broken,
+  // so every later operation fails with the first error instead of hanging.
+  void runWorker() {
+    std::exception_ptr broken;
+    for (;;) {
+      std::pair<c10::intrusive_ptr<ZcollWork>, Job> item;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      std::exception_ptr error = broken;
+      if (!error) {
+        try {
+          item.second(comm_);
+        } catch (...) {
+          error = std::current_exception();
+          zcollResult_t async = zcollSuccess;
+          if (zcollCommGetAsyncError(comm_, &async) == zcollSuccess && async != zcollSuccess) {
+            broken = error;
+          }
+        }
+      }
+      item.first->finish(error);
+    }
+  }
+
+  zcollComm_t comm_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<c10::intrusive_ptr<ZcollWork>, Job>> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+pybind11::bytes getUniqueId() {
+  zcollUniqueId id;
+  zcollResult_t rc = zcollGetUniqueId(&id);
+  if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollGetUniqueId");
+  return pybind11::bytes(id.internal, ZCOLL_UNIQUE_ID_BYTES);
+}
+
+}  // namespace zcoll_torch
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  namespace py = pybind11;
+  py::module::import("torch.distributed");
+  py::class_<zcoll_torch::ZcollBackend, c10d::Backend,
+             c10::intrusive_ptr<zcoll_torch::ZcollBackend>>(m, "ZcollBackend")
+      .def(py::init<const std::string&, int, int, int>(), py::arg("unique_id"), py::arg("rank"),
+           py::arg("size"), py::arg("timeout_sec"));
+  m.def("get_unique_id", &zcoll_torch::getUniqueId);
+}

@@ -1,0 +1,48 @@
+"""Builds the zcoll torch.distributed backend against the installed torch.
+
+libzcoll.so comes from ZCOLL_BUILD_DIR (default: ../build when it holds libzcoll.so), else it is
+built here from this repository's sources with CMake; it is bundled next to the extension.
+"""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def zcoll_library_dir():
+    build = Path(os.environ.get("ZCOLL_BUILD_DIR", REPO / "build"))
+    if (build / "libzcoll.so").exists():
+        return build
+    build = HERE / "build" / "zcoll"
+    if not (build / "libzcoll.so").exists():
+        subprocess.check_call(["cmake", "-S", str(REPO), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                               "-DZCOLL_WITH_CUDA=OFF", "-DZCOLL_BUILD_TESTS=OFF", "-DZCOLL_BUILD_PERF=OFF"])
+        subprocess.check_call(["cmake", "--build", str(build), "--target", "zcoll",
+                               "-j", str(os.cpu_count() or 2)])
+    return build
+
+
+LIB_DIR = zcoll_library_dir()
+shutil.copy2(LIB_DIR / "libzcoll.so", HERE / "zcoll" / "libzcoll.so")
+
+setup(
+    ext_modules=[
+        CppExtension(
+            "zcoll._C",
+            ["csrc/backend.cc"],
+            include_dirs=[str(REPO / "include"), str(LIB_DIR / "include")],
+            library_dirs=[str(HERE / "zcoll")],
+            libraries=["zcoll"],
+            extra_compile_args=["-O2"],
+            extra_link_args=["-Wl,-rpath,$ORIGIN"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    package_data={"zcoll": ["libzcoll.so"]},
+)

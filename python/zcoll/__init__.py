@@ -1,0 +1,50 @@
+"""zcoll as a torch.distributed backend (CPU tensors).
+
+``dist.init_process_group("zcoll")`` works without importing this module: torch loads it through
+the ``torch.distributed.backends`` entry point, which calls :func:`register`.
+"""
+from datetime import timedelta
+
+import torch
+
+TESTED_TORCH = ((2, 15), (2, 16))  # [low, high): the extension is compiled per torch version
+
+
+def _check_torch():
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if not (TESTED_TORCH[0] <= version < TESTED_TORCH[1]):
+        raise ImportError(
+            f"zcoll's torch backend was built and tested for torch >= "
+            f"{'.'.join(map(str, TESTED_TORCH[0]))}, < {'.'.join(map(str, TESTED_TORCH[1]))}; "
+            f"found torch {torch.__version__}. Reinstall zcoll (pip install ./python) against "
+            f"this torch.")
+
+
+_check_torch()
+
+import torch.distributed as dist  # noqa: E402
+
+from . import _C  # noqa: E402
+
+_UID_KEY = "zcoll/unique_id"
+
+
+def _create_backend(opts, backend_options=None):
+    """c10d creator: rank 0 makes the unique id and puts it in the group's store (already
+    prefixed per group by c10d), the others read it; no extra port."""
+    store, rank, size = opts.store, opts.group_rank, opts.group_size
+    if rank == 0:
+        store.set(_UID_KEY, _C.get_unique_id())
+    uid = store.get(_UID_KEY)
+    timeout = opts.timeout if isinstance(opts.timeout, timedelta) else timedelta(seconds=300)
+    return _C.ZcollBackend(uid, rank, size, max(1, int(timeout.total_seconds())))
+
+
+def register():
+    """Registers the "zcoll" backend with torch.distributed (idempotent)."""
+    if "ZCOLL" not in dist.Backend._plugins:
+        dist.Backend.register_backend("zcoll", _create_backend, extended_api=True,
+                                      devices=["cpu"])
+
+
+register()
