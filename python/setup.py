@@ -29,7 +29,9 @@ def zcoll_library_dir():
 
 
 LIB_DIR = zcoll_library_dir()
-shutil.copy2(LIB_DIR / "libzcoll.so", HERE / "zcoll" / "libzcoll.so")
+# Linked as libzcoll.so, loaded by its SONAME (libzcoll.so.0) through the $ORIGIN rpath.
+for name in ("libzcoll.so", "libzcoll.so.0"):
+    shutil.copy2(LIB_DIR / "libzcoll.so", HERE / "zcoll" / name)
 
 setup(
     ext_modules=[
@@ -44,5 +46,5 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildExtension},
-    package_data={"zcoll": ["libzcoll.so"]},
+    package_data={"zcoll": ["libzcoll.so", "libzcoll.so.0"]},
 )

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "zcoll/zcoll.h"
@@ -64,6 +65,17 @@ void checkTensor(const at::Tensor& t) {
 }
 
 // The worker thread's result for one operation, also exposed as a c10::ivalue::Future.
+// Releases the GIL only if this thread holds it (torch's bindings often released it already).
+class MaybeReleaseGil {
+ public:
+  MaybeReleaseGil() {
+    if (Py_IsInitialized() && PyGILState_Check()) release_.emplace();
+  }
+
+ private:
+  std::optional<pybind11::gil_scoped_release> release_;
+};
+
 class ZcollWork : public Work {
  public:
   ZcollWork(int rank, OpType type, std::vector<at::Tensor> outputs)
@@ -89,7 +101,7 @@ class ZcollWork : public Work {
   bool wait(std::chrono::milliseconds timeout) override {
     std::exception_ptr error;
     {
-      pybind11::gil_scoped_release noGil;  // no-op when the caller does not hold it
+      MaybeReleaseGil noGil;
       std::unique_lock<std::mutex> lock(mu_);
       if (timeout == kNoTimeout) {
         cv_.wait(lock, [&] { return done_; });
@@ -138,7 +150,7 @@ class ZcollBackend : public c10d::Backend {
     config.commName = "torch";
     zcollResult_t rc;
     {
-      pybind11::gil_scoped_release noGil;
+      MaybeReleaseGil noGil;
       rc = zcollCommInitRankConfig(&comm_, size, id, rank, &config);
     }
     if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollCommInitRankConfig");

@@ -1,0 +1,209 @@
+"""Multi-process checks of the zcoll torch.distributed backend against gloo on the same inputs."""
+import os
+import tempfile
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+os.environ.setdefault("ZCOLL_SOCKET_IFNAME", "lo")
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+          torch.int32, torch.int64]
+
+
+def _values(rank, n, dtype, salt=0):
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    if dtype.is_floating_point:
+        return (torch.randint(-8, 9, (n,), generator=g)).to(dtype)
+    return torch.randint(0, 4, (n,), generator=g).to(dtype)
+
+
+def _ops_for(dtype):
+    ops = [dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT]
+    if dtype.is_floating_point:
+        ops.append(dist.ReduceOp.AVG)
+    return ops
+
+
+def _both(fn):
+    """Runs fn(group) on zcoll's default group and on a gloo group; returns both results."""
+    return fn(None), fn(_both.gloo)
+
+
+def _worker(rank, world, path, scenario):
+    import zcoll  # noqa: F401  (also loaded by the entry point)
+    dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))
+    _both.gloo = dist.new_group(backend="gloo")
+    SCENARIOS[scenario](rank, world)
+    dist.destroy_process_group()
+
+
+def scenario_collectives(rank, world):
+    n = 6 * world
+    for dtype in DTYPES:
+        for op in _ops_for(dtype):
+            def allreduce(g):
+                t = _values(rank, n, dtype)
+                dist.all_reduce(t, op=op, group=g)
+                return t
+            a, b = _both(allreduce)
+            assert torch.equal(a, b), (dtype, op)
+
+            def rs(g):
+                out = torch.empty(6, dtype=dtype)
+                dist.reduce_scatter_tensor(out, _values(rank, n, dtype, 1), op=op, group=g)
+                return out
+            a, b = _both(rs)
+            assert torch.equal(a, b), (dtype, op)
+
+        def agt(g):
+            out = torch.empty(n, dtype=dtype)
+            dist.all_gather_into_tensor(out, _values(rank, 6, dtype, 2), group=g)
+            return out
+        a, b = _both(agt)
+        assert torch.equal(a, b), dtype
+
+        def agl(g):
+            outs = [torch.empty(3, 2, dtype=dtype) for _ in range(world)]
+            dist.all_gather(outs, _values(rank, 6, dtype, 3).view(3, 2), group=g)
+            return torch.stack(outs)
+        a, b = _both(agl)
+        assert torch.equal(a, b), dtype
+
+        def bc(g):
+            t = _values(rank, n, dtype, 4)
+            dist.broadcast(t, src=world - 1, group=g)
+            return t
+        a, b = _both(bc)
+        assert torch.equal(a, b), dtype
+
+        def a2a(g):
+            out = torch.empty(n, dtype=dtype)
+            dist.all_to_all_single(out, _values(rank, n, dtype, 5), group=g)
+            return out
+        a, b = _both(a2a)
+        assert torch.equal(a, b), dtype
+
+    # uneven all_to_all_single: rank r sends (r + p + 1) rows to p
+    ins = [r + rank + 1 for r in range(world)]
+    outs = [rank + p + 1 for p in range(world)]
+
+    def a2av(g):
+        inp = _values(rank, sum(ins) * 2, torch.float32, 6).view(-1, 2)
+        out = torch.empty(sum(outs), 2)
+        dist.all_to_all_single(out, inp, outs, ins, group=g)
+        return out
+    a, b = _both(a2av)
+    assert torch.equal(a, b)
+
+    def rsl(g):
+        out = torch.empty(4)
+        dist.reduce_scatter(out, [_values(rank, 4, torch.float32, 7 + p) for p in range(world)],
+                            group=g)
+        return out
+    a, b = _both(rsl)
+    assert torch.equal(a, b)
+
+    # non-contiguous tensor: a transposed view is reduced in place
+    def nc(g):
+        t = _values(rank, 4 * world, torch.float32, 9).view(4, world).t()
+        dist.all_reduce(t, group=g)
+        return t
+    a, b = _both(nc)
+    assert torch.equal(a, b)
+
+    # send / recv ring
+    t = _values(rank, 8, torch.int64, 10)
+    got = torch.empty(8, dtype=torch.int64)
+    reqs = [dist.isend(t, (rank + 1) % world), dist.irecv(got, (rank - 1) % world)]
+    for r in reqs:
+        r.wait()
+    assert torch.equal(got, _values((rank - 1) % world, 8, torch.int64, 10))
+    dist.barrier()
+
+
+def scenario_async(rank, world):
+    works, expected = [], []
+    for i in range(5):
+        t = torch.full((1000,), float(rank + i))
+        works.append((dist.all_reduce(t, async_op=True), t))
+        expected.append(float(sum(r + i for r in range(world))))
+    fut = works[-1][0].get_future()
+    for (w, t), e in zip(works, expected):
+        assert w.wait(timedelta(seconds=30))
+        assert w.is_completed()
+        assert torch.all(t == e)
+    fut.wait()
+    assert fut.done()
+
+
+def scenario_subgroup(rank, world):
+    members = [r for r in range(world) if r % 2 == 0]
+    g = dist.new_group(members, backend="zcoll")
+    if rank in members:
+        t = torch.tensor([float(rank)])
+        dist.all_reduce(t, group=g)
+        assert t.item() == float(sum(members))
+    dist.barrier()
+
+
+def scenario_bad_input(rank, world):
+    with pytest.raises(Exception, match="unsupported dtype"):
+        dist.all_reduce(torch.zeros(4, dtype=torch.complex64))
+    with pytest.raises(Exception, match="world_size"):
+        dist.all_gather_into_tensor(torch.zeros(3), torch.zeros(2))
+    with pytest.raises(Exception, match="CPU"):
+        dist.all_reduce(torch.zeros(4, device="meta"))
+    t = torch.ones(4)
+    dist.all_reduce(t)  # the group still works afterwards
+    assert torch.all(t == world)
+
+
+def scenario_dead_peer(rank, world):
+    if rank == world - 1:
+        os._exit(0)  # dies without destroying its communicator
+    t = torch.ones(1 << 10)
+    work = dist.all_reduce(t, async_op=True)
+    queued = dist.all_reduce(torch.ones(4), async_op=True)
+    with pytest.raises(Exception, match="zcoll"):
+        work.wait(timedelta(seconds=30))
+    with pytest.raises(Exception):
+        queued.wait(timedelta(seconds=30))
+    os._exit(0)
+
+
+SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
+             [scenario_collectives, scenario_async, scenario_subgroup, scenario_bad_input,
+              scenario_dead_peer]}
+
+
+def _run(scenario, world):
+    with tempfile.TemporaryDirectory() as d:
+        mp.start_processes(_worker, args=(world, os.path.join(d, "store"), scenario),
+                           nprocs=world, join=True, start_method="fork")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_collectives_match_gloo(world):
+    _run("collectives", world)
+
+
+def test_async_and_future():
+    _run("async", 2)
+
+
+def test_subgroup():
+    _run("subgroup", 3)
+
+
+def test_bad_input_raises_with_message():
+    _run("bad_input", 2)
+
+
+def test_dead_peer_fails_pending_works():
+    _run("dead_peer", 3)
