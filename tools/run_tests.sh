@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 bash tools/build.sh
+bash tools/install_python.sh
 cd build
 rc=0
 ctest -j "$(nproc)" --output-on-failure --timeout 600 2>&1 | tee ctest.log || rc=$?
