@@ -154,6 +154,7 @@ class ZcollBackend : public c10d::Backend {
       rc = zcollCommInitRankConfig(&comm_, size, id, rank, &config);
     }
     if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollCommInitRankConfig");
+    check(zcollCommNodeCount(comm_, &nodes_), comm_, "zcollCommNodeCount");
     worker_ = std::thread([this] { runWorker(); });
   }
 
@@ -163,6 +164,9 @@ class ZcollBackend : public c10d::Backend {
       stop_ = true;
     }
     cv_.notify_all();
+    // destroy_process_group runs this with the GIL held, and the worker may need the GIL to
+    // release the last reference of a Python-owned tensor: join (and destroy) without it.
+    MaybeReleaseGil noGil;
     if (worker_.joinable()) worker_.join();
     if (comm_) zcollCommDestroy(comm_);
   }
@@ -371,7 +375,105 @@ class ZcollBackend : public c10d::Backend {
                        "point operations per (sender, receiver) pair); pass src");
   }
 
+  // ---- ZeRO++ collectives (python/zcoll/zeropp.py and the torch.ops.zcoll ops) ----------
+  int nodeCount() const { return nodes_; }
+
+  c10::intrusive_ptr<Work> quantizedAllGather(at::Tensor output, at::Tensor input,
+                                              zcollQuantConfig_t quant) {
+    checkGatherShapes(output, input, "quantized_all_gather");
+    return enqueue(OpType::_ALLGATHER_BASE, {output}, [=](zcollComm_t c) {
+      at::Tensor src = input.contiguous();
+      at::Tensor dst = output.contiguous();
+      check(zcollQuantizedAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src),
+                                    &quant, c, nullptr), c, "zcollQuantizedAllGather");
+      copyBack(output, dst);
+    });
+  }
+
+  // secondary: nodes * input.numel() elements, or undefined when the caller does not keep it.
+  c10::intrusive_ptr<Work> allGatherHier(at::Tensor output, at::Tensor input,
+                                         std::optional<at::Tensor> secondary,
+                                         std::optional<zcollQuantConfig_t> quant) {
+    checkGatherShapes(output, input, "all_gather_hier");
+    std::vector<at::Tensor> outs = {output};
+    if (secondary) {
+      checkSecondary(*secondary, input, "all_gather_hier");
+      outs.push_back(*secondary);
+    }
+    return enqueue(OpType::_ALLGATHER_BASE, outs, [=](zcollComm_t c) {
+      at::Tensor src = input.contiguous();
+      at::Tensor dst = output.contiguous();
+      at::Tensor sec = secondary ? secondary->contiguous() : at::Tensor();
+      check(zcollAllGatherHier(src.data_ptr(), dst.data_ptr(), sec.defined() ? sec.data_ptr() : nullptr,
+                               src.numel(), toZcollType(src), quant ? &*quant : nullptr, c, nullptr),
+            c, "zcollAllGatherHier");
+      copyBack(output, dst);
+      if (secondary) copyBack(*secondary, sec);
+    });
+  }
+
+  c10::intrusive_ptr<Work> allGatherFromSecondary(at::Tensor output, at::Tensor secondary) {
+    checkTensor(output);
+    checkTensor(secondary);
+    TORCH_CHECK(output.scalar_type() == secondary.scalar_type(),
+                "zcoll: all_gather_from_secondary output and secondary dtypes differ");
+    TORCH_CHECK(secondary.numel() % nodes_ == 0 && output.numel() == secondary.numel() / nodes_ * size_,
+                "zcoll: all_gather_from_secondary needs a secondary shard of nodes * n elements "
+                "and an output of world_size * n (nodes ", nodes_, ", world_size ", size_,
+                ", got ", secondary.numel(), " and ", output.numel(), ")");
+    return enqueue(OpType::_ALLGATHER_BASE, {output}, [=](zcollComm_t c) {
+      at::Tensor sec = secondary.contiguous();
+      at::Tensor dst = output.contiguous();
+      check(zcollAllGatherFromSecondary(sec.data_ptr(), dst.data_ptr(), sec.numel() / nodes_,
+                                        toZcollType(sec), c, nullptr), c,
+            "zcollAllGatherFromSecondary");
+      copyBack(output, dst);
+    });
+  }
+
+  c10::intrusive_ptr<Work> quantizedReduceScatter(at::Tensor output, at::Tensor input,
+                                                  const c10d::ReduceOp& reduceOp,
+                                                  zcollQuantConfig_t quant) {
+    checkTensor(output);
+    checkTensor(input);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+                "zcoll: quantized_reduce_scatter output and input dtypes differ");
+    TORCH_CHECK(input.numel() == output.numel() * size_,
+                "zcoll: quantized_reduce_scatter input must have world_size * output.numel() "
+                "elements (got ", input.numel(), " vs ", output.numel(), " * ", size_, ")");
+    TORCH_CHECK(reduceOp.op_ == c10d::ReduceOp::SUM || reduceOp.op_ == c10d::ReduceOp::AVG,
+                "zcoll: quantized_reduce_scatter supports ReduceOp SUM and AVG");
+    zcollRedOp_t op = toZcollOp(reduceOp, input);
+    return enqueue(OpType::_REDUCE_SCATTER_BASE, {output}, [=](zcollComm_t c) {
+      at::Tensor src = input.contiguous();
+      at::Tensor dst = output.contiguous();
+      check(zcollQuantizedReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                        toZcollType(src), op, &quant, c, nullptr), c,
+            "zcollQuantizedReduceScatter");
+      copyBack(output, dst);
+    });
+  }
+
  private:
+  void checkGatherShapes(const at::Tensor& output, const at::Tensor& input, const char* what) {
+    checkTensor(output);
+    checkTensor(input);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "zcoll: ", what,
+                " output and input dtypes differ");
+    TORCH_CHECK(output.numel() == input.numel() * size_, "zcoll: ", what,
+                " output must have world_size * input.numel() elements (got ", output.numel(),
+                " vs ", input.numel(), " * ", size_, ")");
+  }
+
+  void checkSecondary(const at::Tensor& secondary, const at::Tensor& input, const char* what) {
+    checkTensor(secondary);
+    TORCH_CHECK(secondary.scalar_type() == input.scalar_type(), "zcoll: ", what,
+                " secondary and input dtypes differ");
+    TORCH_CHECK(secondary.numel() == input.numel() * nodes_, "zcoll: ", what,
+                " secondary shard must have nodes * input.numel() elements (nodes ", nodes_,
+                ", got ", secondary.numel(), " vs ", input.numel(), ")");
+  }
+
   static void check(zcollResult_t rc, zcollComm_t c, const char* what) {
     if (rc != zcollSuccess) throwZcoll(rc, c, what);
   }
@@ -445,12 +547,27 @@ class ZcollBackend : public c10d::Backend {
   }
 
   zcollComm_t comm_ = nullptr;
+  int nodes_ = 1;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<c10::intrusive_ptr<ZcollWork>, Job>> queue_;
   bool stop_ = false;
   std::thread worker_;
 };
+
+// Quantization settings from Python keyword arguments; 0 keeps zcoll's documented default.
+zcollQuantConfig_t quantConfig(int bits, int intraBits, int blockSize, bool symmetric,
+                               bool stochastic, uint64_t seed, int pipelineDepth) {
+  zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+  q.bits = bits;
+  q.intraBits = intraBits;
+  q.blockSize = blockSize;
+  q.mode = symmetric ? zcollQuantSymmetric : zcollQuantAsymmetric;
+  q.rounding = stochastic ? zcollRoundStochastic : zcollRoundNearestEven;
+  q.seed = seed;
+  q.pipelineDepth = pipelineDepth;
+  return q;
+}
 
 pybind11::bytes getUniqueId() {
   zcollUniqueId id;
@@ -467,6 +584,43 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<zcoll_torch::ZcollBackend, c10d::Backend,
              c10::intrusive_ptr<zcoll_torch::ZcollBackend>>(m, "ZcollBackend")
       .def(py::init<const std::string&, int, int, int>(), py::arg("unique_id"), py::arg("rank"),
-           py::arg("size"), py::arg("timeout_sec"));
+           py::arg("size"), py::arg("timeout_sec"))
+      .def("node_count", &zcoll_torch::ZcollBackend::nodeCount)
+      .def(
+          "quantized_all_gather",
+          [](zcoll_torch::ZcollBackend& b, at::Tensor out, at::Tensor in, int bits, int blockSize,
+             bool symmetric, bool stochastic, uint64_t seed) {
+            return b.quantizedAllGather(
+                out, in, zcoll_torch::quantConfig(bits, 0, blockSize, symmetric, stochastic, seed, 0));
+          },
+          py::arg("output"), py::arg("input"), py::arg("bits"), py::arg("block_size"),
+          py::arg("symmetric"), py::arg("stochastic"), py::arg("seed"))
+      .def(
+          "all_gather_hier",
+          [](zcoll_torch::ZcollBackend& b, at::Tensor out, at::Tensor in,
+             std::optional<at::Tensor> secondary, bool quantized, int bits, int blockSize,
+             bool symmetric, bool stochastic, uint64_t seed) {
+            std::optional<zcollQuantConfig_t> q;
+            if (quantized) q = zcoll_torch::quantConfig(bits, 0, blockSize, symmetric, stochastic, seed, 0);
+            return b.allGatherHier(out, in, secondary, q);
+          },
+          py::arg("output"), py::arg("input"), py::arg("secondary"), py::arg("quantized"),
+          py::arg("bits"), py::arg("block_size"), py::arg("symmetric"), py::arg("stochastic"),
+          py::arg("seed"))
+      .def("all_gather_from_secondary", &zcoll_torch::ZcollBackend::allGatherFromSecondary,
+           py::arg("output"), py::arg("secondary"))
+      .def(
+          "quantized_reduce_scatter",
+          [](zcoll_torch::ZcollBackend& b, at::Tensor out, at::Tensor in, const c10d::ReduceOp& op,
+             int bits, int intraBits, int blockSize, bool symmetric, bool stochastic, uint64_t seed,
+             int pipelineDepth) {
+            return b.quantizedReduceScatter(
+                out, in, op,
+                zcoll_torch::quantConfig(bits, intraBits, blockSize, symmetric, stochastic, seed,
+                                         pipelineDepth));
+          },
+          py::arg("output"), py::arg("input"), py::arg("op"), py::arg("bits"),
+          py::arg("intra_bits"), py::arg("block_size"), py::arg("symmetric"),
+          py::arg("stochastic"), py::arg("seed"), py::arg("pipeline_depth"));
   m.def("get_unique_id", &zcoll_torch::getUniqueId);
 }

@@ -48,3 +48,6 @@ def register():
 
 
 register()
+
+from . import zeropp  # noqa: E402,F401  (the ZeRO++ collectives: zcoll.zeropp.*)
+from . import ops  # noqa: E402,F401  (the same as torch ops: torch.ops.zcoll.*)

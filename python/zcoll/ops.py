@@ -1,0 +1,131 @@
+"""The ZeRO++ collectives as torch ops, functional style (like torch.ops._c10d_functional):
+
+    torch.ops.zcoll.quantized_all_gather(input, group_name, bits=0, block_size=0,
+                                         symmetric=True, stochastic=False, seed=0) -> Tensor
+    torch.ops.zcoll.all_gather_hier(input, group_name, quantized=True, bits=0, block_size=0,
+                                    symmetric=True, stochastic=False, seed=0)
+        -> (Tensor output, Tensor secondary)
+    torch.ops.zcoll.all_gather_from_secondary(secondary, group_name) -> Tensor
+    torch.ops.zcoll.quantized_reduce_scatter(input, group_name, reduce_op="sum", bits=0,
+                                             intra_bits=0, block_size=0, symmetric=True,
+                                             stochastic=False, seed=0, pipeline_depth=0) -> Tensor
+
+The group is resolved by name (``group.group_name``); settings of 0 take zcoll's defaults. Each op
+returns at once with new output tensors whose operation is registered with c10d, so
+``torch.ops._c10d_functional.wait_tensor(out)`` waits for it: read the outputs only after that.
+Gathers concatenate along dim 0 (output shape [world_size * input.shape[0], ...]); the reduce-
+scatter splits dim 0 (input.shape[0] must divide by world_size); the secondary shard is 1-D
+(nodes * input.numel()). Fake (meta) implementations give the shapes to torch.compile.
+"""
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _register_work, _resolve_process_group
+
+from . import zeropp
+
+_lib = torch.library.Library("zcoll", "DEF")
+_QUANT = "int bits=0, int block_size=0, bool symmetric=True, bool stochastic=False, int seed=0"
+_lib.define(f"quantized_all_gather(Tensor input, str group_name, {_QUANT}) -> Tensor")
+_lib.define(f"all_gather_hier(Tensor input, str group_name, bool quantized=True, {_QUANT}) "
+            "-> (Tensor, Tensor)")
+_lib.define("all_gather_from_secondary(Tensor secondary, str group_name) -> Tensor")
+_lib.define("quantized_reduce_scatter(Tensor input, str group_name, str reduce_op=\"sum\", "
+            "int bits=0, int intra_bits=0, int block_size=0, bool symmetric=True, "
+            "bool stochastic=False, int seed=0, int pipeline_depth=0) -> Tensor")
+
+_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG}
+
+
+def _group(name):
+    return _resolve_process_group(name)
+
+
+def _gathered_shape(input, size):
+    if input.dim() == 0:
+        return (size,)
+    return (size * input.shape[0],) + tuple(input.shape[1:])
+
+
+def _scattered_shape(input, size):
+    if input.dim() == 0 or input.shape[0] % size:
+        raise ValueError(f"zcoll: quantized_reduce_scatter needs input.shape[0] divisible by the "
+                         f"group size {size} (got shape {tuple(input.shape)})")
+    return (input.shape[0] // size,) + tuple(input.shape[1:])
+
+
+def _registered(work, *outputs):
+    for out in outputs:
+        _register_work(out, work)
+    return outputs if len(outputs) > 1 else outputs[0]
+
+
+@torch.library.impl(_lib, "quantized_all_gather", "CPU")
+def _quantized_all_gather(input, group_name, bits=0, block_size=0, symmetric=True,
+                          stochastic=False, seed=0):
+    pg = _group(group_name)
+    out = input.new_empty(_gathered_shape(input, pg.size()))
+    work = zeropp.quantized_all_gather(out, input, pg, bits=bits, block_size=block_size,
+                                       symmetric=symmetric, stochastic=stochastic, seed=seed,
+                                       async_op=True)
+    return _registered(work, out)
+
+
+@torch.library.impl(_lib, "all_gather_hier", "CPU")
+def _all_gather_hier(input, group_name, quantized=True, bits=0, block_size=0, symmetric=True,
+                     stochastic=False, seed=0):
+    pg = _group(group_name)
+    out = input.new_empty(_gathered_shape(input, pg.size()))
+    secondary = input.new_empty((zeropp.secondary_shard_numel(input.numel(), pg),))
+    work = zeropp.all_gather_hier(out, input, secondary, pg, quantized=quantized, bits=bits,
+                                  block_size=block_size, symmetric=symmetric,
+                                  stochastic=stochastic, seed=seed, async_op=True)
+    return _registered(work, out, secondary)
+
+
+@torch.library.impl(_lib, "all_gather_from_secondary", "CPU")
+def _all_gather_from_secondary(secondary, group_name):
+    pg = _group(group_name)
+    nodes = zeropp.zcoll_backend(pg).node_count()
+    out = secondary.new_empty((secondary.numel() // nodes * pg.size(),))
+    work = zeropp.all_gather_from_secondary(out, secondary, pg, async_op=True)
+    return _registered(work, out)
+
+
+@torch.library.impl(_lib, "quantized_reduce_scatter", "CPU")
+def _quantized_reduce_scatter(input, group_name, reduce_op="sum", bits=0, intra_bits=0,
+                              block_size=0, symmetric=True, stochastic=False, seed=0,
+                              pipeline_depth=0):
+    if reduce_op.lower() not in _REDUCE_OPS:
+        raise ValueError(f"zcoll: quantized_reduce_scatter reduce_op must be 'sum' or 'avg' "
+                         f"(got {reduce_op!r})")
+    pg = _group(group_name)
+    out = input.new_empty(_scattered_shape(input, pg.size()))
+    work = zeropp.quantized_reduce_scatter(
+        out, input, _REDUCE_OPS[reduce_op.lower()], pg, bits=bits, intra_bits=intra_bits,
+        block_size=block_size, symmetric=symmetric, stochastic=stochastic, seed=seed,
+        pipeline_depth=pipeline_depth, async_op=True)
+    return _registered(work, out)
+
+
+@torch.library.register_fake("zcoll::quantized_all_gather")
+def _quantized_all_gather_fake(input, group_name, *args, **kwargs):
+    return input.new_empty(_gathered_shape(input, _group(group_name).size()))
+
+
+@torch.library.register_fake("zcoll::all_gather_hier")
+def _all_gather_hier_fake(input, group_name, *args, **kwargs):
+    pg = _group(group_name)
+    secondary = input.new_empty((zeropp.secondary_shard_numel(input.numel(), pg),))
+    return input.new_empty(_gathered_shape(input, pg.size())), secondary
+
+
+@torch.library.register_fake("zcoll::all_gather_from_secondary")
+def _all_gather_from_secondary_fake(secondary, group_name):
+    pg = _group(group_name)
+    nodes = zeropp.zcoll_backend(pg).node_count()
+    return secondary.new_empty((secondary.numel() // nodes * pg.size(),))
+
+
+@torch.library.register_fake("zcoll::quantized_reduce_scatter")
+def _quantized_reduce_scatter_fake(input, group_name, *args, **kwargs):
+    return input.new_empty(_scattered_shape(input, _group(group_name).size()))
