@@ -6,6 +6,7 @@
 #include <torch/python.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -96,6 +97,10 @@ class ZcollWork : public Work {
     return error_;
   }
   std::vector<at::Tensor> result() override { return outputs_; }
+  // Before the work is queued only (a coalesced batch collecting its operations).
+  void addOutputs(const std::vector<at::Tensor>& more) {
+    outputs_.insert(outputs_.end(), more.begin(), more.end());
+  }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   bool wait(std::chrono::milliseconds timeout) override {
@@ -172,6 +177,7 @@ class ZcollBackend : public c10d::Backend {
   }
 
   const std::string getBackendName() const override { return "zcoll"; }
+  bool supportsCoalescing() const override { return true; }
 
   c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors,
                                      const c10d::BroadcastOptions& opts) override {
@@ -202,12 +208,73 @@ class ZcollBackend : public c10d::Backend {
     for (auto& t : tensors) checkTensor(t);
     std::vector<at::Tensor> ts = tensors;
     zcollRedOp_t op = ts.empty() ? zcollSum : toZcollOp(opts.reduceOp, ts[0]);
+    bool oneType = std::all_of(ts.begin(), ts.end(), [&](const at::Tensor& t) {
+      return t.scalar_type() == ts[0].scalar_type();
+    });
     return enqueue(OpType::ALLREDUCE_COALESCED, ts, [=](zcollComm_t c) {
+      if (oneType && ts.size() > 1) {  // one call over the concatenation: one latency, not n
+        std::vector<at::Tensor> flat;
+        for (const auto& t : ts) flat.push_back(t.reshape({-1}));
+        at::Tensor buf = at::cat(flat);
+        check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, c,
+                             nullptr), c, "zcollAllReduce");
+        int64_t off = 0;
+        for (const auto& t : ts) {
+          t.copy_(buf.narrow(0, off, t.numel()).view(t.sizes()));
+          off += t.numel();
+        }
+        return;
+      }
       for (const auto& t : ts) {
         at::Tensor buf = t.contiguous();
         check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, c,
                              nullptr), c, "zcollAllReduce");
         copyBack(t, buf);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "zcoll: all_gather_into_tensor_coalesced needs as many outputs as inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) checkGatherShapes(outputs[i], inputs[i], "all_gather_into_tensor");
+    std::vector<at::Tensor> outs = outputs, ins = inputs;
+    return enqueue(OpType::COALESCED, outs, [=](zcollComm_t c) {
+      for (size_t i = 0; i < ins.size(); ++i) {
+        at::Tensor src = ins[i].contiguous();
+        at::Tensor dst = outs[i].contiguous();
+        check(zcollAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src), c,
+                             nullptr), c, "zcollAllGather");
+        copyBack(outs[i], dst);
+      }
+    });
+  }
+
+  c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "zcoll: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      checkTensor(outputs[i]);
+      checkTensor(inputs[i]);
+      TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type() &&
+                      inputs[i].numel() == outputs[i].numel() * size_,
+                  "zcoll: reduce_scatter_tensor_coalesced: input ", i,
+                  " must have the output's dtype and world_size * its elements");
+    }
+    std::vector<at::Tensor> outs = outputs, ins = inputs;
+    std::vector<zcollRedOp_t> ops;
+    for (const auto& in : ins) ops.push_back(toZcollOp(opts.reduceOp, in));
+    return enqueue(OpType::COALESCED, outs, [=](zcollComm_t c) {
+      for (size_t i = 0; i < ins.size(); ++i) {
+        at::Tensor src = ins[i].contiguous();
+        at::Tensor dst = outs[i].contiguous();
+        check(zcollReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(), toZcollType(src),
+                                 ops[i], c, nullptr), c, "zcollReduceScatter");
+        copyBack(outs[i], dst);
       }
     });
   }
@@ -351,23 +418,48 @@ class ZcollBackend : public c10d::Backend {
     });
   }
 
+  // Point to point: the contiguous buffer is made at call time, so a send snapshots its data
+  // and a recv can be copied back after a batch (startCoalescing / batch_isend_irecv) completes.
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int) override {
     at::Tensor t = single(tensors);
-    return enqueue(OpType::SEND, {t}, [=](zcollComm_t c) {
-      at::Tensor buf = t.contiguous();
+    at::Tensor buf = t.contiguous();
+    return enqueueP2P(OpType::SEND, {t}, [=](zcollComm_t c) {
       check(zcollSend(buf.data_ptr(), buf.numel(), toZcollType(buf), dst, c, nullptr), c,
             "zcollSend");
-    });
+    }, nullptr);
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int) override {
     at::Tensor t = single(tensors);
-    return enqueue(OpType::RECV, {t}, [=](zcollComm_t c) {
-      at::Tensor buf = t.contiguous();
+    at::Tensor buf = t.is_contiguous() ? t : at::empty_like(t, at::MemoryFormat::Contiguous);
+    return enqueueP2P(OpType::RECV, {t}, [=](zcollComm_t c) {
       check(zcollRecv(buf.data_ptr(), buf.numel(), toZcollType(buf), src, c, nullptr), c,
             "zcollRecv");
-      copyBack(t, buf);
-    });
+    }, [=] { copyBack(t, buf); });
+  }
+
+  // Coalescing (torch's _coalescing_manager with a device, batch_isend_irecv): operations issued
+  // between start and end are collected and run as one job at end, point-to-point ones
+  // concurrently in one zcoll group (a ring of blocking sends cannot deadlock); every call in
+  // the batch returns the batch's Work.
+  void startCoalescing() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(!batch_, "zcoll: startCoalescing called twice without endCoalescing");
+    batch_.emplace();
+    batch_->work = c10::make_intrusive<ZcollWork>(rank_, OpType::COALESCED, std::vector<at::Tensor>{});
+  }
+
+  c10::intrusive_ptr<Work> endCoalescing() override {
+    Batch batch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TORCH_CHECK(batch_, "zcoll: endCoalescing without startCoalescing");
+      batch = std::move(*batch_);
+      batch_.reset();
+    }
+    auto steps = std::make_shared<std::vector<Step>>(std::move(batch.steps));
+    push(batch.work, Step{[steps](zcollComm_t c) { runBatch(*steps, c); }, nullptr, false});
+    return batch.work;
   }
 
   c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>&, int) override {
@@ -507,14 +599,68 @@ class ZcollBackend : public c10d::Backend {
 
   using Job = std::function<void(zcollComm_t)>;
 
+  // One unit of work: run posts it (and, outside a zcoll group, completes it); finish (may be
+  // empty) copies results back once it has completed.
+  struct Step {
+    Job run;
+    std::function<void()> finish;
+    bool p2p;
+  };
+
+  struct Batch {
+    c10::intrusive_ptr<ZcollWork> work;
+    std::vector<Step> steps;
+  };
+
+  // All point to point: posted in one zcoll group (concurrently at zcollGroupEnd), then
+  // finished; otherwise one after the other in submission order.
+  static void runBatch(const std::vector<Step>& steps, zcollComm_t c) {
+    bool allP2P = std::all_of(steps.begin(), steps.end(), [](const Step& s) { return s.p2p; });
+    if (allP2P && !steps.empty()) {
+      check(zcollGroupStart(), c, "zcollGroupStart");
+      for (const auto& s : steps) s.run(c);
+      check(zcollGroupEnd(), c, "zcollGroupEnd");
+      for (const auto& s : steps) {
+        if (s.finish) s.finish();
+      }
+      return;
+    }
+    for (const auto& s : steps) {
+      s.run(c);
+      if (s.finish) s.finish();
+    }
+  }
+
   c10::intrusive_ptr<Work> enqueue(OpType type, std::vector<at::Tensor> outputs, Job job) {
-    auto work = c10::make_intrusive<ZcollWork>(rank_, type, std::move(outputs));
+    return enqueueStep(type, std::move(outputs), Step{std::move(job), nullptr, false});
+  }
+
+  c10::intrusive_ptr<Work> enqueueP2P(OpType type, std::vector<at::Tensor> outputs, Job job,
+                                      std::function<void()> finish) {
+    return enqueueStep(type, std::move(outputs), Step{std::move(job), std::move(finish), true});
+  }
+
+  // Inside startCoalescing / endCoalescing the step joins the batch (and returns its Work).
+  c10::intrusive_ptr<Work> enqueueStep(OpType type, std::vector<at::Tensor> outputs, Step step) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.emplace_back(work, std::move(job));
+      if (batch_) {
+        batch_->work->addOutputs(outputs);
+        batch_->steps.push_back(std::move(step));
+        return batch_->work;
+      }
+    }
+    auto work = c10::make_intrusive<ZcollWork>(rank_, type, std::move(outputs));
+    push(work, std::move(step));
+    return work;
+  }
+
+  void push(c10::intrusive_ptr<ZcollWork> work, Step step) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.emplace_back(std::move(work), std::move(step));
     }
     cv_.notify_one();
-    return work;
   }
 
   // Runs queued operations in submission order. Once one fails the communicator is broken,
@@ -522,7 +668,7 @@ class ZcollBackend : public c10d::Backend {
   void runWorker() {
     std::exception_ptr broken;
     for (;;) {
-      std::pair<c10::intrusive_ptr<ZcollWork>, Job> item;
+      std::pair<c10::intrusive_ptr<ZcollWork>, Step> item;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -533,7 +679,8 @@ class ZcollBackend : public c10d::Backend {
       std::exception_ptr error = broken;
       if (!error) {
         try {
-          item.second(comm_);
+          item.second.run(comm_);
+          if (item.second.finish) item.second.finish();
         } catch (...) {
           error = std::current_exception();
           zcollResult_t async = zcollSuccess;
@@ -542,6 +689,7 @@ class ZcollBackend : public c10d::Backend {
           }
         }
       }
+      item.second = Step{};  // drop the tensors the step holds before the work completes
       item.first->finish(error);
     }
   }
@@ -550,7 +698,8 @@ class ZcollBackend : public c10d::Backend {
   int nodes_ = 1;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<c10::intrusive_ptr<ZcollWork>, Job>> queue_;
+  std::deque<std::pair<c10::intrusive_ptr<ZcollWork>, Step>> queue_;
+  std::optional<Batch> batch_;
   bool stop_ = false;
   std::thread worker_;
 };

@@ -127,6 +127,52 @@ def scenario_collectives(rank, world):
     dist.barrier()
 
 
+def scenario_coalescing(rank, world):
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    # batch_isend_irecv: a ring of large messages (UCX rendezvous sizes) must not deadlock
+    big = _values(rank, 1 << 20, torch.float32, 11)
+    got = torch.empty(1 << 20)
+    back = torch.empty(4, 3).t()  # non-contiguous receive buffer
+    ops = [dist.P2POp(dist.isend, big, nxt), dist.P2POp(dist.irecv, got, prv),
+           dist.P2POp(dist.isend, torch.full((3, 4), float(rank)), prv),
+           dist.P2POp(dist.irecv, back, nxt)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(got, _values(prv, 1 << 20, torch.float32, 11))
+    assert torch.all(back == float(nxt))
+
+    # fast-path coalescing: all_reduce, all_gather_into_tensor, reduce_scatter_tensor
+    def ar(g):
+        ts = [_values(rank, 5, torch.float32, 12), _values(rank, 7, torch.float32, 13).view(7, 1)]
+        with dist._coalescing_manager(group=g, async_ops=True) as cm:
+            for t in ts:
+                dist.all_reduce(t, group=g)
+        cm.wait()
+        return torch.cat([t.reshape(-1) for t in ts])
+    a, b = _both(ar)
+    assert torch.equal(a, b)
+
+    def ag(g):
+        outs = [torch.empty(3 * world), torch.empty(5 * world, dtype=torch.int64)]
+        ins = [_values(rank, 3, torch.float32, 14), _values(rank, 5, torch.int64, 15)]
+        with dist._coalescing_manager(group=g):
+            for o, i in zip(outs, ins):
+                dist.all_gather_into_tensor(o, i, group=g)
+        return torch.cat([outs[0], outs[1].float()])
+    a, b = _both(ag)
+    assert torch.equal(a, b)
+
+    def rs(g):
+        outs = [torch.empty(2), torch.empty(4)]
+        ins = [_values(rank, 2 * world, torch.float32, 16), _values(rank, 4 * world, torch.float32, 17)]
+        with dist._coalescing_manager(group=g):
+            for o, i in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, i, group=g)
+        return torch.cat(outs)
+    a, b = _both(rs)
+    assert torch.equal(a, b)
+
+
 def scenario_async(rank, world):
     works, expected = [], []
     for i in range(5):
@@ -181,7 +227,7 @@ def scenario_dead_peer(rank, world):
 
 
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
-             [scenario_collectives, scenario_async, scenario_subgroup, scenario_bad_input,
+             [scenario_collectives, scenario_coalescing, scenario_async, scenario_subgroup, scenario_bad_input,
               scenario_dead_peer]}
 
 
@@ -194,6 +240,11 @@ def _run(scenario, world):
 @pytest.mark.parametrize("world", [2, 3])
 def test_collectives_match_gloo(world):
     _run("collectives", world)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_coalescing_and_batched_p2p(world):
+    _run("coalescing", world)
 
 
 def test_async_and_future():
