@@ -6,6 +6,8 @@ stage 3, fp32, AdamW) and prints the per-step losses as JSON on rank 0. Same see
 order for every backend, so `--backend gloo` and `--backend zcoll` must print the same losses.
 
   DS_ACCELERATOR=cpu python3 perf/zero_train/ds_train.py --backend gloo --world 2 --steps 5
+  DS_ACCELERATOR=cpu python3 perf/zero_train/ds_train.py --backend zcoll --zeropp --world 4 \
+      --local 2 --steps 5     # DeepSpeed's ZeRO++ options on zcoll (qwZ, hpZ, qgZ)
 """
 import argparse
 import json
@@ -24,6 +26,9 @@ from train_parity import ByteLM, batch_at, load_corpus  # noqa: E402
 def ds_config(args):
     zero = {"stage": 3, "stage3_param_persistence_threshold": 0,
             "stage3_prefetch_bucket_size": 0, "reduce_bucket_size": 1 << 20}
+    if args.zeropp:  # qwZ + hpZ (one emulated node per secondary partition) + qgZ
+        zero.update({"zero_quantized_weights": True, "zero_hpz_partition_size": args.local,
+                     "zero_quantized_gradients": True})
     return {"train_micro_batch_size_per_gpu": args.batch, "gradient_accumulation_steps": 1,
             "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "betas": [0.9, 0.95],
                                                       "weight_decay": 0.0,
@@ -39,6 +44,10 @@ def worker(rank, args, queue):
     torch.set_num_threads(1)
     import deepspeed
     deepspeed.init_distributed(dist_backend=args.backend)
+    zeropp_calls = None
+    if args.zeropp:
+        import zcoll.deepspeed  # DeepSpeed's ZeRO++ options on zcoll's qwZ / qgZ
+        zeropp_calls = zcoll.deepspeed.enable().calls
     torch.manual_seed(args.seed)
     model = ByteLM(args.d, args.layers, args.heads, args.ctx)
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
@@ -54,7 +63,7 @@ def worker(rank, args, queue):
         torch.distributed.all_reduce(lt)
         losses.append(lt.item() / args.world)
     if rank == 0:
-        queue.put(losses)
+        queue.put({"losses": losses, "zeropp_calls": zeropp_calls} if args.zeropp else losses)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
@@ -85,6 +94,9 @@ def parser():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--corpus-bytes", type=int, default=200_000)
     ap.add_argument("--port", type=int, default=29611)
+    ap.add_argument("--zeropp", action="store_true",
+                    help="ZeRO++ options on, run on zcoll through zcoll.deepspeed.enable() "
+                         "(needs --backend zcoll)")
     return ap
 
 

@@ -1,0 +1,167 @@
+"""DeepSpeed ZeRO++ on zcoll: one call, ``zcoll.deepspeed.enable()``, before ``deepspeed.initialize``
+(and before ``deepspeed.zero.Init``), with the process groups on the zcoll backend
+(``deepspeed.init_distributed(dist_backend="zcoll")``).
+
+DeepSpeed's ZeRO++ options then run on zcoll's collectives instead of DeepSpeed's CUDA-only
+quantizer (``QuantizerBuilder``), on CPU today:
+
+- ``zero_quantized_weights`` (qwZ): DeepSpeed quantizes a parameter partition with its
+  ``CUDAQuantizer``, all-gathers the int8 bytes and the scales separately, and dequantizes the
+  gathered buffer. The adapter replaces ``partition_parameters.CUDAQuantizer`` with
+  :class:`ZcollWeightQuantizer`, whose ``quantize`` hands the partition through unchanged (with an
+  empty scale tensor), and wraps ``partition_parameters._dist_allgather_fn`` so that a
+  floating-point input gathered into DeepSpeed's int8 buffer becomes one
+  ``zcollQuantizedAllGather`` (quantize, gather and dequantize fused; zcoll's 256-element blocks
+  instead of DeepSpeed's ~8000), whose result ``dequantize`` returns. The empty scale gather is a
+  no-op. Every rank gets identical bits, as zcoll promises.
+- ``zero_hpz_partition_size`` (hpZ): DeepSpeed keeps a secondary partition per node and gathers it
+  over an intra-node group for the backward pass. On zcoll that group is a ``zcollCommSplit``
+  communicator, so the backward gather never crosses nodes (quantized as above when
+  ``zero_quantized_weights`` is on). DeepSpeed's secondary partition is a contiguous slice of the
+  parameter per local rank, while zcoll's ``zcollAllGatherHier`` secondary shard is strided across
+  the nodes' shards, so the adapter keeps DeepSpeed's layout rather than re-partitioning.
+- ``zero_quantized_gradients`` (qgZ): ``stage3.all_to_all_quant_reduce`` (DeepSpeed's two-hop
+  quantized all-to-all with CUDA swizzle kernels) is replaced by :func:`qgz_reduce_scatter`: the
+  gradients of a bucket in one ``zcollQuantizedReduceScatter`` (Avg, INT4 both hops by default)
+  over the partition layout of DeepSpeed's ``reduce_scatter_coalesced``; 1-D tensors (biases,
+  norms) stay exact, as in DeepSpeed.
+
+``enable`` checks the DeepSpeed version against the tested range and raises otherwise: the
+entry points above are DeepSpeed internals.
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from . import zeropp
+
+TESTED_DEEPSPEED = ((0, 19, 8), (0, 20, 0))  # [low, high)
+
+
+@dataclass
+class Settings:
+    """Quantization of the replaced collectives (0: zcoll's defaults, docs/ZEROPP.md)."""
+    weight_bits: int = 8
+    weight_block_size: int = 256
+    grad_bits: int = 4
+    grad_intra_bits: int = 4
+    grad_block_size: int = 256
+    calls: dict = field(default_factory=lambda: {"qwz": 0, "qgz": 0})
+
+
+_settings = None
+_results = {}  # data_ptr of DeepSpeed's int8 gather buffer -> (buffer, dequantized result)
+
+
+class _Done:
+    """The handle of a gather that moves nothing (the empty scale tensors)."""
+
+    def wait(self):
+        return True
+
+    def is_completed(self):
+        return True
+
+
+class ZcollWeightQuantizer:
+    """Stands in for DeepSpeed's CUDAQuantizer: the quantization happens inside zcoll's qwZ."""
+
+    def quantize(self, param, groups=None):
+        return param, param.new_empty((0,), dtype=torch.float32)
+
+    def dequantize(self, quantized_param, scale, dtype=None):
+        entry = _results.pop(quantized_param.data_ptr(), None)
+        if entry is None:  # a partition this adapter passed through unchanged
+            out = quantized_param
+        else:
+            out = entry[1].narrow(0, 0, quantized_param.numel()).view(quantized_param.shape)
+        return out if dtype is None or out.dtype == dtype else out.to(dtype)
+
+
+def _qwz_allgather(original):
+    def allgather(input_tensor, output_tensor, group=None):
+        if input_tensor.numel() == 0:
+            return _Done()
+        if not (input_tensor.is_floating_point() and output_tensor.dtype == torch.int8):
+            return original(input_tensor, output_tensor, group)
+        group = group if group is not None else dist.distributed_c10d._get_default_group()
+        result = input_tensor.new_empty((input_tensor.numel() * dist.get_world_size(group),))
+        _results[output_tensor.data_ptr()] = (output_tensor, result)
+        _settings.calls["qwz"] += 1
+        return zeropp.quantized_all_gather(result, input_tensor.reshape(-1), group,
+                                           bits=_settings.weight_bits,
+                                           block_size=_settings.weight_block_size, async_op=True)
+    return allgather
+
+
+def _exact_reduce_scatter():
+    from deepspeed.runtime.comm.coalesced_collectives import reduce_scatter_coalesced
+    return reduce_scatter_coalesced
+
+
+def qgz_reduce_scatter(tensors, groups=None):
+    """Each tensor's partition for this rank, averaged over the world: the layout of DeepSpeed's
+    reduce_scatter_coalesced (chunks of ceil(numel / world) elements), the multi-dimensional
+    tensors through one zcoll qgZ call, the 1-D ones exact."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    out = [None] * len(tensors)
+    quantized = [i for i, t in enumerate(tensors) if t.dim() > 1]
+    exact = [i for i, t in enumerate(tensors) if t.dim() <= 1]
+    if exact:
+        for i, r in zip(exact, _exact_reduce_scatter()([tensors[i] for i in exact])):
+            out[i] = r
+    if not quantized:
+        return out
+    chunk = [math.ceil(tensors[i].numel() / world) for i in quantized]
+    pieces = []
+    for r in range(world):  # rank r's padded chunks of every tensor, in tensor order
+        for i, c in zip(quantized, chunk):
+            flat = tensors[i].reshape(-1)[r * c:(r + 1) * c]
+            pieces.append(flat)
+            if flat.numel() < c:
+                pieces.append(flat.new_zeros(c - flat.numel()))
+    send = torch.cat(pieces)
+    recv = send.new_empty(sum(chunk))
+    _settings.calls["qgz"] += 1
+    zeropp.quantized_reduce_scatter(recv, send, dist.ReduceOp.AVG, bits=_settings.grad_bits,
+                                    intra_bits=_settings.grad_intra_bits,
+                                    block_size=_settings.grad_block_size)
+    offset = 0
+    for i, c in zip(quantized, chunk):
+        mine = max(0, min(c, tensors[i].numel() - rank * c))
+        out[i] = recv.narrow(0, offset, mine)
+        offset += c
+    return out
+
+
+def _check_version():
+    import deepspeed
+    version = tuple(int(p) for p in deepspeed.__version__.split("+")[0].split(".")[:3])
+    low, high = TESTED_DEEPSPEED
+    if not (low <= version < high):
+        raise RuntimeError(
+            f"zcoll.deepspeed.enable: tested with deepspeed >= {'.'.join(map(str, low))}, < "
+            f"{'.'.join(map(str, high))}; found {deepspeed.__version__}. The adapter replaces "
+            f"DeepSpeed internals (partition_parameters.CUDAQuantizer, _dist_allgather_fn, "
+            f"stage3.all_to_all_quant_reduce) that change between versions.")
+
+
+def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
+           grad_block_size=256):
+    """Routes DeepSpeed's ZeRO++ collectives through zcoll (see the module docstring). Returns
+    the Settings, whose ``calls`` counts the qwZ and qgZ calls made."""
+    global _settings
+    _check_version()
+    from deepspeed.runtime.zero import partition_parameters, stage3
+    if _settings is None:
+        partition_parameters._dist_allgather_fn = _qwz_allgather(
+            partition_parameters._dist_allgather_fn)
+        partition_parameters.CUDAQuantizer = ZcollWeightQuantizer
+        stage3.all_to_all_quant_reduce = qgz_reduce_scatter
+        _settings = Settings()
+    _settings.weight_bits, _settings.weight_block_size = weight_bits, weight_block_size
+    _settings.grad_bits, _settings.grad_intra_bits = grad_bits, grad_intra_bits
+    _settings.grad_block_size = grad_block_size
+    return _settings
