@@ -1,0 +1,50 @@
+"""dist.init_process_group("zcoll") without importing zcoll (torch loads it through the
+torch.distributed.backends entry point), under torchrun and with an explicit store."""
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+os.environ.setdefault("ZCOLL_SOCKET_IFNAME", "lo")
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+SCRIPT = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    dist.init_process_group("zcoll")   # no `import zcoll`: the entry point registers it
+    t = torch.full((4,), float(dist.get_rank() + 1))
+    dist.all_reduce(t)
+    assert torch.all(t == sum(range(1, dist.get_world_size() + 1))), t
+    assert dist.get_backend() == "zcoll"
+    dist.destroy_process_group()
+    print("ok", flush=True)
+""")
+
+
+def test_torchrun_without_import(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          "--master-port", "29681", str(script)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("ok") == 2, out.stdout
+
+
+def _explicit_store_worker(rank, world, port):
+    store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0,
+                          timeout=timedelta(seconds=60))
+    dist.init_process_group("zcoll", store=store, rank=rank, world_size=world)
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    assert t.item() == world - 1
+    dist.destroy_process_group()
+
+
+def test_explicit_store_and_spawn():
+    mp.start_processes(_explicit_store_worker, args=(3, 29691), nprocs=3, join=True,
+                       start_method="spawn")
