@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import torch  # noqa: E402
@@ -53,17 +54,24 @@ def worker(rank, args, queue):
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                            config=ds_config(args))
     train, _ = load_corpus(args.corpus_bytes)
-    losses = []
+    losses, step_s = [], []
     for step in range(args.steps):
+        t0 = time.perf_counter()
         x, y = batch_at(train, step, rank, args.batch, args.ctx, args.seed)
         loss = F.cross_entropy(engine(x).reshape(-1, 256), y.reshape(-1))
         engine.backward(loss)
         engine.step()
+        step_s.append(time.perf_counter() - t0)
         lt = loss.detach().clone()
         torch.distributed.all_reduce(lt)
         losses.append(lt.item() / args.world)
     if rank == 0:
-        queue.put({"losses": losses, "zeropp_calls": zeropp_calls} if args.zeropp else losses)
+        if args.timing:
+            warm = sorted(step_s[2:] or step_s)
+            queue.put({"losses": losses, "zeropp_calls": zeropp_calls,
+                       "median_step_s": warm[len(warm) // 2]})
+        else:
+            queue.put({"losses": losses, "zeropp_calls": zeropp_calls} if args.zeropp else losses)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
@@ -94,6 +102,9 @@ def parser():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--corpus-bytes", type=int, default=200_000)
     ap.add_argument("--port", type=int, default=29611)
+    ap.add_argument("--timing", action="store_true",
+                    help="print a JSON object with the losses and the median step time "
+                         "(steps 3 onwards, rank 0)")
     ap.add_argument("--zeropp", action="store_true",
                     help="ZeRO++ options on, run on zcoll through zcoll.deepspeed.enable() "
                          "(needs --backend zcoll)")

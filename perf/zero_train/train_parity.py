@@ -24,7 +24,9 @@ Variants (same seed, same data order, same initial weights):
 --impl torch: the ZeRO++ collectives are computed with the same numerics as zcoll's
 (docs/ZEROPP.md: symmetric block quantization, round-to-nearest-even, scale = absmax/qmax, the
 same two-hop order) from gloo collectives; this checks the training claim independently of the
-transport. Writes <out>/parity_<tag>.json, .md and .png.
+transport. --impl zcoll --backend zcoll: ZeRO-3 on zcoll's standard collectives and ZeRO++ on
+zcoll's own qwZ/hpZ/qgZ (zcoll.zeropp), the product itself. Writes <out>/parity_<tag>.json, .md
+and .png.
 """
 import argparse
 import glob
@@ -182,6 +184,38 @@ class Comms:
         return q2[self.rank * c:(self.rank + 1) * c].div_(self.world)
 
 
+class ZcollComms(Comms):
+    """The same steps on zcoll's own ZeRO++ collectives (zcoll.zeropp, --impl zcoll, backend
+    zcoll): qwZ + hpZ in one zcollAllGatherHier that keeps the secondary shard, the backward
+    gather from it, qgZ as zcollQuantizedReduceScatter (Avg); ZeRO-3 as above on zcoll's
+    standard collectives."""
+
+    def __init__(self, world, local, args):
+        super().__init__(world, local, args)
+        import zcoll.zeropp
+        self.zpp = zcoll.zeropp
+
+    def qwz_hpz_gather(self, shard):
+        out = torch.empty(shard.numel() * self.world)
+        self.secondary = torch.empty(self.zpp.secondary_shard_numel(shard.numel()))
+        self.zpp.all_gather_hier(out, shard, self.secondary, bits=self.args.qwz_bits,
+                                 block_size=self.block)
+        return out
+
+    def gather_from_secondary(self):
+        out = torch.empty(self.secondary.numel() // self.nodes * self.world)
+        self.zpp.all_gather_from_secondary(out, self.secondary)
+        return out
+
+    def qgz_reduce_scatter_avg(self, full, error_feedback):
+        if error_feedback:
+            raise ValueError("--impl zcoll: error feedback is not part of zcoll's qgZ")
+        out = torch.empty(full.numel() // self.world)
+        self.zpp.quantized_reduce_scatter(out, full, dist.ReduceOp.AVG, bits=self.args.qgz_bits,
+                                          intra_bits=self.args.qgz_bits, block_size=self.block)
+        return out
+
+
 # ------------------------------------------------------------------------------------------
 # Training
 # ------------------------------------------------------------------------------------------
@@ -222,7 +256,7 @@ def worker(rank, args, queue):
     torch.set_num_threads(1)
     dist.init_process_group(args.backend, init_method=f"file://{args.store}",
                             rank=rank, world_size=args.world)
-    comms = Comms(args.world, args.local, args)
+    comms = (ZcollComms if args.impl == "zcoll" else Comms)(args.world, args.local, args)
     train, held = load_corpus(args.corpus_bytes)
     for seed in [int(s) for s in args.seeds.split(",")]:
         for variant in args.variants.split(","):
@@ -284,7 +318,9 @@ def smooth_tail(losses, n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--impl", choices=["torch"], default="torch")
+    ap.add_argument("--impl", choices=["torch", "zcoll"], default="torch",
+                    help="torch: ZeRO++ emulated with torch ops over --backend; zcoll: zcoll's "
+                         "qwZ/hpZ/qgZ (needs --backend zcoll)")
     ap.add_argument("--backend", default="gloo")
     ap.add_argument("--world", type=int, default=4)
     ap.add_argument("--local", type=int, default=2, help="ranks per emulated node")
