@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The torch backend's overhead: dist.all_gather_into_tensor on the zcoll backend vs zcoll's own
+all_gather_perf, same ranks, same sizes (nccl-tests sizes: the whole gathered buffer), run one
+after the other on this machine. Prints a Markdown table of mean times and their ratio.
+
+  python3 perf/zero_train/backend_overhead.py --world 4 --sizes 1M,64M
+"""
+import argparse
+import os
+import re
+import subprocess
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def torch_worker(rank, world, path, sizes, iters, warmup, queue):
+    import zcoll  # noqa: F401
+    torch.set_num_threads(1)
+    dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank, world_size=world)
+    result = {}
+    for size in sizes:
+        out = torch.empty(size // 4)
+        shard = torch.ones(size // 4 // world)
+        times = []
+        for i in range(warmup + iters):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_gather_into_tensor(out, shard)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        result[size] = sum(times) / len(times)  # mean, as all_gather_perf reports
+    if rank == 0:
+        queue.put(result)
+    dist.destroy_process_group()
+
+
+def torch_times(world, sizes, iters, warmup):
+    ctx = mp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    with tempfile.TemporaryDirectory() as d:
+        procs = mp.start_processes(torch_worker, args=(world, os.path.join(d, "s"), sizes, iters,
+                                                       warmup, q),
+                                   nprocs=world, join=False, start_method="spawn")
+        result = q.get()
+        while not procs.join():
+            pass
+    return result
+
+
+def perf_times(world, sizes, iters, warmup):
+    """all_gather_perf's out-of-place time column (us), per size."""
+    result = {}
+    for size in sizes:
+        cmd = [os.path.join(ROOT, "tools", "zcollrun"), "-n", str(world), "--",
+               os.path.join(ROOT, "build", "perf", "all_gather_perf"), "-b", str(size), "-e",
+               str(size), "-n", str(iters), "-w", str(warmup), "-c", "0"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            fields = re.sub(r"^\[\d+\]\s*", "", line).split()
+            if fields and fields[0] == str(size):
+                result[size] = float(fields[5]) * 1e-6  # nccl-tests: size count type redop root time
+                break
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--world", type=int, default=4)
+    ap.add_argument("--sizes", default="1M,64M")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    t_torch = torch_times(args.world, sizes, args.iters, args.warmup)
+    t_perf = perf_times(args.world, sizes, args.iters, args.warmup)
+    print(f"| size (gathered) | all_gather_perf ms | torch zcoll backend ms | torch / zcoll |")
+    print("|---|---|---|---|")
+    for s in sizes:
+        print(f"| {s >> 20} MiB | {t_perf[s] * 1e3:.3f} | {t_torch[s] * 1e3:.3f} | "
+              f"{t_torch[s] / t_perf[s]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
