@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/hello.h"
 #include "bootstrap/rendezvous.h"
 #include "core/result.h"
 #include "zcoll/zcoll.h"
@@ -61,6 +62,47 @@ void expectRanksMeet(const RendezvousId& id, int n, int timeoutSec) {
     ASSERT_EQ(all[r].size(), size_t(n));
     for (int q = 0; q < n; ++q) EXPECT_EQ(all[r][q], "rank" + std::to_string(q));
   }
+}
+
+std::string helloBytes(uint64_t magic, int32_t rank, int32_t nranks, uint64_t blobLen,
+                       const std::string& blob) {
+  Hello h{magic, rank, nranks};
+  std::string b(reinterpret_cast<const char*>(&h), sizeof(h));
+  b.append(reinterpret_cast<const char*>(&blobLen), sizeof(blobLen));
+  return b + blob;
+}
+
+// parseHello, fed a byte at a time as a slow connection would: it asks for exactly the bytes it
+// needs, rejects a wrong magic or rank from the 16 hello bytes alone, and completes once the
+// announced blob is in.
+TEST(Hello, ParsesInPiecesAndRejectsEarly) {
+  const HelloRules rules{0x1234, 3};
+  std::string good = helloBytes(0x1234, 2, 3, 5, "abcde");
+  ParsedHello p;
+  for (size_t n = 0; n < good.size(); ++n) {
+    ASSERT_EQ(parseHello(good.data(), n, rules, &p), HelloParse::kNeedMore) << n;
+    ASSERT_GT(p.bytesNeeded, n);
+    ASSERT_LE(p.bytesNeeded, good.size());
+  }
+  ASSERT_EQ(parseHello(good.data(), good.size(), rules, &p), HelloParse::kComplete);
+  EXPECT_EQ(p.header.rank, 2);
+  EXPECT_EQ(p.blobBytes, 5u);
+
+  std::string badMagic = helloBytes(0x9999, 0, 3, 0, "");
+  EXPECT_EQ(parseHello(badMagic.data(), sizeof(Hello), rules, &p), HelloParse::kRejected);
+  EXPECT_EQ(p.refusal, kHelloBadMagic);
+  for (auto rn : {std::pair<int, int>{3, 3}, {-1, 3}, {0, 4}, {0, 0}}) {
+    std::string bad = helloBytes(0x1234, rn.first, rn.second, 0, "");
+    EXPECT_EQ(parseHello(bad.data(), sizeof(Hello), rules, &p), HelloParse::kRejected);
+    EXPECT_EQ(p.refusal, kHelloBadRank);
+  }
+  std::string huge = helloBytes(0x1234, 0, 3, kMaxRankBlob + 1, "");
+  EXPECT_EQ(parseHello(huge.data(), huge.size(), rules, &p), HelloParse::kRejected);
+  EXPECT_EQ(p.refusal, kHelloTooLarge);
+  // Root not yet told the size: the hello's own nranks must still be sane.
+  std::string unknown = helloBytes(0x1234, 5, 8, 0, "");
+  EXPECT_EQ(parseHello(unknown.data(), unknown.size(), HelloRules{0x1234, 0}, &p),
+            HelloParse::kComplete);
 }
 
 TEST(Bootstrap, IdleAndGarbageConnectionsDoNotHoldUpTheRanks) {

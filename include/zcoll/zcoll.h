@@ -43,6 +43,15 @@ extern "C" {
 #define ZCOLL_API
 #endif
 
+/* The enumerations below have int as their underlying type in C++ too (in C an enumeration is an
+ * int already), so any int value may be passed where one is expected, without undefined
+ * behaviour; a value outside the enumeration is rejected with zcollInvalidArgument. */
+#ifdef __cplusplus
+#define ZCOLL_ENUM_BASE : int
+#else
+#define ZCOLL_ENUM_BASE
+#endif
+
 /* The CUDA stream type, declared without including CUDA headers (same as cudaStream_t). */
 typedef struct CUstream_st* zcollStream_t;
 
@@ -53,7 +62,7 @@ typedef struct zcollComm* zcollComm_t;
 /* Results                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef enum {
+typedef enum ZCOLL_ENUM_BASE {
   zcollSuccess = 0,
   zcollSystemError = 1,      /* an OS call failed (socket, shared memory, thread, memory) */
   zcollInternalError = 2,    /* a bug in zcoll or a library it uses */
@@ -88,7 +97,7 @@ typedef struct {
 } zcollUniqueId;
 
 /* NCCL's numbering. */
-typedef enum {
+typedef enum ZCOLL_ENUM_BASE {
   zcollInt8 = 0,
   zcollChar = 0,
   zcollUint8 = 1,
@@ -108,7 +117,7 @@ typedef enum {
 } zcollDataType_t;
 
 /* NCCL's numbering. Avg divides by the number of ranks (integer division for integer types). */
-typedef enum {
+typedef enum ZCOLL_ENUM_BASE {
   zcollSum = 0,
   zcollProd = 1,
   zcollMax = 2,
@@ -212,7 +221,7 @@ ZCOLL_API zcollResult_t zcollCommLocalRank(const zcollComm_t comm, int* localRan
 ZCOLL_API zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize);
 
 /* Paths a byte can take. */
-typedef enum {
+typedef enum ZCOLL_ENUM_BASE {
   zcollPathSelf = 0,  /* to this rank itself */
   zcollPathIntra = 1, /* to a rank of the same node */
   zcollPathInter = 2, /* to a rank of another node */
@@ -293,8 +302,8 @@ ZCOLL_API zcollResult_t zcollGroupEnd(void);
 /* ZeRO++ collectives (see docs/ZEROPP.md for exact semantics, error bounds and byte counts)   */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef enum { zcollQuantSymmetric = 0, zcollQuantAsymmetric = 1 } zcollQuantMode_t;
-typedef enum { zcollRoundNearestEven = 0, zcollRoundStochastic = 1 } zcollRounding_t;
+typedef enum ZCOLL_ENUM_BASE { zcollQuantSymmetric = 0, zcollQuantAsymmetric = 1 } zcollQuantMode_t;
+typedef enum ZCOLL_ENUM_BASE { zcollRoundNearestEven = 0, zcollRoundStochastic = 1 } zcollRounding_t;
 
 #define ZCOLL_QUANT_CONFIG_MAGIC 0x7a717566u /* "zquf" */
 

@@ -1,5 +1,7 @@
 #include "bootstrap/rendezvous.h"
 
+#include "bootstrap/hello.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -13,38 +15,8 @@ namespace zcoll {
 
 namespace {
 
-constexpr size_t kMaxBlob = 1 << 20;
 constexpr int kHelloWaitSec = 2;     // a connection must say hello (and send its blob) this fast
 constexpr size_t kMaxPending = 256;  // connections read at once; beyond, the oldest is dropped
-
-enum Status : uint32_t {
-  kAccepted = 0,
-  kBadMagic = 1,
-  kBadRank = 2,  // followed by the int32 number of ranks the rendezvous expects
-  kDuplicateRank = 3,
-  kRootTimedOut = 4,
-  kAlreadyUsed = 5,
-};
-
-struct Hello {
-  uint64_t magic;
-  int32_t rank;
-  int32_t nranks;
-};
-constexpr size_t kHeaderBytes = sizeof(Hello) + sizeof(uint64_t);  // hello, then blob length
-
-const char* statusText(uint32_t s) {
-  switch (s) {
-    case kBadMagic: return "its unique id does not match the root's (magic differs)";
-    case kBadRank: return "its rank or nranks disagrees with the other ranks";
-    case kDuplicateRank: return "another process already joined with the same rank";
-    case kRootTimedOut: return "not every rank arrived before the timeout";
-    case kAlreadyUsed:
-      return "this unique id was already used by a completed initialization (each id serves "
-             "one zcollCommInitRank round: create a new one with zcollGetUniqueId)";
-    default: return "unknown status";
-  }
-}
 
 struct Arrival {
   Socket sock;
@@ -57,13 +29,14 @@ struct Pending {
   Socket sock;
   Deadline deadline;
   std::string buf;  // bytes received so far
-  bool helloChecked = false;
 };
 
 // Best effort, never blocks: the few status bytes fit in any socket buffer.
-void refuse(const Socket& s, Status st, int32_t expectedRanks = 0) {
+void refuse(const Socket& s, uint32_t st, int32_t expectedRanks = 0) {
+  if (st == kHelloTooLarge) return;  // not an answer a rank waits for: just drop it
   uint32_t msg[2] = {st, static_cast<uint32_t>(expectedRanks)};
-  ::send(s.fd(), msg, st == kBadRank ? sizeof(msg) : sizeof(uint32_t), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::send(s.fd(), msg, st == kHelloBadRank ? sizeof(msg) : sizeof(uint32_t),
+         MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 int pollTimeoutMs(Deadline d) {
@@ -122,90 +95,56 @@ class RootService {
                  "the oldest", pending_.size());
       pending_.erase(pending_.begin());
     }
-    pending_.push_back(Pending{Socket(fd), deadlineIn(kHelloWaitSec), {}, false});
+    pending_.push_back(Pending{Socket(fd), deadlineIn(kHelloWaitSec), {}});
   }
 
   // What reading a pending connection led to.
   enum class Read { kMore, kDrop, kAdmitted };
 
-  // Reads what is there: more to come, dropped (closed, refused, garbage), or admitted as a rank
-  // (its hello and blob complete; its socket moved into the rank's slot).
+  // Reads what is there (never past what parseHello asks for): more to come, dropped (closed,
+  // refused, garbage), or admitted as a rank (its socket moved into the rank's slot).
   Read readFrom(Pending& p) {
-    size_t need = p.buf.size() < kHeaderBytes ? kHeaderBytes : kHeaderBytes + blobLength(p);
+    ParsedHello parsed;
+    HelloParse state = parseHello(p.buf.data(), p.buf.size(), rules(), &parsed);
     char tmp[4096];
-    ssize_t n = ::recv(p.sock.fd(), tmp, std::min(sizeof(tmp), need - p.buf.size()), 0);
+    size_t want = std::min(sizeof(tmp), parsed.bytesNeeded - p.buf.size());
+    ssize_t n = ::recv(p.sock.fd(), tmp, want, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return Read::kDrop;
     if (n > 0) p.buf.append(tmp, static_cast<size_t>(n));
-    if (!p.helloChecked && p.buf.size() >= sizeof(Hello)) {
-      if (lingering_) {  // the rendezvous is over: this id is being reused
-        refuse(p.sock, helloOf(p).magic == magic_ ? kAlreadyUsed : kBadMagic);
-        return Read::kDrop;
-      }
-      if (!checkHello(p)) return Read::kDrop;
-      p.helloChecked = true;
-    }
-    if (p.buf.size() < kHeaderBytes) return Read::kMore;
-    if (blobLength(p) > kMaxBlob) {
-      ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous root: a %llu-byte rank description "
-                 "(limit %zu): connection dropped", static_cast<unsigned long long>(blobLength(p)),
-                 kMaxBlob);
+    state = parseHello(p.buf.data(), p.buf.size(), rules(), &parsed);
+    if (state == HelloParse::kNeedMore) return Read::kMore;
+    if (lingering_) {  // the rendezvous is over: a hello with this magic reuses the id
+      refuse(p.sock, parsed.refusal == kHelloBadMagic ? kHelloBadMagic : kHelloAlreadyUsed);
       return Read::kDrop;
     }
-    if (p.buf.size() < kHeaderBytes + blobLength(p)) return Read::kMore;
-    return admit(p) ? Read::kAdmitted : Read::kDrop;
+    if (state == HelloParse::kRejected) {
+      ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous refused a connection (rank %d of %d): %s",
+                 parsed.header.rank, parsed.header.nranks, helloStatusText(parsed.refusal));
+      refuse(p.sock, parsed.refusal, nranks_);
+      return Read::kDrop;
+    }
+    return admit(p, parsed) ? Read::kAdmitted : Read::kDrop;
   }
 
-  static uint64_t blobLength(const Pending& p) {
-    uint64_t len = 0;
-    std::memcpy(&len, p.buf.data() + sizeof(Hello), sizeof(len));
-    return len;
-  }
-  static Hello helloOf(const Pending& p) {
-    Hello h{};
-    std::memcpy(&h, p.buf.data(), sizeof(h));
-    return h;
-  }
-
-  // Refuses (and drops) a hello that cannot be one of this rendezvous' ranks.
-  bool checkHello(const Pending& p) {
-    Hello h = helloOf(p);
-    if (h.magic != magic_) {
-      ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous refused a connection: wrong magic");
-      refuse(p.sock, kBadMagic);
-      return false;
-    }
-    int expected = nranks_ > 0 ? nranks_ : h.nranks;
-    if (h.nranks <= 0 || h.nranks != expected || h.rank < 0 || h.rank >= expected) {
-      ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous refused rank %d of %d (expected %d ranks)",
-                 h.rank, h.nranks, expected);
-      refuse(p.sock, kBadRank, expected);
-      return false;
-    }
-    if (nranks_ > 0 && ranks_[h.rank].sock.valid()) return duplicate(p, h.rank);
-    return true;
-  }
+  HelloRules rules() const { return HelloRules{magic_, nranks_}; }
 
   bool duplicate(const Pending& p, int rank) {
     ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous refused a second rank %d", rank);
-    refuse(p.sock, kDuplicateRank);
+    refuse(p.sock, kHelloDuplicateRank);
     return false;
   }
 
   // Takes a complete hello + blob as its rank (the first complete one for a rank wins). The
   // first admitted hello fixes the number of ranks when the root was not told it.
-  bool admit(Pending& p) {
-    Hello h = helloOf(p);
+  bool admit(Pending& p, const ParsedHello& parsed) {
+    const Hello& h = parsed.header;
     if (nranks_ == 0) {
       nranks_ = h.nranks;
       ranks_.resize(nranks_);
     }
-    if (h.nranks != nranks_) {
-      refuse(p.sock, kBadRank, nranks_);
-      return false;
-    }
     Arrival& slot = ranks_[h.rank];
     if (slot.sock.valid()) return duplicate(p, h.rank);
-    slot.blob = p.buf.substr(kHeaderBytes);
+    slot.blob = p.buf.substr(kHelloHeaderBytes);
     slot.sock = std::move(p.sock);
     ++arrived_;
     return true;
@@ -215,12 +154,12 @@ class RootService {
     ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous root: %d of %d ranks arrived before the "
                "timeout", arrived_, nranks_);
     for (Arrival& a : ranks_)
-      if (a.sock.valid()) refuse(a.sock, kRootTimedOut);
+      if (a.sock.valid()) refuse(a.sock, kHelloRootTimedOut);
   }
 
   void answerRanks() {
     for (Arrival& a : ranks_) {
-      uint32_t ok = kAccepted;
+      uint32_t ok = kHelloAccepted;
       if (sendAll(a.sock, &ok, sizeof(ok), deadline_) != zcollSuccess) continue;
       for (const Arrival& b : ranks_)
         if (sendBlob(a.sock, b.blob, deadline_) != zcollSuccess) break;
@@ -302,7 +241,7 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
     return fail(zcollRemoteError, "the rendezvous at %s closed the connection (root gone?)",
                 addrToString(id.root).c_str());
   ZCOLL_CHECK(r);
-  if (status == kBadRank) {
+  if (status == kHelloBadRank) {
     int32_t expected = 0;
     if (recvAll(s, &expected, sizeof(expected), deadlineIn(1)) == zcollSuccess &&
         expected != nranks)
@@ -310,13 +249,13 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
                   "are %d ranks (WORLD_SIZE / nranks), the rendezvous expects %d",
                   addrToString(id.root).c_str(), rank, nranks, expected);
   }
-  if (status != kAccepted) {
-    Result code = status == kRootTimedOut ? zcollTimeout : zcollInvalidUsage;
+  if (status != kHelloAccepted) {
+    Result code = status == kHelloRootTimedOut ? zcollTimeout : zcollInvalidUsage;
     return fail(code, "the rendezvous at %s refused rank %d: %s",
-                addrToString(id.root).c_str(), rank, statusText(status));
+                addrToString(id.root).c_str(), rank, helloStatusText(status));
   }
   all->resize(nranks);
-  for (int i = 0; i < nranks; ++i) ZCOLL_CHECK(recvBlob(s, &(*all)[i], kMaxBlob, deadline));
+  for (int i = 0; i < nranks; ++i) ZCOLL_CHECK(recvBlob(s, &(*all)[i], kMaxRankBlob, deadline));
   return zcollSuccess;
 }
 

@@ -1,5 +1,7 @@
 #include "core/init.h"
 
+#include "core/rank_blob.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,19 +81,7 @@ Result createNetTransport(zcollComm* comm, std::string* address) {
 
 // ---- Phase 2: exchange --------------------------------------------------------------------
 
-std::string encodeBlob(const PeerInfo& info, const std::string& address) {
-  std::string blob(reinterpret_cast<const char*>(&info), sizeof(info));
-  return blob + address;
-}
-
-Result decodeBlob(const std::string& blob, PeerInfo* info, std::string* address) {
-  if (blob.size() < sizeof(PeerInfo))
-    return fail(zcollRemoteError, "malformed rank description (%zu bytes): mismatched zcoll "
-                "versions?", blob.size());
-  std::memcpy(info, blob.data(), sizeof(PeerInfo));
-  *address = blob.substr(sizeof(PeerInfo));
-  return zcollSuccess;
-}
+// encodeRankBlob / decodeRankBlob: core/rank_blob.h.
 
 // ---- Phase 3: wiring ----------------------------------------------------------------------
 
@@ -195,14 +185,15 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
 
   std::vector<std::string> blobs;
   if (id != nullptr) {  // a lone rank with an id meets its root service too, so the service ends
-    ZCOLL_CHECK(rendezvousAllGather(*id, rank, nranks, encodeBlob(me, address), s.timeoutSec,
-                                    &blobs));
+    ZCOLL_CHECK(rendezvousAllGather(*id, rank, nranks, encodeRankBlob(me, address),
+                                    s.timeoutSec, &blobs));
   } else {
-    blobs.push_back(encodeBlob(me, address));
+    blobs.push_back(encodeRankBlob(me, address));
   }
   comm->peers.resize(nranks);
   std::vector<std::string> addresses(nranks);
-  for (int r = 0; r < nranks; ++r) ZCOLL_CHECK(decodeBlob(blobs[r], &comm->peers[r], &addresses[r]));
+  for (int r = 0; r < nranks; ++r)
+    ZCOLL_CHECK(decodeRankBlob(blobs[r], r, &comm->peers[r], &addresses[r]));
   ZCOLL_CHECK(wire(comm.get(), addresses));
   registerComm(comm.get());
   *out = comm.release();

@@ -1,0 +1,57 @@
+// The rendezvous hello: what a rank sends the root first, and the root's pure parser of one
+// connection's bytes (no sockets, so it is unit-tested and fuzzed: tests/fuzz/fuzz_hello.cc).
+//
+// Wire: Hello {u64 magic, i32 rank, i32 nranks}, then u64 blob length, then the blob (the rank
+// description, at most kMaxRankBlob bytes). Host byte order: every rank runs one build.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace zcoll {
+
+struct Hello {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+};
+constexpr size_t kHelloHeaderBytes = sizeof(Hello) + sizeof(uint64_t);  // hello, blob length
+constexpr size_t kMaxRankBlob = 1 << 20;
+
+// The root's answers to a rank (the first u32 it reads back).
+enum HelloStatus : uint32_t {
+  kHelloAccepted = 0,
+  kHelloBadMagic = 1,
+  kHelloBadRank = 2,  // followed by the int32 number of ranks the rendezvous expects
+  kHelloDuplicateRank = 3,
+  kHelloRootTimedOut = 4,
+  kHelloAlreadyUsed = 5,
+  kHelloTooLarge = 6,  // the rank description is over kMaxRankBlob (no answer is sent)
+};
+
+// What the root knows when it reads a connection: the rendezvous' magic and, once known, its
+// number of ranks (0: the first admitted hello fixes it).
+struct HelloRules {
+  uint64_t magic;
+  int expectedRanks;
+};
+
+enum class HelloParse { kNeedMore, kRejected, kComplete };
+
+struct ParsedHello {
+  size_t bytesNeeded = kHelloHeaderBytes;  // read at most this many bytes in all
+  uint32_t refusal = kHelloAccepted;       // kRejected: why (a HelloStatus)
+  Hello header{};
+  uint64_t blobBytes = 0;
+};
+
+// Parses the first `size` bytes a connection sent. kNeedMore: read up to out->bytesNeeded in
+// all; kRejected: out->refusal says why; kComplete: out->header and the blob (bytes
+// [kHelloHeaderBytes, kHelloHeaderBytes + blobBytes)) are a well-formed hello for `rules`.
+// The magic and rank checks run as soon as the 16 hello bytes are in, before any blob is read.
+HelloParse parseHello(const char* bytes, size_t size, const HelloRules& rules, ParsedHello* out);
+
+const char* helloStatusText(uint32_t status);
+
+}  // namespace zcoll
