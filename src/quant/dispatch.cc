@@ -2,6 +2,9 @@
 // also checks that the OS saves the vector state), an override for tests, ZCOLL_QUANT_ISA, else a
 // short measurement (autotune.cc). Resolved once: the hot paths only read an atomic.
 #include <atomic>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <mutex>
 #include <vector>
 #include <string>
@@ -22,13 +25,21 @@ std::atomic<int> gResolved[kNumOps] = {{kUnset}, {kUnset}, {kUnset}, {kUnset}};
 std::once_flag gResolveOnce;
 bool gForcedByEnv = false;  // written once under gResolveOnce
 
+#if defined(__x86_64__)
+// F16C from cpuid (leaf 1, ECX): clang before 15 rejects __builtin_cpu_supports("f16c").
+bool cpuHasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+#endif
+
 bool cpuHas(Isa isa) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+      return __builtin_cpu_supports("avx2") && cpuHasF16c() &&
              __builtin_cpu_supports("fma");
     case Isa::kAvx512:
       return cpuHas(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
