@@ -43,7 +43,7 @@ struct Soak {
     std::vector<int32_t> recv(count * n, -7), send(count);
     for (size_t i = 0; i < count; ++i) send[i] = intValue(rank, i, op);
     int32_t* s = inPlace ? recv.data() + rank * count : send.data();
-    if (inPlace) std::memcpy(s, send.data(), count * 4);
+    if (inPlace && count > 0) std::memcpy(s, send.data(), count * 4);  // data() may be null at 0
     zcollResult_t r = zcollAllGather(s, recv.data(), count, zcollInt32, comm, nullptr);
     for (int p = 0; r == zcollSuccess && p < n && !*bad; ++p)
       for (size_t i = 0; i < count && !*bad; ++i)
