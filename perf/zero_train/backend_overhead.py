@@ -32,14 +32,13 @@ def torch_worker(rank, world, path, sizes, iters, warmup, queue):
     for size in sizes:
         out = torch.empty(size // 4)
         shard = torch.ones(size // 4 // world)
-        times = []
-        for i in range(warmup + iters):
-            dist.barrier()
-            t0 = time.perf_counter()
+        for _ in range(warmup):
             dist.all_gather_into_tensor(out, shard)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        result[size] = sum(times) / len(times)  # mean, as all_gather_perf reports
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):  # back to back, as all_gather_perf times them
+            dist.all_gather_into_tensor(out, shard)
+        result[size] = (time.perf_counter() - t0) / iters
     if rank == 0:
         queue.put(result)
     dist.destroy_process_group()
