@@ -112,6 +112,11 @@ void UcxTransport::complete(Slot* slot, void* request, ucs_status_t status) {
     req->impl = nullptr;
     req->done = 1;
   }
+  if (slot->posting) {  // inside the post call: finishPost releases the request and the slot
+    slot->owner = nullptr;
+    slot->completedWhilePosting = true;
+    return;
+  }
   if (request != nullptr) ucp_request_free(request);
   slot->transport->slots_.erase(slot);
   delete slot;
@@ -127,6 +132,11 @@ void UcxTransport::onRecv(void* request, ucs_status_t status, const ucp_tag_recv
 }
 
 Result UcxTransport::finishPost(ucs_status_ptr_t sp, Slot* slot, const char* what, int peer) {
+  slot->posting = false;
+  if (slot->completedWhilePosting) {  // the callback ran inside the post call
+    complete(slot, UCS_PTR_IS_PTR(sp) ? sp : nullptr, UCS_OK);
+    return zcollSuccess;
+  }
   if (UCS_PTR_IS_ERR(sp)) {
     ucs_status_t st = UCS_PTR_STATUS(sp);
     slot->owner = nullptr;
@@ -148,7 +158,7 @@ UcxTransport::Slot* UcxTransport::track(int peer, size_t bytes, Request* req,
   req->transport = this;
   req->peer = peer;
   req->bytes = bytes;
-  auto* slot = new Slot{this, req, nullptr};
+  auto* slot = new Slot{this, req, nullptr, true, false};
   slots_.insert(slot);
   *p = ucp_request_param_t{};
   p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

@@ -43,6 +43,11 @@ class UcxTransport final : public Transport {
     UcxTransport* transport;
     Request* owner;  // null once cancelled
     void* ucxRequest;
+    // UCX may run the completion callback inside the post call and still return the request
+    // (a receive matching a fragmented unexpected message does): while posting, the callback
+    // only records the completion and finishPost releases the request and the slot.
+    bool posting;
+    bool completedWhilePosting;
   };
   struct PeerError {
     UcxTransport* transport;
