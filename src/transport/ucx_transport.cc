@@ -96,9 +96,14 @@ void UcxTransport::onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
              ucs_status_string(status));
 }
 
-void UcxTransport::complete(Slot* slot, void* request, ucs_status_t status) {
+void UcxTransport::complete(Slot* slot, void* request, ucs_status_t status, size_t received) {
   if (Request* req = slot->owner) {
-    if (status == UCS_OK) {
+    if (status == UCS_OK && received != kNotReceive && received != req->bytes) {
+      req->status = fail(zcollInvalidUsage,
+                         "a message of %zu bytes from rank %d matched a receive of %zu bytes "
+                         "(mismatched counts or types across ranks?)",
+                         received, req->peer, req->bytes);
+    } else if (status == UCS_OK) {
       req->status = zcollSuccess;
     } else if (status == UCS_ERR_MESSAGE_TRUNCATED) {
       req->status = fail(zcollInvalidUsage,
@@ -126,9 +131,10 @@ void UcxTransport::onSend(void* request, ucs_status_t status, void* userData) {
   complete(static_cast<Slot*>(userData), request, status);
 }
 
-void UcxTransport::onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t*,
+void UcxTransport::onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                           void* userData) {
-  complete(static_cast<Slot*>(userData), request, status);
+  complete(static_cast<Slot*>(userData), request, status,
+           status == UCS_OK && info != nullptr ? info->length : kNotReceive);
 }
 
 Result UcxTransport::finishPost(ucs_status_ptr_t sp, Slot* slot, const char* what, int peer) {
@@ -180,6 +186,9 @@ Result UcxTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, R
   ucp_request_param_t p;
   Slot* slot = track(peer, bytes, req, &p);
   p.cb.recv = &UcxTransport::onRecv;
+  // Always through the callback, which reports the received length: UCX 1.13's immediate
+  // completion leaves recv_info unfilled, so a short message would go unnoticed there.
+  p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   return finishPost(ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~uint64_t{0}, &p), slot,
                     "receive", peer);
 }

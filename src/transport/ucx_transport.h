@@ -5,6 +5,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <cstdint>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -62,7 +63,11 @@ class UcxTransport final : public Transport {
   static void onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                      void* userData);
   static void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
-  static void complete(Slot* slot, void* request, ucs_status_t status);
+  // `received`: the bytes a receive got (a receive of a different size fails as a mismatch);
+  // kNotReceive for sends and for releases that carry no message.
+  static constexpr size_t kNotReceive = SIZE_MAX;
+  static void complete(Slot* slot, void* request, ucs_status_t status,
+                       size_t received = kNotReceive);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
