@@ -3,6 +3,7 @@
 // {0, 1, odd, large}, every dtype and op, in place and out of place. Results must be exact.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -192,6 +193,138 @@ TEST_P(Collectives, BroadcastEveryAlgorithmAndRoot) {
           }
     });
   }
+}
+
+// ---- Reduce, gather, scatter, all-to-all-v ----------------------------------------------------
+
+TEST_P(Collectives, ReduceEveryTypeOpAndRoot) {
+  const RankSetup s = setup();
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    const int w = s.nranks;
+    for (int root : {0, w - 1})
+      for (zcollDataType_t t : kAllTypes)
+        for (zcollRedOp_t op : kAllOps)
+          for (size_t count : counts(op == zcollSum && t == zcollBfloat16))
+            for (bool inPlace : {false, true}) {
+              auto send = makeBuffer(t, count);
+              fillInput(send.data(), t, op, rank, w, count);
+              auto out = makeBuffer(t, count);
+              std::vector<unsigned char> before = out;
+              void* recv = inPlace ? send.data() : out.data();
+              ZCOLL_EXPECT_OK(comm, zcollReduce(send.data(), rank == root ? recv : nullptr, count,
+                                                t, op, root, comm, nullptr));
+              if (rank != root) {  // nothing written off the root
+                if (!inPlace) {
+                  EXPECT_EQ(out, before) << "rank " << rank;
+                }
+                continue;
+              }
+              auto want = makeBuffer(t, count);
+              for (size_t i = 0; i < count; ++i) setElement(want.data(), t, i, expectedValue(t, op, w, i));
+              EXPECT_EQ(countWrong(recv, want.data(), t, count), 0u)
+                  << "root " << root << " dtype " << t << " op " << op << " count " << count
+                  << " in place " << inPlace;
+              EXPECT_TRUE(guardIntact(send) && guardIntact(out));
+            }
+  });
+}
+
+// The promise in zcoll.h: the root gets the bits of the ring all-reduce, also where 16-bit
+// rounding makes the order matter.
+TEST_P(Collectives, ReduceMatchesRingAllReduceBits) {
+  const RankSetup s = setup();
+  ScopedEnv force("ZCOLL_ALGO_ALLREDUCE", "ring");
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    for (zcollDataType_t t : {zcollFloat16, zcollBfloat16, zcollFloat32}) {
+      const size_t count = 10007;
+      auto send = makeBuffer(t, count);
+      for (size_t i = 0; i < count; ++i)
+        setElement(send.data(), t, i, std::ldexp(double((i * 2654435761u + rank * 97u) % 10007), -7) - 39.0);
+      auto all = makeBuffer(t, count), one = makeBuffer(t, count);
+      ZCOLL_EXPECT_OK(comm, zcollAllReduce(send.data(), all.data(), count, t, zcollSum, comm, nullptr));
+      const int root = s.nranks / 2;
+      ZCOLL_EXPECT_OK(comm, zcollReduce(send.data(), one.data(), count, t, zcollSum, root, comm, nullptr));
+      if (rank == root) {
+        EXPECT_EQ(countWrong(one.data(), all.data(), t, count), 0u) << "dtype " << t;
+      }
+    }
+  });
+}
+
+TEST_P(Collectives, GatherAndScatterEveryRoot) {
+  const RankSetup s = setup();
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    const int w = s.nranks;
+    for (int root = 0; root < w; ++root)
+      for (size_t count : counts(root == 0))
+        for (bool inPlace : {false, true}) {
+          const zcollDataType_t t = zcollFloat64;
+          const size_t es = typeSize(t);
+          // Gather: rank r's block r lands at r * count on the root.
+          auto all = makeBuffer(t, count * w), own = makeBuffer(t, count);
+          void* send = inPlace && rank == root ? all.data() + root * count * es : own.data();
+          fillInput(send, t, zcollSum, rank, w, count, rank * count);
+          ZCOLL_EXPECT_OK(comm, zcollGather(send, rank == root ? all.data() : nullptr, count, t,
+                                            root, comm, nullptr));
+          if (rank == root) {
+            auto want = makeBuffer(t, count * w);
+            for (int r = 0; r < w; ++r)
+              fillInput(want.data() + r * count * es, t, zcollSum, r, w, count, r * count);
+            EXPECT_EQ(countWrong(all.data(), want.data(), t, count * w), 0u)
+                << "gather root " << root << " count " << count << " in place " << inPlace;
+          }
+          // Scatter: block r of the root's buffer lands on rank r.
+          auto src = makeBuffer(t, count * w), mine = makeBuffer(t, count);
+          if (rank == root)
+            for (int r = 0; r < w; ++r)
+              fillInput(src.data() + r * count * es, t, zcollSum, r + w, w, count, r * count);
+          void* recv = inPlace && rank == root ? src.data() + root * count * es : mine.data();
+          ZCOLL_EXPECT_OK(comm, zcollScatter(rank == root ? src.data() : nullptr, recv, count, t,
+                                             root, comm, nullptr));
+          auto want = makeBuffer(t, count);
+          fillInput(want.data(), t, zcollSum, rank + w, w, count, rank * count);
+          EXPECT_EQ(countWrong(recv, want.data(), t, count), 0u)
+              << "scatter root " << root << " rank " << rank << " count " << count;
+          EXPECT_TRUE(guardIntact(all) && guardIntact(own) && guardIntact(src) && guardIntact(mine));
+        }
+  });
+}
+
+// Elements rank `from` sends rank `to` in round k (zeros included), and the gap left before
+// each receive block (so displacements are not just prefix sums).
+size_t vCount(int from, int to, int k) { return size_t((from * 7 + to * 3 + k * 5) % 9) * (k == 2 ? 4099 : 1); }
+
+TEST_P(Collectives, AllToAllvUnevenCountsAndDisplacements) {
+  const RankSetup s = setup();
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    const int w = s.nranks;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<size_t> sc(w), sd(w), rc(w), rd(w);
+      size_t sendTotal = 0, recvTotal = 0;
+      for (int p = w - 1; p >= 0; --p) {  // send blocks in reverse rank order
+        sc[p] = vCount(rank, p, k);
+        sd[p] = sendTotal;
+        sendTotal += sc[p];
+      }
+      for (int p = 0; p < w; ++p) {
+        rc[p] = vCount(p, rank, k);
+        rd[p] = recvTotal + 3;  // a 3-element gap before each block
+        recvTotal += rc[p] + 3;
+      }
+      std::vector<int64_t> send(sendTotal), recv(recvTotal, -1);
+      for (int p = 0; p < w; ++p)
+        for (size_t i = 0; i < sc[p]; ++i) send[sd[p] + i] = int64_t(rank) << 40 | int64_t(p) << 20 | int64_t(i);
+      ZCOLL_EXPECT_OK(comm, zcollAllToAllv(send.data(), sc.data(), sd.data(), recv.data(),
+                                           rc.data(), rd.data(), zcollInt64, comm, nullptr));
+      size_t wrong = 0;
+      for (int p = 0; p < w; ++p) {
+        for (size_t i = 0; i < rc[p]; ++i)
+          wrong += recv[rd[p] + i] != (int64_t(p) << 40 | int64_t(rank) << 20 | int64_t(i));
+        for (size_t g = rd[p] - 3; g < rd[p]; ++g) wrong += recv[g] != -1;  // gaps untouched
+      }
+      EXPECT_EQ(wrong, 0u) << "rank " << rank << " round " << k;
+    }
+  });
 }
 
 TEST_P(Collectives, BarrierAndQueries) {

@@ -195,6 +195,97 @@ TEST(Errors, CollectiveArguments) {
   });
 }
 
+TEST(Errors, RootedAndAllToAllvArguments) {
+  RankSetup s;
+  s.nranks = 2;
+  runRanks(s, [](int rank, zcollComm_t comm) {
+    std::vector<float> a(8, 1.f), b(16, 0.f);
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "root -1",
+                      zcollReduce(a.data(), a.data(), 8, zcollFloat32, zcollSum, -1, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "root 2",
+                      zcollGather(a.data(), b.data(), 8, zcollFloat32, 2, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "root 9",
+                      zcollScatter(b.data(), a.data(), 8, zcollFloat32, 9, comm, nullptr));
+    // recvbuff matters on the root only, sendbuff of a scatter too.
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "recvbuff is NULL",
+                      zcollReduce(a.data(), nullptr, 8, zcollFloat32, zcollSum, rank, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "recvbuff is NULL",
+                      zcollGather(a.data(), nullptr, 8, zcollFloat32, rank, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sendbuff is NULL",
+                      zcollScatter(nullptr, a.data(), 8, zcollFloat32, rank, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "invalid reduction op",
+                      zcollReduce(a.data(), a.data(), 8, zcollFloat32,
+                                  static_cast<zcollRedOp_t>(17), 0, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overlap",
+                      zcollGather(b.data() + 1, b.data(), 4, zcollFloat32, rank, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overlap",
+                      zcollScatter(b.data(), b.data() + 1, 4, zcollFloat32, rank, comm, nullptr));
+    std::vector<size_t> counts = {2, 2}, displs = {0, 2}, overlapping = {0, 1};
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sdispls is NULL",
+                      zcollAllToAllv(a.data(), counts.data(), nullptr, b.data(), counts.data(),
+                                     displs.data(), zcollFloat32, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "receive blocks overlap",
+                      zcollAllToAllv(a.data(), counts.data(), displs.data(), b.data(),
+                                     counts.data(), overlapping.data(), zcollFloat32, comm, nullptr));
+    std::vector<size_t> selfMismatch = counts;
+    selfMismatch[rank] = 1;
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sends itself",
+                      zcollAllToAllv(a.data(), counts.data(), displs.data(), b.data(),
+                                     selfMismatch.data(), displs.data(), zcollFloat32, comm, nullptr));
+    std::vector<size_t> huge = {SIZE_MAX / 2, 1};
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overflows",
+                      zcollAllToAllv(a.data(), huge.data(), displs.data(), b.data(), counts.data(),
+                                     displs.data(), zcollFloat32, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "overlap",
+                      zcollAllToAllv(b.data(), counts.data(), displs.data(), b.data() + 2,
+                                     counts.data(), displs.data(), zcollFloat32, comm, nullptr));
+    // None of these broke the communicator.
+    ZCOLL_EXPECT_OK(comm, zcollAllToAllv(a.data(), counts.data(), displs.data(), b.data(),
+                                         counts.data(), displs.data(), zcollFloat32, comm, nullptr));
+  });
+}
+
+// A pair whose counts disagree fails on the receiving rank, whether the message is longer or
+// shorter than the receive (never a silent partial block).
+TEST(Errors, AllToAllvCountMismatchFailsOnTheReceiver) {
+  for (size_t sent : {size_t{3}, size_t{5}}) {
+    RankSetup s;
+    s.nranks = 2;
+    s.nodes = 2;
+    s.timeoutSec = 5;
+    runRanks(s, [&](int rank, zcollComm_t comm) {
+      std::vector<float> a(8, 1.f), b(8, 0.f);
+      std::vector<size_t> sc = {4, 4}, rc = {4, 4}, d = {0, 4};
+      if (rank == 0) sc[1] = sent;  // rank 1 expects 4
+      zcollResult_t r = zcollAllToAllv(a.data(), sc.data(), d.data(), b.data(), rc.data(),
+                                        d.data(), zcollFloat32, comm, nullptr);
+      if (rank == 1) {
+        EXPECT_EQ(r, zcollInvalidUsage) << "sent " << sent << ": " << zcollGetLastError(comm);
+        EXPECT_NE(std::string(zcollGetLastError(comm)).find("rank 0"), std::string::npos)
+            << zcollGetLastError(comm);
+      }
+    });
+  }
+}
+
+// The same for point to point: a shorter message than the receive is an error, not a partial
+// buffer (UCX would complete such a receive quietly).
+TEST(Errors, RecvOfAnotherSizeFails) {
+  RankSetup s;
+  s.nranks = 2;
+  s.nodes = 2;
+  s.timeoutSec = 5;
+  runRanks(s, [](int rank, zcollComm_t comm) {
+    std::vector<float> buf(4, 1.f);
+    if (rank == 0) {
+      ZCOLL_EXPECT_OK(comm, zcollSend(buf.data(), 3, zcollFloat32, 1, comm, nullptr));
+    } else {
+      EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "a message of 12 bytes from rank 0",
+                        zcollRecv(buf.data(), 4, zcollFloat32, 0, comm, nullptr));
+    }
+  });
+}
+
 TEST(Errors, GroupMisuse) {
   EXPECT_FAILS_WITH(nullptr, zcollInvalidUsage, "without a matching", zcollGroupEnd());
   RankSetup s;

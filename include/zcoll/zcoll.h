@@ -282,10 +282,46 @@ ZCOLL_API zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, siz
                                        zcollDataType_t datatype, int root, zcollComm_t comm,
                                        zcollStream_t stream);
 
+/* recvbuff on `root` = op over all ranks of sendbuff (count elements); recvbuff is written on
+ * root only and may be NULL elsewhere. In place on root when sendbuff == recvbuff. The root gets
+ * exactly the bits zcollAllReduce's ring algorithm gives (same chunks, order and precision as
+ * zcollReduceScatter). */
+ZCOLL_API zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    zcollDataType_t datatype, zcollRedOp_t op, int root,
+                                    zcollComm_t comm, zcollStream_t stream);
+
+/* recvbuff[r*sendcount .. (r+1)*sendcount) on `root` = rank r's sendbuff; recvbuff is written on
+ * root only and may be NULL elsewhere. In place on root when sendbuff == recvbuff +
+ * root*sendcount. */
+ZCOLL_API zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    zcollDataType_t datatype, int root, zcollComm_t comm,
+                                    zcollStream_t stream);
+
+/* recvbuff on rank r = sendbuff[r*recvcount .. (r+1)*recvcount) of `root`; sendbuff is read on
+ * root only and may be NULL elsewhere. In place on root when recvbuff == sendbuff +
+ * root*recvcount. */
+ZCOLL_API zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     zcollDataType_t datatype, int root, zcollComm_t comm,
+                                     zcollStream_t stream);
+
+/* All-to-all with per-peer counts (MPI_Alltoallv; counts and displacements in elements, arrays
+ * of nranks entries): rank r sends sendcounts[p] elements from sendbuff + sdispls[p] to rank p
+ * and receives recvcounts[p] elements from rank p into recvbuff + rdispls[p]. recvcounts[p] on
+ * rank r must equal sendcounts[r] on rank p; a pair that disagrees fails the call with
+ * zcollInvalidUsage on the receiving rank (and with zcollRemoteError or a timeout on ranks that
+ * then wait for it). The receive blocks must not overlap each other, and the send and receive
+ * buffers (the span of their blocks) must not overlap. */
+ZCOLL_API zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
+                                       const size_t sdispls[], void* recvbuff,
+                                       const size_t recvcounts[], const size_t rdispls[],
+                                       zcollDataType_t datatype, zcollComm_t comm,
+                                       zcollStream_t stream);
+
 /* Returns once every rank has entered the barrier. */
 ZCOLL_API zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream);
 
-/* Point to point. Matched in order per (sender, receiver) pair; count and type must agree.
+/* Point to point. Matched in order per (sender, receiver) pair; count and type must agree: a
+ * receive matched by a message of another size fails with zcollInvalidUsage on the receiver.
  * Outside a group the call blocks until its transfer completes; inside zcollGroupStart/End the
  * operations are queued and all run (concurrently) in zcollGroupEnd. */
 ZCOLL_API zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype,

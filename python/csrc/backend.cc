@@ -386,28 +386,104 @@ class ZcollBackend : public c10d::Backend {
         copyBack(out, dst);
       });
     }
-    // Uneven splits: every pair exchanges its block with point-to-point operations in one
-    // zcoll group (they run concurrently in zcollGroupEnd).
+    // Uneven splits: zcollAllToAllv with per-peer counts in elements.
     std::vector<int64_t> outRows = splitsOrEqual(outSplits, out), inRows = splitsOrEqual(inSplits, in);
     int64_t outRowElems = out.dim() ? out.numel() / std::max<int64_t>(out.size(0), 1) : 1;
     int64_t inRowElems = in.dim() ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1;
+    std::vector<int64_t> sendElems, recvElems;
+    for (int p = 0; p < size_; ++p) {
+      sendElems.push_back(inRows[p] * inRowElems);
+      recvElems.push_back(outRows[p] * outRowElems);
+    }
     return enqueue(OpType::ALLTOALL_BASE, {out}, [=](zcollComm_t c) {
       at::Tensor src = in.contiguous();
       at::Tensor dst = out.contiguous();
-      zcollDataType_t type = toZcollType(src);
-      size_t elem = src.element_size();
-      auto* s = static_cast<char*>(src.data_ptr());
-      auto* d = static_cast<char*>(dst.data_ptr());
-      int64_t sOff = 0, dOff = 0;
-      check(zcollGroupStart(), c, "zcollGroupStart");
+      allToAllv(src, sendElems, dst, recvElems, c);
+      copyBack(out, dst);
+    });
+  }
+
+  // all_to_all with tensor lists: tensors may differ in size per peer; one zcollAllToAllv over
+  // the concatenations.
+  c10::intrusive_ptr<Work> alltoall(std::vector<at::Tensor>& outputs,
+                                    std::vector<at::Tensor>& inputs,
+                                    const c10d::AllToAllOptions&) override {
+    TORCH_CHECK(static_cast<int>(outputs.size()) == size_ &&
+                    static_cast<int>(inputs.size()) == size_,
+                "zcoll: all_to_all expects world_size output and world_size input tensors");
+    std::vector<int64_t> sendElems, recvElems;
+    for (int p = 0; p < size_; ++p) {
+      checkTensor(outputs[p]);
+      checkTensor(inputs[p]);
+      TORCH_CHECK(outputs[p].scalar_type() == inputs[0].scalar_type() &&
+                      inputs[p].scalar_type() == inputs[0].scalar_type(),
+                  "zcoll: all_to_all tensors must all have one dtype");
+      sendElems.push_back(inputs[p].numel());
+      recvElems.push_back(outputs[p].numel());
+    }
+    std::vector<at::Tensor> outs = outputs, ins = inputs;
+    return enqueue(OpType::ALLTOALL, outs, [=](zcollComm_t c) {
+      std::vector<at::Tensor> flatIns, flatOuts;
+      for (const auto& t : ins) flatIns.push_back(t.reshape({-1}));
+      at::Tensor src = at::cat(flatIns);
+      int64_t total = 0;
+      for (auto n : recvElems) total += n;
+      at::Tensor dst = at::empty({total}, src.options());
+      allToAllv(src, sendElems, dst, recvElems, c);
+      int64_t off = 0;
       for (int p = 0; p < size_; ++p) {
-        int64_t sN = inRows[p] * inRowElems, dN = outRows[p] * outRowElems;
-        if (sN) check(zcollSend(s + sOff * elem, sN, type, p, c, nullptr), c, "zcollSend");
-        if (dN) check(zcollRecv(d + dOff * elem, dN, type, p, c, nullptr), c, "zcollRecv");
-        sOff += sN;
-        dOff += dN;
+        outs[p].copy_(dst.narrow(0, off, recvElems[p]).view(outs[p].sizes()));
+        off += recvElems[p];
       }
-      check(zcollGroupEnd(), c, "zcollGroupEnd");
+    });
+  }
+
+  c10::intrusive_ptr<Work> reduce(std::vector<at::Tensor>& tensors,
+                                  const c10d::ReduceOptions& opts) override {
+    at::Tensor t = single(tensors);
+    zcollRedOp_t op = toZcollOp(opts.reduceOp, t);
+    int root = checkRoot(opts.rootRank, "reduce");
+    return enqueue(OpType::REDUCE, {t}, [=](zcollComm_t c) {
+      at::Tensor buf = t.contiguous();
+      check(zcollReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, root,
+                        c, nullptr), c, "zcollReduce");
+      if (rank_ == root) copyBack(t, buf);
+    });
+  }
+
+  // gather / scatter: the list exists on the root only (torch passes an empty one elsewhere).
+  c10::intrusive_ptr<Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                  std::vector<at::Tensor>& inputs,
+                                  const c10d::GatherOptions& opts) override {
+    at::Tensor in = single(inputs);
+    int root = checkRoot(opts.rootRank, "gather");
+    std::vector<at::Tensor> outs = rootList(outputs, in, root, "gather", "output");
+    return enqueue(OpType::GATHER, outs, [=](zcollComm_t c) {
+      at::Tensor src = in.contiguous();
+      at::Tensor flat = rank_ == root ? at::empty({size_ * src.numel()}, src.options()) : at::Tensor();
+      check(zcollGather(src.data_ptr(), rank_ == root ? flat.data_ptr() : nullptr, src.numel(),
+                        toZcollType(src), root, c, nullptr), c, "zcollGather");
+      for (size_t r = 0; r < outs.size(); ++r)
+        outs[r].copy_(flat.narrow(0, r * src.numel(), src.numel()).view(outs[r].sizes()));
+    });
+  }
+
+  c10::intrusive_ptr<Work> scatter(std::vector<at::Tensor>& outputs,
+                                   std::vector<std::vector<at::Tensor>>& inputs,
+                                   const c10d::ScatterOptions& opts) override {
+    at::Tensor out = single(outputs);
+    int root = checkRoot(opts.rootRank, "scatter");
+    std::vector<at::Tensor> ins = rootList(inputs, out, root, "scatter", "input");
+    return enqueue(OpType::SCATTER, {out}, [=](zcollComm_t c) {
+      at::Tensor src;
+      if (!ins.empty()) {
+        std::vector<at::Tensor> flat;
+        for (const auto& t : ins) flat.push_back(t.reshape({-1}));
+        src = at::cat(flat);
+      }
+      at::Tensor dst = out.contiguous();
+      check(zcollScatter(src.defined() ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
+                         toZcollType(dst), root, c, nullptr), c, "zcollScatter");
       copyBack(out, dst);
     });
   }
@@ -579,6 +655,50 @@ class ZcollBackend : public c10d::Backend {
 
   static void copyBack(const at::Tensor& target, const at::Tensor& buf) {
     if (!target.is_same(buf)) target.copy_(buf);
+  }
+
+  int checkRoot(int64_t root, const char* what) const {
+    TORCH_CHECK(root >= 0 && root < size_, "zcoll: ", what, " root ", root,
+                " is not a rank of this group (size ", size_, ")");
+    return static_cast<int>(root);
+  }
+
+  // The tensor list of a gather (outputs) or scatter (inputs): world_size tensors shaped like
+  // `like` on the root, none elsewhere.
+  std::vector<at::Tensor> rootList(const std::vector<std::vector<at::Tensor>>& lists,
+                                   const at::Tensor& like, int root, const char* what,
+                                   const char* kind) const {
+    if (rank_ != root) {
+      TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), "zcoll: ", what,
+                  ": only the root (rank ", root, ") passes ", kind, " tensors");
+      return {};
+    }
+    TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size_, "zcoll: ", what,
+                " expects one list of world_size ", kind, " tensors on the root");
+    for (const auto& t : lists[0]) {
+      checkTensor(t);
+      TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "zcoll: ",
+                  what, " ", kind, " tensors must match the other tensor's size and dtype");
+    }
+    return lists[0];
+  }
+
+  // zcollAllToAllv over contiguous 1-D views, counts in elements (blocks back to back).
+  static void allToAllv(const at::Tensor& src, const std::vector<int64_t>& sendElems,
+                        const at::Tensor& dst, const std::vector<int64_t>& recvElems,
+                        zcollComm_t c) {
+    std::vector<size_t> sc, sd, rc, rd;
+    size_t so = 0, ro = 0;
+    for (size_t p = 0; p < sendElems.size(); ++p) {
+      sc.push_back(sendElems[p]);
+      sd.push_back(so);
+      so += sendElems[p];
+      rc.push_back(recvElems[p]);
+      rd.push_back(ro);
+      ro += recvElems[p];
+    }
+    check(zcollAllToAllv(src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(), rc.data(),
+                         rd.data(), toZcollType(src), c, nullptr), c, "zcollAllToAllv");
   }
 
   std::vector<int64_t> splitsOrEqual(const std::vector<int64_t>& splits, const at::Tensor& t) {

@@ -89,6 +89,45 @@ def scenario_collectives(rank, world):
         a, b = _both(a2a)
         assert torch.equal(a, b), dtype
 
+        root = world - 1
+        for op in _ops_for(dtype):
+            def red(g):
+                t = _values(rank, n, dtype, 12)
+                dist.reduce(t, dst=root, op=op, group=g)
+                return t
+            a, b = _both(red)
+            if rank == root:
+                assert torch.equal(a, b), ("reduce", dtype, op)
+
+        def gat(g):
+            outs = [torch.empty(3, 2, dtype=dtype) for _ in range(world)] if rank == 0 else None
+            dist.gather(_values(rank, 6, dtype, 13).view(3, 2), outs, dst=0, group=g)
+            return torch.stack(outs) if rank == 0 else None
+        a, b = _both(gat)
+        if rank == 0:
+            assert torch.equal(a, b), ("gather", dtype)
+
+        def sca(g):
+            out = torch.empty(2, 3, dtype=dtype)
+            ins = [_values(p, 6, dtype, 14).view(2, 3) for p in range(world)] if rank == root else None
+            dist.scatter(out, ins, src=root, group=g)
+            return out
+        a, b = _both(sca)
+        assert torch.equal(a, b), ("scatter", dtype)
+
+        def a2al(g):
+            outs = [torch.empty(3, dtype=dtype) for _ in range(world)]
+            dist.all_to_all(outs, [_values(rank, 3, dtype, 15 + p) for p in range(world)], group=g)
+            return torch.cat(outs)
+        a, b = _both(a2al)
+        assert torch.equal(a, b), ("all_to_all", dtype)
+        # uneven lists (gloo has none): rank r sends (r + 2p) % 3 elements to p, empty included
+        ins = [_values(rank, (rank + 2 * p) % 3, dtype, 15 + p) for p in range(world)]
+        outs = [torch.full(((p + 2 * rank) % 3,), 7, dtype=dtype) for p in range(world)]
+        dist.all_to_all(outs, ins)
+        for p in range(world):
+            assert torch.equal(outs[p], _values(p, (p + 2 * rank) % 3, dtype, 15 + rank)), (dtype, p)
+
     # uneven all_to_all_single: rank r sends (r + p + 1) rows to p
     ins = [r + rank + 1 for r in range(world)]
     outs = [rank + p + 1 for p in range(world)]
@@ -208,6 +247,9 @@ def scenario_bad_input(rank, world):
     # (meta tensors never reach a backend: torch's meta kernels for c10d ops return early)
     with pytest.raises(Exception, match="world_size"):
         dist.reduce_scatter_tensor(torch.zeros(3), torch.zeros(2 * world + 1))
+    with pytest.raises(Exception, match="world_size output and world_size input"):
+        dist.all_to_all([torch.zeros(2) for _ in range(world + 1)],
+                        [torch.zeros(2) for _ in range(world + 1)])
     t = torch.ones(4)
     dist.all_reduce(t)  # the group still works afterwards
     assert torch.all(t == world)

@@ -77,6 +77,11 @@ struct CollArgs {
   zcollDataType_t dtype;
   zcollRedOp_t op;
   int root;
+  // All-to-all-v only: per-peer counts and displacements, in elements.
+  const size_t* sendCounts = nullptr;
+  const size_t* sendDispls = nullptr;
+  const size_t* recvCounts = nullptr;
+  const size_t* recvDispls = nullptr;
 };
 
 // ---- Byte-level building blocks, reused by hierarchical algorithms --------------------------
@@ -97,7 +102,18 @@ Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, voi
 std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs& a);
 
 // ---- Registry -------------------------------------------------------------------------------
-enum class CollKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kBroadcast, kNumKinds };
+enum class CollKind {
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  kAllToAll,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAllv,
+  kNumKinds
+};
 
 using AlgoFn = Result (*)(zcollComm* comm, const CollArgs& args);
 
@@ -122,6 +138,10 @@ Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a);
 Result allToAllPairwise(zcollComm* comm, const CollArgs& a);
 Result broadcastBinomial(zcollComm* comm, const CollArgs& a);
 Result broadcastPipelinedRing(zcollComm* comm, const CollArgs& a);
+Result reduceRing(zcollComm* comm, const CollArgs& a);
+Result gatherDirect(zcollComm* comm, const CollArgs& a);
+Result scatterDirect(zcollComm* comm, const CollArgs& a);
+Result allToAllvPairwise(zcollComm* comm, const CollArgs& a);
 Result barrierDissemination(zcollComm* comm);
 
 }  // namespace zcoll

@@ -19,11 +19,20 @@ const std::vector<Algorithm> kAlgorithms = {
     {CollKind::kAllToAll, "pairwise", allToAllPairwise},
     {CollKind::kBroadcast, "binomial", broadcastBinomial},
     {CollKind::kBroadcast, "pipelined_ring", broadcastPipelinedRing},
+    {CollKind::kReduce, "ring", reduceRing},
+    {CollKind::kGather, "direct", gatherDirect},
+    {CollKind::kScatter, "direct", scatterDirect},
+    {CollKind::kAllToAllv, "pairwise", allToAllvPairwise},
 };
 
 const char* kOverrideParam[] = {"ZCOLL_ALGO_ALLGATHER", "ZCOLL_ALGO_REDUCESCATTER",
                                 "ZCOLL_ALGO_ALLREDUCE", "ZCOLL_ALGO_ALLTOALL",
-                                "ZCOLL_ALGO_BROADCAST"};
+                                "ZCOLL_ALGO_BROADCAST", "ZCOLL_ALGO_REDUCE",
+                                "ZCOLL_ALGO_GATHER", "ZCOLL_ALGO_SCATTER",
+                                "ZCOLL_ALGO_ALLTOALLV"};
+static_assert(sizeof(kOverrideParam) / sizeof(kOverrideParam[0]) ==
+                  static_cast<size_t>(CollKind::kNumKinds),
+              "one override parameter per collective");
 
 // Defaults: latency-bound sizes take the one-step algorithms, larger ones the
 // bandwidth-optimal ones. Thresholds from perf/RESULTS.md measurements.
@@ -37,6 +46,10 @@ const char* defaultAlgorithm(CollKind kind, size_t bytesPerRank, int nranks) {
                  : "ring";
     case CollKind::kAllToAll: return "pairwise";
     case CollKind::kBroadcast: return bytesPerRank <= 256 * 1024 ? "binomial" : "pipelined_ring";
+    case CollKind::kReduce: return "ring";
+    case CollKind::kGather: return "direct";
+    case CollKind::kScatter: return "direct";
+    case CollKind::kAllToAllv: return "pairwise";
     default: return "";
   }
 }
@@ -53,7 +66,10 @@ const std::vector<Algorithm>& allAlgorithms() { return kAlgorithms; }
 
 const char* collKindName(CollKind kind) {
   static const char* kNames[] = {"allgather", "reducescatter", "allreduce", "alltoall",
-                                 "broadcast"};
+                                 "broadcast", "reduce",        "gather",    "scatter",
+                                 "alltoallv"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(CollKind::kNumKinds),
+                "one name per collective");
   return kNames[static_cast<int>(kind)];
 }
 

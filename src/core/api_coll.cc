@@ -1,5 +1,9 @@
 // Public C API: the standard collectives. Each entry point validates its arguments (in the
 // order a user would fix them), then runs the selected algorithm.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "coll/coll.h"
 #include "core/api_guard.h"
 #include "core/call_check.h"
@@ -28,6 +32,51 @@ Result checkCommon(const char* fn, const void* send, size_t sendElems, const voi
   ZCOLL_CHECK(checkBuffer(send, sendElems, "sendbuff", fn));
   ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));
   return checkHostCall(send, recv, stream, fn);
+}
+
+Result checkRoot(int root, int nranks, const char* fn) {
+  if (root < 0 || root >= nranks)
+    return fail(zcollInvalidArgument, "%s: root %d must be in [0, %d)", fn, root, nranks);
+  return zcollSuccess;
+}
+
+// All-to-all-v arguments: the four arrays, no size_t overflow, blocks inside their buffers,
+// receive blocks disjoint, the block to itself the same size both ways. Sets the spans the
+// blocks cover (elements from the buffer's start).
+Result checkAllToAllvLayout(const zcollComm* comm, const size_t* sc, const size_t* sd,
+                            const size_t* rc, const size_t* rd, size_t es, size_t* sendSpan,
+                            size_t* recvSpan, const char* fn) {
+  const struct { const size_t* p; const char* name; } arrays[] = {
+      {sc, "sendcounts"}, {sd, "sdispls"}, {rc, "recvcounts"}, {rd, "rdispls"}};
+  for (const auto& a : arrays)
+    if (a.p == nullptr) return fail(zcollInvalidArgument, "%s: %s is NULL", fn, a.name);
+  const int w = comm->nranks;
+  const size_t maxElems = es == 0 ? SIZE_MAX : SIZE_MAX / es;
+  *sendSpan = *recvSpan = 0;
+  std::vector<std::pair<size_t, size_t>> recvBlocks;  // [start, end) of non-empty blocks
+  for (int p = 0; p < w; ++p) {
+    if (sc[p] > maxElems || sd[p] > maxElems - sc[p] || rc[p] > maxElems || rd[p] > maxElems - rc[p])
+      return fail(zcollInvalidArgument, "%s: the block for rank %d overflows the address space",
+                  fn, p);
+    if (sc[p] > 0) *sendSpan = std::max(*sendSpan, sd[p] + sc[p]);
+    if (rc[p] > 0) {
+      *recvSpan = std::max(*recvSpan, rd[p] + rc[p]);
+      recvBlocks.emplace_back(rd[p], rd[p] + rc[p]);
+    }
+  }
+  if (sc[comm->rank] != rc[comm->rank])
+    return fail(zcollInvalidArgument,
+                "%s: rank %d sends itself %zu elements (sendcounts[%d]) but expects %zu "
+                "(recvcounts[%d])", fn, comm->rank, sc[comm->rank], comm->rank, rc[comm->rank],
+                comm->rank);
+  std::sort(recvBlocks.begin(), recvBlocks.end());
+  for (size_t i = 1; i < recvBlocks.size(); ++i)
+    if (recvBlocks[i].first < recvBlocks[i - 1].second)
+      return fail(zcollInvalidArgument,
+                  "%s: receive blocks overlap (elements %zu..%zu and %zu..%zu of recvbuff)", fn,
+                  recvBlocks[i - 1].first, recvBlocks[i - 1].second, recvBlocks[i].first,
+                  recvBlocks[i].second);
+  return zcollSuccess;
 }
 
 }  // namespace
@@ -109,8 +158,7 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              zcollStream_t stream) {
   const char* fn = "zcollBroadcast";
   return commCall(comm, fn, [&]() -> Result {
-    if (root < 0 || root >= comm->nranks)
-      return fail(zcollInvalidArgument, "%s: root %d must be in [0, %d)", fn, root, comm->nranks);
+    ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
     const size_t sendElems = comm->rank == root ? count : 0;  // sendbuff is read on root only
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendElems, recvbuff, count, datatype, stream));
@@ -123,6 +171,97 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kBroadcast, {sendbuff, recvbuff, count, datatype, zcollSum, root},
                         bytes);
+  });
+}
+
+zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          zcollDataType_t datatype, zcollRedOp_t op, int root, zcollComm_t comm,
+                          zcollStream_t stream) {
+  const char* fn = "zcollReduce";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
+    ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
+    const bool isRoot = comm->rank == root;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, count, recvbuff, isRoot ? count : 0, datatype, stream));
+    ZCOLL_CHECK(checkOp(op, fn));
+    const size_t bytes = count * dtypeSize(datatype);
+    if (isRoot && sendbuff != recvbuff)
+      ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
+                               "in place only when sendbuff == recvbuff"));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kReduce, datatype, count, op, root),
+                                 fn));
+    if (count == 0) return zcollSuccess;
+    return runAlgorithm(comm, CollKind::kReduce, {sendbuff, recvbuff, count, datatype, op, root},
+                        bytes);
+  });
+}
+
+zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                          zcollDataType_t datatype, int root, zcollComm_t comm,
+                          zcollStream_t stream) {
+  const char* fn = "zcollGather";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
+    ZCOLL_CHECK(checkSize(sendcount, comm->nranks, dtypeSize(datatype), fn));
+    const bool isRoot = comm->rank == root;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, sendcount, recvbuff,
+                            isRoot ? sendcount * comm->nranks : 0, datatype, stream));
+    const size_t bytes = sendcount * dtypeSize(datatype);
+    if (isRoot)
+      ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
+    ZCOLL_CHECK(checkCallMatches(
+        comm, describeCall(CallKind::kGather, datatype, sendcount, -1, root), fn));
+    if (sendcount == 0) return zcollSuccess;
+    return runAlgorithm(comm, CollKind::kGather,
+                        {sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, bytes);
+  });
+}
+
+zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           zcollDataType_t datatype, int root, zcollComm_t comm,
+                           zcollStream_t stream) {
+  const char* fn = "zcollScatter";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
+    ZCOLL_CHECK(checkSize(recvcount, comm->nranks, dtypeSize(datatype), fn));
+    const bool isRoot = comm->rank == root;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, isRoot ? recvcount * comm->nranks : 0, recvbuff,
+                            recvcount, datatype, stream));
+    const size_t bytes = recvcount * dtypeSize(datatype);
+    if (isRoot)
+      ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
+    ZCOLL_CHECK(checkCallMatches(
+        comm, describeCall(CallKind::kScatter, datatype, recvcount, -1, root), fn));
+    if (recvcount == 0) return zcollSuccess;
+    return runAlgorithm(comm, CollKind::kScatter,
+                        {sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, bytes);
+  });
+}
+
+zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
+                             const size_t sdispls[], void* recvbuff, const size_t recvcounts[],
+                             const size_t rdispls[], zcollDataType_t datatype, zcollComm_t comm,
+                             zcollStream_t stream) {
+  const char* fn = "zcollAllToAllv";
+  return commCall(comm, fn, [&]() -> Result {
+    ZCOLL_CHECK(checkNotInGroup(fn));
+    ZCOLL_CHECK(checkDtype(datatype, fn));
+    const size_t es = dtypeSize(datatype);
+    size_t sendSpan = 0, recvSpan = 0;
+    ZCOLL_CHECK(checkAllToAllvLayout(comm, sendcounts, sdispls, recvcounts, rdispls, es,
+                                     &sendSpan, &recvSpan, fn));
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, sendSpan, recvbuff, recvSpan, datatype, stream));
+    ZCOLL_CHECK(checkOverlap(sendbuff, sendSpan * es, recvbuff, recvSpan * es, fn,
+                             "all-to-all-v is never in place"));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAllv, datatype, 0), fn));
+    // Every rank runs the exchange, even with nothing to send or receive: ranks whose counts
+    // are all zero still take part in the stage sequence, and mismatches show up.
+    CollArgs args{sendbuff, recvbuff, 0, datatype, zcollSum, 0};
+    args.sendCounts = sendcounts;
+    args.sendDispls = sdispls;
+    args.recvCounts = recvcounts;
+    args.recvDispls = rdispls;
+    return runAlgorithm(comm, CollKind::kAllToAllv, args, 0);
   });
 }
 

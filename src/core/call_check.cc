@@ -23,6 +23,10 @@ const char* kindName(uint32_t k) {
     case CallKind::kAllGatherHier: return "zcollAllGatherHier";
     case CallKind::kAllGatherFromSecondary: return "zcollAllGatherFromSecondary";
     case CallKind::kQuantizedReduceScatter: return "zcollQuantizedReduceScatter";
+    case CallKind::kReduce: return "zcollReduce";
+    case CallKind::kGather: return "zcollGather";
+    case CallKind::kScatter: return "zcollScatter";
+    case CallKind::kAllToAllv: return "zcollAllToAllv";
   }
   return "an unknown collective";
 }

@@ -23,6 +23,10 @@ enum class CallKind : uint32_t {
   kAllGatherHier,
   kAllGatherFromSecondary,
   kQuantizedReduceScatter,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAllv,  // count 0: the counts are per pair and differ between ranks by design
 };
 
 struct CallDescriptor {

@@ -61,6 +61,11 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_ALGO_ALLTOALL", ParamType::kString, "", "Force the all-to-all algorithm (pairwise)."},
     {"ZCOLL_ALGO_BROADCAST", ParamType::kString, "",
      "Force the broadcast algorithm (binomial, pipelined_ring). Empty: chosen by size."},
+    {"ZCOLL_ALGO_REDUCE", ParamType::kString, "", "Force the reduce algorithm (ring)."},
+    {"ZCOLL_ALGO_GATHER", ParamType::kString, "", "Force the gather algorithm (direct)."},
+    {"ZCOLL_ALGO_SCATTER", ParamType::kString, "", "Force the scatter algorithm (direct)."},
+    {"ZCOLL_ALGO_ALLTOALLV", ParamType::kString, "",
+     "Force the all-to-all-v algorithm (pairwise)."},
     {"ZCOLL_QUANT_ISA", ParamType::kString, "",
      "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512) for every "
      "operation. Empty: per operation, the fastest vector variant this CPU supports, measured "
