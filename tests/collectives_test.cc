@@ -69,7 +69,7 @@ void checkAllGather(const RankSetup& s, int rank, zcollComm_t comm, zcollDataTyp
 }
 
 TEST_P(Collectives, AllGatherEveryAlgorithm) {
-  for (const char* algo : {"ring", "direct"}) {
+  for (const char* algo : {"ring", "direct", "hierarchical"}) {
     ScopedEnv force("ZCOLL_ALGO_ALLGATHER", algo);
     runRanks(setup(), [&](int rank, zcollComm_t comm) {
       for (zcollDataType_t t : {zcollInt8, zcollFloat16, zcollFloat32, zcollFloat64})

@@ -228,11 +228,11 @@ def flat_layout(model, world, block):
 
 
 def unflatten(flat, shapes):
-    out, off = {}, 0
-    for name, shape, n in shapes:
-        out[name] = flat[off:off + n].view(shape)
-        off += n
-    return out
+    # One split (not a slice per parameter): the backward of a split is one concatenation,
+    # where each slice's backward would build a zero-filled gradient the size of `flat`.
+    sizes = [n for _, _, n in shapes]
+    pieces = flat.split(sizes + [flat.numel() - sum(sizes)])
+    return {name: piece.view(shape) for (name, shape, _), piece in zip(shapes, pieces)}
 
 
 def evaluate(model, shapes, full, held, args):
@@ -267,6 +267,29 @@ def worker(rank, args, queue):
     dist.destroy_process_group()
 
 
+def zero_step(comms, model, shapes, shard, x, y, variant):
+    """One ZeRO-3 / ZeRO++ step's communication and compute: sets shard.grad to this rank's
+    averaged gradient shard and returns the (local) loss. The optimizer step is the caller's."""
+    zpp = variant.startswith("zeropp")
+    # forward: gather, loss
+    full = comms.qwz_hpz_gather(shard) if zpp else comms.all_gather(shard)
+    with torch.no_grad():
+        logits = torch.func.functional_call(model, unflatten(full, shapes), (x,))
+        loss = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1))
+    del full, logits
+    # backward: gather again (hpZ: from the node's secondary shard), recompute, backward
+    full = (comms.gather_from_secondary() if zpp else comms.all_gather(shard))
+    full.requires_grad_(True)
+    logits = torch.func.functional_call(model, unflatten(full, shapes), (x,))
+    F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1)).backward()
+    grad = full.grad
+    if zpp:
+        shard.grad = comms.qgz_reduce_scatter_avg(grad, error_feedback=variant == "zeropp_ef")
+    else:
+        shard.grad = comms.reduce_scatter_avg(grad)
+    return loss
+
+
 def train_one(rank, args, variant, seed, comms, train, held):
     torch.manual_seed(seed)
     model = ByteLM(args.d, args.layers, args.heads, args.ctx)
@@ -278,27 +301,10 @@ def train_one(rank, args, variant, seed, comms, train, held):
     opt = torch.optim.AdamW([shard], lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     for p in model.parameters():
         p.requires_grad_(False)
-    zpp = variant.startswith("zeropp")
     losses, t0 = [], time.time()
     for step in range(args.steps):
         x, y = batch_at(train, step, rank, args.batch, args.ctx, seed)
-        # forward: gather, loss
-        full = comms.qwz_hpz_gather(shard) if zpp else comms.all_gather(shard)
-        with torch.no_grad():
-            logits = torch.func.functional_call(model, unflatten(full, shapes), (x,))
-            loss = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1))
-        del full, logits
-        # backward: gather again (hpZ: from the node's secondary shard), recompute, backward
-        full = (comms.gather_from_secondary() if zpp else comms.all_gather(shard))
-        full.requires_grad_(True)
-        logits = torch.func.functional_call(model, unflatten(full, shapes), (x,))
-        F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1)).backward()
-        grad = full.grad
-        if zpp:
-            gshard = comms.qgz_reduce_scatter_avg(grad, error_feedback=variant == "zeropp_ef")
-        else:
-            gshard = comms.reduce_scatter_avg(grad)
-        shard.grad = gshard
+        loss = zero_step(comms, model, shapes, shard, x, y, variant)
         for group in opt.param_groups:  # cosine decay
             group["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * step / args.steps))
         opt.step()

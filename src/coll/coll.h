@@ -123,14 +123,17 @@ struct Algorithm {
   AlgoFn run;
 };
 
-// The algorithm for a call: the one ZCOLL_ALGO_<KIND> names, else the size-based default.
-Result selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks, const Algorithm** out);
+// The algorithm for a call: the one ZCOLL_ALGO_<KIND> names, else the default for the size and
+// the comm's layout.
+Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
+                       const Algorithm** out);
 const std::vector<Algorithm>& allAlgorithms();
 const char* collKindName(CollKind kind);
 
 // Algorithms (one file each).
 Result allGatherRing(zcollComm* comm, const CollArgs& a);
 Result allGatherDirect(zcollComm* comm, const CollArgs& a);
+Result allGatherHierarchical(zcollComm* comm, const CollArgs& a);
 Result reduceScatterRing(zcollComm* comm, const CollArgs& a);
 Result reduceScatterDirect(zcollComm* comm, const CollArgs& a);
 Result allReduceRing(zcollComm* comm, const CollArgs& a);

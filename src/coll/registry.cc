@@ -12,6 +12,7 @@ namespace {
 const std::vector<Algorithm> kAlgorithms = {
     {CollKind::kAllGather, "ring", allGatherRing},
     {CollKind::kAllGather, "direct", allGatherDirect},
+    {CollKind::kAllGather, "hierarchical", allGatherHierarchical},
     {CollKind::kReduceScatter, "ring", reduceScatterRing},
     {CollKind::kReduceScatter, "direct", reduceScatterDirect},
     {CollKind::kAllReduce, "ring", allReduceRing},
@@ -35,10 +36,18 @@ static_assert(sizeof(kOverrideParam) / sizeof(kOverrideParam[0]) ==
               "one override parameter per collective");
 
 // Defaults: latency-bound sizes take the one-step algorithms, larger ones the
-// bandwidth-optimal ones. Thresholds from perf/RESULTS.md measurements.
-const char* defaultAlgorithm(CollKind kind, size_t bytesPerRank, int nranks) {
+// bandwidth-optimal ones (on several equal nodes, the all-gather that crosses between nodes
+// least). Thresholds from perf/RESULTS.md measurements.
+const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank) {
+  const int nranks = comm->nranks;
+  const bool severalEqualNodes = comm->layout.nodes > 1 && comm->layout.uniform();
   switch (kind) {
-    case CollKind::kAllGather: return bytesPerRank <= 32 * 1024 ? "direct" : "ring";
+    case CollKind::kAllGather:
+      if (bytesPerRank <= 32 * 1024) return "direct";
+      return severalEqualNodes ? "hierarchical" : "ring";
+    // (A two-stage reduce-scatter, inside the node then between nodes, measured slower than the
+    // ring over a 1 Gbit/s emulated link: its stages run one after the other, where the ring
+    // overlaps the reduction with the transfer; perf/RESULTS.md.)
     case CollKind::kReduceScatter: return bytesPerRank <= 32 * 1024 ? "direct" : "ring";
     case CollKind::kAllReduce:
       return bytesPerRank <= 64 * 1024 || bytesPerRank < static_cast<size_t>(nranks) * 64
@@ -73,7 +82,8 @@ const char* collKindName(CollKind kind) {
   return kNames[static_cast<int>(kind)];
 }
 
-Result selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks, const Algorithm** out) {
+Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
+                       const Algorithm** out) {
   const char* param = kOverrideParam[static_cast<int>(kind)];
   std::string forced = paramString(param);
   if (!forced.empty()) {
@@ -83,7 +93,7 @@ Result selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks, const Alg
                   forced.c_str(), collKindName(kind));
     return zcollSuccess;
   }
-  *out = find(kind, defaultAlgorithm(kind, bytesPerRank, nranks));
+  *out = find(kind, defaultAlgorithm(comm, kind, bytesPerRank));
   return *out ? zcollSuccess : fail(zcollInternalError, "no default %s algorithm",
                                     collKindName(kind));
 }

@@ -16,7 +16,7 @@ namespace {
 
 Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank) {
   const Algorithm* algo = nullptr;
-  ZCOLL_CHECK(selectAlgorithm(kind, bytesPerRank, comm->nranks, &algo));
+  ZCOLL_CHECK(selectAlgorithm(comm, kind, bytesPerRank, &algo));
   ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
                   comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
   ZCOLL_CHECK(algo->run(comm, args));

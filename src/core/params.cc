@@ -53,7 +53,9 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_TRANSPORT", ParamType::kString, "",
      "Force the transport for every non-self peer (ucx). Empty: chosen from topology."},
     {"ZCOLL_ALGO_ALLGATHER", ParamType::kString, "",
-     "Force the all-gather algorithm (ring, direct). Empty: chosen by size."},
+     "Force the all-gather algorithm (ring, direct, hierarchical: a rail ring between nodes, then "
+     "inside each node; the flat ring on one node or unequal nodes). Empty: direct up to 32 KiB "
+     "per rank, above it hierarchical on several equal nodes, else ring."},
     {"ZCOLL_ALGO_REDUCESCATTER", ParamType::kString, "",
      "Force the reduce-scatter algorithm (ring, direct). Empty: chosen by size."},
     {"ZCOLL_ALGO_ALLREDUCE", ParamType::kString, "",
