@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The torch backend's overhead: dist.all_gather_into_tensor on the zcoll backend vs zcoll's own
 all_gather_perf, same ranks, same sizes (nccl-tests sizes: the whole gathered buffer), run one
-after the other on this machine. Prints a Markdown table of mean times and their ratio.
+after the other on this machine, --rounds times alternating which goes first (so drift on a
+shared machine hits both alike). Prints a Markdown table: per size the median over rounds of
+each side's mean time, the ratio of the medians and the range of the per-round ratios.
 
-  python3 perf/zero_train/backend_overhead.py --world 4 --sizes 1M,64M
+  python3 perf/zero_train/backend_overhead.py --world 4 --sizes 1M,64M --rounds 5
 """
+import statistics
 import argparse
 import os
 import re
@@ -79,15 +82,27 @@ def main():
     ap.add_argument("--sizes", default="1M,64M")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
-    t_torch = torch_times(args.world, sizes, args.iters, args.warmup)
-    t_perf = perf_times(args.world, sizes, args.iters, args.warmup)
-    print(f"| size (gathered) | all_gather_perf ms | torch zcoll backend ms | torch / zcoll |")
-    print("|---|---|---|---|")
+    rounds = {"torch": [], "perf": []}
+    for r in range(args.rounds):
+        order = ["torch", "perf"] if r % 2 == 0 else ["perf", "torch"]
+        for side in order:
+            run = torch_times if side == "torch" else perf_times
+            rounds[side].append(run(args.world, sizes, args.iters, args.warmup))
+    print(f"{args.world} ranks, {args.iters} calls per size, {args.rounds} rounds")
+    print("| size (gathered) | all_gather_perf ms | torch zcoll backend ms | torch / zcoll "
+          "(medians) | per-round ratios |")
+    print("|---|---|---|---|---|")
     for s in sizes:
-        print(f"| {s >> 20} MiB | {t_perf[s] * 1e3:.3f} | {t_torch[s] * 1e3:.3f} | "
-              f"{t_torch[s] / t_perf[s]:.2f} |")
+        tp = [x[s] for x in rounds["perf"]]
+        tt = [x[s] for x in rounds["torch"]]
+        ratios = sorted(b / a for a, b in zip(tp, tt))
+        print(f"| {s >> 20} MiB | {statistics.median(tp) * 1e3:.3f} | "
+              f"{statistics.median(tt) * 1e3:.3f} | "
+              f"{statistics.median(tt) / statistics.median(tp):.2f} | "
+              f"{ratios[0]:.2f}-{ratios[-1]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -8,22 +8,16 @@
 namespace zcoll {
 
 Result allReduceRing(zcollComm* comm, const CollArgs& a) {
-  const int w = comm->nranks;
-  const size_t es = dtypeSize(a.dtype);
-  std::vector<size_t> elemOff(w + 1), byteOff(w + 1);
-  for (int i = 0; i <= w; ++i) {
-    elemOff[i] = a.count * i / w;
-    byteOff[i] = elemOff[i] * es;
-  }
+  const BalancedChunks c = balancedChunks(a.count, comm->nranks, dtypeSize(a.dtype));
   char* recv = static_cast<char*>(a.recv);
   const Group g = worldGroup(comm);
   {
     Stage st(comm);
-    ZCOLL_CHECK(ringReduceScatterv(st, g, a.send, recv + byteOff[g.me], elemOff.data(), a.dtype,
+    ZCOLL_CHECK(ringReduceScatterv(st, g, a.send, recv + c.byte[g.me], c.elem.data(), a.dtype,
                                    a.op));
   }
   Stage st(comm);
-  return ringAllGatherv(st, g, recv, byteOff.data(), recv + byteOff[g.me]);
+  return ringAllGatherv(st, g, recv, c.byte.data(), recv + c.byte[g.me]);
 }
 
 }  // namespace zcoll

@@ -98,6 +98,14 @@ Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_
 Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, void* out,
                           const size_t* offsets, zcollDataType_t dtype, zcollRedOp_t op);
 
+// `count` elements split into w balanced chunks (any count): chunk i is elem[i]..elem[i+1]
+// elements, byte[i]..byte[i+1] bytes. The ring all-reduce and the reduce share it, so they
+// reduce the same chunks in the same order.
+struct BalancedChunks {
+  std::vector<size_t> elem, byte;
+};
+BalancedChunks balancedChunks(size_t count, int w, size_t elemSize);
+
 // The world offsets i * bytes (i = 0..W) of an all-gather of a.count elements per rank.
 std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs& a);
 

@@ -36,6 +36,15 @@ Result Stage::exchange(int sendPeer, const void* sbuf, size_t sbytes, int recvPe
   return wait(reqs);
 }
 
+BalancedChunks balancedChunks(size_t count, int w, size_t elemSize) {
+  BalancedChunks c{std::vector<size_t>(w + 1), std::vector<size_t>(w + 1)};
+  for (int i = 0; i <= w; ++i) {
+    c.elem[i] = count * i / w;
+    c.byte[i] = c.elem[i] * elemSize;
+  }
+  return c;
+}
+
 RequestList::~RequestList() {
   for (size_t i = 0; i < used_; ++i)
     if (!reqs_[i].complete() && reqs_[i].transport != nullptr) reqs_[i].transport->cancel(&reqs_[i]);

@@ -11,12 +11,8 @@ namespace zcoll {
 
 Result reduceRing(zcollComm* comm, const CollArgs& a) {
   const int w = comm->nranks;
-  const size_t es = dtypeSize(a.dtype);
-  std::vector<size_t> elemOff(w + 1), byteOff(w + 1);
-  for (int i = 0; i <= w; ++i) {
-    elemOff[i] = a.count * i / w;
-    byteOff[i] = elemOff[i] * es;
-  }
+  const BalancedChunks c = balancedChunks(a.count, w, dtypeSize(a.dtype));
+  const std::vector<size_t>& byteOff = c.byte;
   const Group g = worldGroup(comm);
   const bool isRoot = comm->rank == a.root;
   char* recv = static_cast<char*>(a.recv);
@@ -27,7 +23,7 @@ Result reduceRing(zcollComm* comm, const CollArgs& a) {
   char* mine = isRoot ? recv + byteOff[g.me] : own.get();
   {
     Stage st(comm);
-    ZCOLL_CHECK(ringReduceScatterv(st, g, a.send, mine, elemOff.data(), a.dtype, a.op));
+    ZCOLL_CHECK(ringReduceScatterv(st, g, a.send, mine, c.elem.data(), a.dtype, a.op));
   }
   Stage st(comm);
   if (!isRoot) {
