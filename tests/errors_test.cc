@@ -254,7 +254,7 @@ TEST(Errors, AllToAllvCountMismatchFailsOnTheReceiver) {
     s.nodes = 2;
     s.timeoutSec = 5;
     runRanks(s, [&](int rank, zcollComm_t comm) {
-      std::vector<float> a(8, 1.f), b(8, 0.f);
+      std::vector<float> a(9, 1.f), b(8, 0.f);  // a: room for the 5-element block at 4
       std::vector<size_t> sc = {4, 4}, rc = {4, 4}, d = {0, 4};
       if (rank == 0) sc[1] = sent;  // rank 1 expects 4
       zcollResult_t r = zcollAllToAllv(a.data(), sc.data(), d.data(), b.data(), rc.data(),
