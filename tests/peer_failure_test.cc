@@ -2,6 +2,8 @@
 // a destroyed peer, a rank that fails (times out) and later destroys, an aborted peer, and a
 // peer destroyed between collectives. ZCOLL_TIMEOUT is 60 s, so a zcollTimeout or a return
 // after 10 s means the news did not travel (a hang guard, not a performance assertion).
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -163,6 +165,34 @@ TEST(PeerFailure, HealthyDestroysDoNotDisturbEachOther) {
       EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
     });
   }
+}
+
+TEST(PeerFailure, ASendThatFailedNeverDeliversTheBufferReusedAfterIt) {
+  // Rank 0's 4 MiB send, the first message on its connection, times out (1 s) while rank 1 is
+  // busy elsewhere: UCX cannot cancel the send, which waits for rank 1 to answer. Rank 0 then
+  // reuses the buffer, as a caller may once the call returned, and destroys its communicator. Rank 1's receive must fail (rank
+  // 0's notice is stuck behind that send, so by rank 1's own 4 s timeout here; in a job of
+  // processes, within a second by the notice or the exit); it must never succeed, as it did
+  // with the reused bytes when the destroy's flush finished the uncancelled send.
+  constexpr size_t kCount = 1 << 20;
+  std::atomic<bool> reused{false};
+  runOwningRanks(2, [](int r) { return r == 0 ? 1 : 4; }, [&](int rank, zcollComm_t comm) {
+    std::vector<float> buf(kCount, rank == 0 ? 1.0f : 0.0f);
+    if (rank == 0) {
+      EXPECT_EQ(zcollSend(buf.data(), kCount, zcollFloat32, 1, comm, nullptr), zcollTimeout)
+          << zcollGetLastError(comm);
+      std::fill(buf.begin(), buf.end(), 2.0f);
+      reused = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 starts receiving
+    } else {
+      while (!reused) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      zcollResult_t r = zcollRecv(buf.data(), kCount, zcollFloat32, 0, comm, nullptr);
+      EXPECT_NE(r, zcollSuccess) << "a receive from a failed send succeeded, with "
+                                 << std::count(buf.begin(), buf.end(), 2.0f)
+                                 << " elements of the reused buffer";
+    }
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  });
 }
 
 }  // namespace

@@ -48,6 +48,12 @@ bool pinForAbort(zcollComm* comm) {
 
 void unpinComm(zcollComm* comm) { comm->activeCalls.fetch_sub(1); }
 
+void settleCancelledTransfers(zcollComm* comm) {
+  constexpr int kSettleMs = 100;
+  comm->self.settleCancelled(kSettleMs);
+  if (comm->net) comm->net->settleCancelled(kSettleMs);
+}
+
 int unregisterIfIdle(zcollComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);
   if (comm == nullptr || liveComms().count(comm) == 0) return -1;

@@ -59,8 +59,13 @@ Result notPinned(Pin why, const zcollComm* comm, const char* fn);
 // Checks a pinned `comm` can be used (not aborting, not broken); returns the reason it cannot.
 Result checkCommUsable(zcollComm* comm, const char* fn);
 
+// After a failed call: waits (briefly) until no transfer it cancelled still touches the
+// caller's buffers, closing connections where a transport cannot cancel.
+void settleCancelledTransfers(zcollComm* comm);
+
 // A call that communicates on `comm`: pinned (counted as active) so zcollCommAbort can wait for
-// it and nothing frees the comm under it.
+// it and nothing frees the comm under it. A failed call returns only once its transfers are
+// settled: the caller may free or reuse its buffers at once.
 template <typename F>
 zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
   Pin pin = pinComm(comm);
@@ -69,6 +74,7 @@ zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return body();
   });
+  if (r != zcollSuccess) settleCancelledTransfers(comm);
   unpinComm(comm);
   return r;
 }

@@ -67,6 +67,9 @@ void sendPeerNotices(zcollComm* comm, Notice kind, int waitMs) {
     progressTransports(comm);
     std::this_thread::yield();
   }
+  if (anyPending(n.sends))
+    ZCOLL_INFO(LogSubsys::kNet, "rank %d: a notice to a peer did not leave within %d ms",
+               comm->rank, waitMs);
 }
 
 Notice noticeFrom(const zcollComm* comm, int peer) {

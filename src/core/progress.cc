@@ -151,6 +151,16 @@ class PeerWatch {
   Clock::time_point downSince_{};
 };
 
+// A peer of these (completed) requests that reported a failure, or -1. A failing rank tells
+// its peers before its call returns, so before its caller can free or reuse a buffer that a
+// transfer UCX could not cancel still reads from: data from such a peer is not trusted.
+int peerThatReportedFailure(const zcollComm* comm, const Request* reqs, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (reqs[i].transport != nullptr && noticeFrom(comm, reqs[i].peer) == Notice::kFailed)
+      return reqs[i].peer;
+  return -1;
+}
+
 }  // namespace
 
 // Spin first (lowest latency); then sleep until the transport has events (UCX wakeup fd), or,
@@ -186,7 +196,11 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
                 : reqs[i].status;
       }
     }
-    if (r == zcollSuccess && done == n) return zcollSuccess;
+    if (r == zcollSuccess && done == n) {
+      int failed = peerThatReportedFailure(comm, reqs, n);
+      if (failed < 0) return zcollSuccess;
+      r = explainPeerFailure(comm, failed, zcollRemoteError);
+    }
     if (r == zcollSuccess && comm->aborting.load(std::memory_order_relaxed))
       r = fail(zcollRemoteError, "communicator %s was aborted", comm->name.c_str());
     if (r == zcollSuccess && (polls >= spinCount || (polls & 255) == 255)) {

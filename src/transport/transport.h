@@ -64,6 +64,10 @@ class Transport {
 
   // Gives up an incomplete request (timeout, abort, error). Afterwards it is safe to free it.
   virtual void cancel(Request* req) = 0;
+
+  // After cancels: makes sure no cancelled transfer still reads or writes a caller's buffer,
+  // waiting at most about 2 x `waitMs` (a transport may close a peer's connection for it).
+  virtual void settleCancelled(int waitMs) { (void)waitMs; }
 };
 
 }  // namespace zcoll

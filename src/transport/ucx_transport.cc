@@ -164,7 +164,7 @@ UcxTransport::Slot* UcxTransport::track(int peer, size_t bytes, Request* req,
   req->transport = this;
   req->peer = peer;
   req->bytes = bytes;
-  auto* slot = new Slot{this, req, nullptr, true, false};
+  auto* slot = new Slot{this, req, nullptr, peer, true, false};
   slots_.insert(slot);
   *p = ucp_request_param_t{};
   p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -215,6 +215,49 @@ void UcxTransport::cancel(Request* req) {
   slot->owner = nullptr;  // the callback now only frees the slot
   req->impl = nullptr;
   ucp_request_cancel(worker_, slot->ucxRequest);
+}
+
+bool UcxTransport::anyCancelledInFlight() const {
+  for (const Slot* s : slots_)
+    if (s->owner == nullptr && s->ucxRequest != nullptr) return true;
+  return false;
+}
+
+void UcxTransport::progressCancelledUntil(std::chrono::steady_clock::time_point deadline) {
+  while (anyCancelledInFlight() && std::chrono::steady_clock::now() < deadline) {
+    ucp_worker_progress(worker_);
+    std::this_thread::yield();
+  }
+}
+
+void UcxTransport::forceClose(int peer) {
+  ucp_ep_h& ep = eps_[peer];
+  if (ep == nullptr) return;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
+  ep = nullptr;
+  if (sp == nullptr || UCS_PTR_IS_ERR(sp)) return;
+  while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+  ucp_request_free(sp);
+}
+
+// UCX cannot cancel a send, or a receive whose data is already moving: such a request would go
+// on reading or writing the caller's buffer after the failing call returned. Give it `waitMs`
+// to finish, then close its peer's endpoint, which fails it at once.
+void UcxTransport::settleCancelled(int waitMs) {
+  if (!anyCancelledInFlight()) return;
+  progressCancelledUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs));
+  std::vector<int> stuck;
+  for (const Slot* s : slots_)
+    if (s->owner == nullptr && s->ucxRequest != nullptr) stuck.push_back(s->peer);
+  for (int peer : stuck) {
+    ZCOLL_INFO(LogSubsys::kNet, "a cancelled transfer with rank %d did not stop: closing the "
+               "connection to it", peer);
+    forceClose(peer);
+  }
+  progressCancelledUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs));
 }
 
 void UcxTransport::closeEndpoints(int waitMs) {

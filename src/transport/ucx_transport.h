@@ -5,6 +5,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <unordered_set>
@@ -34,6 +35,7 @@ class UcxTransport final : public Transport {
   void cancel(Request* req) override;
   bool peerFailed(int peer) const override { return failed_[peer] != 0; }
   bool waitForEvents(int timeoutMs) override;
+  void settleCancelled(int waitMs) override;
 
   // Flushes and closes every endpoint, waiting at most `waitMs`.
   void closeEndpoints(int waitMs);
@@ -44,6 +46,7 @@ class UcxTransport final : public Transport {
     UcxTransport* transport;
     Request* owner;  // null once cancelled
     void* ucxRequest;
+    int peer;
     // UCX may run the completion callback inside the post call and still return the request
     // (a receive matching a fragmented unexpected message does): while posting, the callback
     // only records the completion and finishPost releases the request and the slot.
@@ -68,6 +71,12 @@ class UcxTransport final : public Transport {
   static constexpr size_t kNotReceive = SIZE_MAX;
   static void complete(Slot* slot, void* request, ucs_status_t status,
                        size_t received = kNotReceive);
+  // Cancelled requests UCX has not finished yet (sends and matched receives it cannot cancel).
+  bool anyCancelledInFlight() const;
+  // Progresses until no cancelled request is in flight or `deadline` passes.
+  void progressCancelledUntil(std::chrono::steady_clock::time_point deadline);
+  // Closes the endpoint to `peer` at once, failing everything still in flight on it.
+  void forceClose(int peer);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

@@ -54,8 +54,12 @@ int allReduceLoop(zcollComm_t comm, int rank, int nranks, int dieRank, Leave how
                                      comm, nullptr);
     if (r != zcollSuccess) return report("all-reduce", r, comm);
     const float want = float(nranks * (nranks + 1) / 2);
-    for (float v : buf)
-      if (v != want) return 6;
+    for (size_t i = 0; i < buf.size(); ++i) {
+      if (buf[i] == want) continue;
+      std::fprintf(stderr, "probe: all-reduce %d returned success but element %zu is %g, not %g\n",
+                   iter, i, double(buf[i]), double(want));
+      return 6;
+    }
   }
   return 0;
 }
