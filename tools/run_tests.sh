@@ -20,9 +20,15 @@ for mode in ${ZCOLL_TEST_SANITIZERS-address thread}; do
   else
     rc=1
     grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|ERROR: |runtime error|WARNING: ThreadSanitizer" "$log" | head -40 || true
+    echo "-- what the failed tests reported:"
+    grep -E -A10 ": Failure$|^FAIL: " "$log" | head -80 || true
     summaries+=("$mode sanitizer: FAILED ($(grep -E "tests passed|tests failed|build failed" "$log" | tail -n 1))")
   fi
 done
+if grep -qE ", [1-9][0-9]* tests failed" build/ctest.log; then
+  echo "-- what the failed tests of the main suite reported:"
+  grep -E -A10 ": Failure$|^FAIL: " build/ctest.log | head -80 || true
+fi
 for s in "${summaries[@]}"; do echo "$s"; done
 grep -E "tests passed|tests failed" build/ctest.log | tail -n 1
 exit "$rc"
