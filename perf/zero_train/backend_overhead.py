@@ -22,6 +22,13 @@ import torch.multiprocessing as mp
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def size_label(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
@@ -99,7 +106,7 @@ def main():
         tp = [x[s] for x in rounds["perf"]]
         tt = [x[s] for x in rounds["torch"]]
         ratios = sorted(b / a for a, b in zip(tp, tt))
-        print(f"| {s >> 20} MiB | {statistics.median(tp) * 1e3:.3f} | "
+        print(f"| {size_label(s)} | {statistics.median(tp) * 1e3:.3f} | "
               f"{statistics.median(tt) * 1e3:.3f} | "
               f"{statistics.median(tt) / statistics.median(tp):.2f} | "
               f"{ratios[0]:.2f}-{ratios[-1]:.2f} |")

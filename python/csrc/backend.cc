@@ -1,5 +1,6 @@
-// zcoll as a c10d::Backend: every operation is queued on one worker thread per process group
-// (zcoll host calls block and a communicator serves one thread at a time), in submission order.
+// zcoll as a c10d::Backend: every operation joins one queue per process group and runs in
+// submission order (zcoll host calls block and a communicator serves one thread at a time), on
+// the group's worker thread, or on the thread that waits for it when nothing runs before it.
 // Only the public C API (include/zcoll/zcoll.h) is used.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -65,7 +67,47 @@ void checkTensor(const at::Tensor& t) {
   toZcollType(t);
 }
 
-// The worker thread's result for one operation, also exposed as a c10::ivalue::Future.
+using Job = std::function<void(zcollComm_t)>;
+
+// One unit of work: run posts it (and, outside a zcoll group, completes it); finish (may be
+// empty) copies results back once it has completed.
+struct Step {
+  Job run;
+  std::function<void()> finish;
+  bool p2p;
+};
+
+class ZcollWork;
+
+// A process group's operations, in submission order. The worker thread runs them, except that
+// a thread waiting on the operation at the front while nothing runs takes it and runs it
+// itself: a synchronous call then costs no hand-off to the worker and back (two cross-thread
+// wake-ups, tens of microseconds each). Once an operation fails with the communicator broken,
+// every later one fails with that error instead of hanging.
+class OpQueue {
+ public:
+  explicit OpQueue(zcollComm_t comm) : comm_(comm) {}
+  void push(c10::intrusive_ptr<ZcollWork> work, Step step);
+  // Runs `work` on this thread if it is next and nothing runs; false otherwise.
+  bool runIfNext(const ZcollWork* work);
+  // The worker thread: runs operations until stop() and the queue is empty.
+  void serve();
+  void stop();
+
+ private:
+  using Item = std::pair<c10::intrusive_ptr<ZcollWork>, Step>;
+  void run(Item item);  // called by the one thread that set busy_
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> items_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::exception_ptr broken_;  // only the running thread reads or writes it
+  zcollComm_t comm_;
+};
+
+// The result of one operation, also exposed as a c10::ivalue::Future.
 // Releases the GIL only if this thread holds it (torch's bindings often released it already).
 class MaybeReleaseGil {
  public:
@@ -103,10 +145,15 @@ class ZcollWork : public Work {
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
+  // The queue the work joined (a work may outlive its process group).
+  void attach(std::weak_ptr<OpQueue> queue) { queue_ = std::move(queue); }
+
+  // Runs the operation on this thread when it is next (zcoll's own timeout bounds it then).
   bool wait(std::chrono::milliseconds timeout) override {
     std::exception_ptr error;
     {
       MaybeReleaseGil noGil;
+      if (auto queue = queue_.lock()) queue->runIfNext(this);
       std::unique_lock<std::mutex> lock(mu_);
       if (timeout == kNoTimeout) {
         cv_.wait(lock, [&] { return done_; });
@@ -137,11 +184,78 @@ class ZcollWork : public Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::weak_ptr<OpQueue> queue_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   std::exception_ptr error_;
 };
+
+void OpQueue::push(c10::intrusive_ptr<ZcollWork> work, Step step) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.emplace_back(std::move(work), std::move(step));
+  }
+  cv_.notify_all();
+}
+
+bool OpQueue::runIfNext(const ZcollWork* work) {
+  Item item;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (busy_ || items_.empty() || items_.front().first.get() != work) return false;
+    item = std::move(items_.front());
+    items_.pop_front();
+    busy_ = true;
+  }
+  run(std::move(item));
+  return true;
+}
+
+void OpQueue::serve() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return (stop_ && !busy_) || (!busy_ && !items_.empty()); });
+      if (items_.empty()) return;
+      item = std::move(items_.front());
+      items_.pop_front();
+      busy_ = true;
+    }
+    run(std::move(item));
+  }
+}
+
+void OpQueue::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+void OpQueue::run(Item item) {
+  std::exception_ptr error = broken_;
+  if (!error) {
+    try {
+      item.second.run(comm_);
+      if (item.second.finish) item.second.finish();
+    } catch (...) {
+      error = std::current_exception();
+      zcollResult_t async = zcollSuccess;
+      if (zcollCommGetAsyncError(comm_, &async) == zcollSuccess && async != zcollSuccess)
+        broken_ = error;
+    }
+  }
+  item.second = Step{};  // drop the tensors the step holds before the work completes
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();  // the worker may take the next one
+  item.first->finish(error);
+}
 
 class ZcollBackend : public c10d::Backend {
  public:
@@ -160,15 +274,12 @@ class ZcollBackend : public c10d::Backend {
     }
     if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollCommInitRankConfig");
     check(zcollCommNodeCount(comm_, &nodes_), comm_, "zcollCommNodeCount");
-    worker_ = std::thread([this] { runWorker(); });
+    queue_ = std::make_shared<OpQueue>(comm_);
+    worker_ = std::thread([queue = queue_] { queue->serve(); });
   }
 
   ~ZcollBackend() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
+    queue_->stop();
     // destroy_process_group runs this with the GIL held, and the worker may need the GIL to
     // release the last reference of a Python-owned tensor: join (and destroy) without it.
     MaybeReleaseGil noGil;
@@ -717,16 +828,6 @@ class ZcollBackend : public c10d::Backend {
     return std::vector<int64_t>(size_, t.size(0) / size_);
   }
 
-  using Job = std::function<void(zcollComm_t)>;
-
-  // One unit of work: run posts it (and, outside a zcoll group, completes it); finish (may be
-  // empty) copies results back once it has completed.
-  struct Step {
-    Job run;
-    std::function<void()> finish;
-    bool p2p;
-  };
-
   struct Batch {
     c10::intrusive_ptr<ZcollWork> work;
     std::vector<Step> steps;
@@ -776,51 +877,15 @@ class ZcollBackend : public c10d::Backend {
   }
 
   void push(c10::intrusive_ptr<ZcollWork> work, Step step) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.emplace_back(std::move(work), std::move(step));
-    }
-    cv_.notify_one();
-  }
-
-  // Runs queued operations in submission order. Once one fails the communicator is broken,
-  // so every later operation fails with the first error instead of hanging.
-  void runWorker() {
-    std::exception_ptr broken;
-    for (;;) {
-      std::pair<c10::intrusive_ptr<ZcollWork>, Step> item;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        item = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      std::exception_ptr error = broken;
-      if (!error) {
-        try {
-          item.second.run(comm_);
-          if (item.second.finish) item.second.finish();
-        } catch (...) {
-          error = std::current_exception();
-          zcollResult_t async = zcollSuccess;
-          if (zcollCommGetAsyncError(comm_, &async) == zcollSuccess && async != zcollSuccess) {
-            broken = error;
-          }
-        }
-      }
-      item.second = Step{};  // drop the tensors the step holds before the work completes
-      item.first->finish(error);
-    }
+    work->attach(queue_);
+    queue_->push(std::move(work), std::move(step));
   }
 
   zcollComm_t comm_ = nullptr;
   int nodes_ = 1;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<c10::intrusive_ptr<ZcollWork>, Step>> queue_;
+  std::mutex mu_;  // guards batch_
   std::optional<Batch> batch_;
-  bool stop_ = false;
+  std::shared_ptr<OpQueue> queue_;
   std::thread worker_;
 };
 
