@@ -1,8 +1,10 @@
 // Point-to-point in groups, communicator split, and the byte counters per path.
+#include <cstdlib>
 #include <cstring>
 #include <cstddef>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <numeric>
@@ -169,6 +171,61 @@ TEST(Stats, OlderSmallerStructGetsWhatFits) {
     st.size = offsetof(zcollStats_t, bytesSent);  // not even the first counters
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "stats->size", zcollCommGetStats(comm, &st));
   });
+}
+
+// Every thread reaches this point before any goes on (a rendezvous outside zcoll).
+class ThreadGate {
+ public:
+  explicit ThreadGate(int n) : left_(n) {}
+  void arriveAndWait() {
+    left_.fetch_sub(1);
+    while (left_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+ private:
+  std::atomic<int> left_;
+};
+
+// An all-reduce after rank 0 changed ZCOLL_ALGO_ALLREDUCE (the others wait meanwhile, so no
+// thread reads the environment while it changes); `results` gets what each rank's call returned.
+void allReduceAfterEnvChange(const RankSetup& s, const char* newValue,
+                                      std::vector<zcollResult_t>* results) {
+  ThreadGate changed(s.nranks);
+  results->assign(s.nranks, zcollSuccess);
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    if (rank == 0) {
+      if (newValue != nullptr) setenv("ZCOLL_ALGO_ALLREDUCE", newValue, 1);
+      else unsetenv("ZCOLL_ALGO_ALLREDUCE");
+    }
+    changed.arriveAndWait();
+    std::vector<float> x(1 << 16, float(rank + 1));
+    (*results)[rank] = zcollAllReduce(x.data(), x.data(), x.size(), zcollFloat32, zcollSum,
+                                      comm, nullptr);
+    if ((*results)[rank] == zcollSuccess) {
+      EXPECT_EQ(x[0], 3.0f);
+      EXPECT_EQ(x.back(), 3.0f);
+    } else {
+      EXPECT_NE(std::string(zcollGetLastError(comm)).find("ZCOLL_ALGO_ALLREDUCE=bogus"),
+                std::string::npos) << zcollGetLastError(comm);
+    }
+  });
+}
+
+TEST(Params, AlgorithmOverridesAreReadWhenTheCommIsCreated) {
+  RankSetup s;
+  s.nranks = 2;
+  std::vector<zcollResult_t> results;
+  {
+    ScopedEnv restore("ZCOLL_ALGO_ALLREDUCE", "");  // unset at creation; "bogus" afterwards
+    unsetenv("ZCOLL_ALGO_ALLREDUCE");
+    allReduceAfterEnvChange(s, "bogus", &results);
+    EXPECT_EQ(results, std::vector<zcollResult_t>(2, zcollSuccess));
+  }
+  {
+    ScopedEnv bogus("ZCOLL_ALGO_ALLREDUCE", "bogus");  // at creation; unset afterwards
+    allReduceAfterEnvChange(s, nullptr, &results);
+    EXPECT_EQ(results, std::vector<zcollResult_t>(2, zcollInvalidArgument));
+  }
 }
 
 }  // namespace

@@ -131,10 +131,12 @@ struct Algorithm {
   AlgoFn run;
 };
 
-// The algorithm for a call: the one ZCOLL_ALGO_<KIND> names, else the default for the size and
-// the comm's layout.
+// The algorithm for a call: the one ZCOLL_ALGO_<KIND> named when the comm was created, else
+// the default for the size and the comm's layout.
 Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
                        const Algorithm** out);
+// ZCOLL_ALGO_<KIND> for every CollKind, read from the environment (at comm creation only).
+std::vector<std::string> readAlgorithmOverrides();
 const std::vector<Algorithm>& allAlgorithms();
 const char* collKindName(CollKind kind);
 

@@ -82,10 +82,18 @@ const char* collKindName(CollKind kind) {
   return kNames[static_cast<int>(kind)];
 }
 
+std::vector<std::string> readAlgorithmOverrides() {
+  std::vector<std::string> forced;
+  for (const char* param : kOverrideParam) forced.push_back(paramString(param));
+  return forced;
+}
+
 Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
                        const Algorithm** out) {
-  const char* param = kOverrideParam[static_cast<int>(kind)];
-  std::string forced = paramString(param);
+  const int k = static_cast<int>(kind);
+  const char* param = kOverrideParam[k];
+  const std::string forced =
+      k < static_cast<int>(comm->forcedAlgorithm.size()) ? comm->forcedAlgorithm[k] : "";
   if (!forced.empty()) {
     *out = find(kind, forced);
     if (*out == nullptr)

@@ -78,6 +78,10 @@ struct zcollComm {
   // (core/call_check.h). Read once at init. callNumber counts this rank's collectives.
   bool checkCalls = false;
   uint64_t callNumber = 0;
+  // Read once at init (splits inherit them), never per call: ZCOLL_SPIN_COUNT and the
+  // ZCOLL_ALGO_<KIND> overrides, indexed by CollKind ("" = chosen by size).
+  int64_t spinCount = 2000;
+  std::vector<std::string> forcedAlgorithm;
   std::string hostIdOverride;  // from the config; inherited by splits
   zcoll::NodeLayout layout;
   std::vector<zcoll::PeerInfo> peers;

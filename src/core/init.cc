@@ -123,6 +123,8 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->timeoutSec = s.timeoutSec;
   comm->partialsInDtype = s.reducePartials == "dtype";
   comm->checkCalls = s.checkCalls == "on";
+  comm->spinCount = s.spinCount;
+  comm->forcedAlgorithm = s.forcedAlgorithm;
   comm->hostIdOverride = s.hostId;
   comm->name = s.name;
   comm->stats.reset();
@@ -136,6 +138,8 @@ InitSettings defaultSettings() {
   s.timeoutSec = static_cast<int>(paramInt("ZCOLL_TIMEOUT"));
   s.reducePartials = paramString("ZCOLL_REDUCE_PARTIALS");
   s.checkCalls = paramString("ZCOLL_CHECK_CALLS");
+  s.spinCount = paramInt("ZCOLL_SPIN_COUNT");
+  s.forcedAlgorithm = readAlgorithmOverrides();
   s.name = "comm";
   return s;
 }

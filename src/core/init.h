@@ -1,7 +1,9 @@
 // Communicator construction in named phases: settings, local discovery, exchange, wiring.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bootstrap/rendezvous.h"
 #include "core/comm.h"
@@ -14,9 +16,13 @@ struct InitSettings {
   std::string checkCalls = "off";       // ZCOLL_CHECK_CALLS: "off" or "on"
   std::string hostId;  // empty: ZCOLL_HOSTID or discovered
   std::string name;
+  int64_t spinCount = 2000;                  // ZCOLL_SPIN_COUNT
+  std::vector<std::string> forcedAlgorithm;  // ZCOLL_ALGO_<KIND> by CollKind ("" = by size)
 };
 
-// Settings of a new communicator before any config: ZCOLL_TIMEOUT, name "comm".
+// Settings of a new communicator before any config: ZCOLL_TIMEOUT and every other parameter a
+// communicator keeps (read here, once: a rank whose environment changes later must not choose
+// differently from its peers), name "comm".
 InitSettings defaultSettings();
 // Validates a caller's config and applies the fields it sets on top of *out (NULL: no change),
 // so a split inherits its parent's values for fields the config leaves unset.

@@ -182,7 +182,7 @@ void backoff(zcollComm* comm, int64_t polls, int64_t spinCount) {
 
 Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
   const auto deadline = Clock::now() + std::chrono::seconds(comm->timeoutSec);
-  const int64_t spinCount = paramInt("ZCOLL_SPIN_COUNT");
+  const int64_t spinCount = comm->spinCount;
   PeerWatch watch;
   for (int64_t polls = 0;; ++polls) {
     Result r = progressAll(comm);
