@@ -1,16 +1,21 @@
-// Unit tests of internals: fp16/bf16 conversions, node layout, tags, parameters, reductions.
+// Unit tests of internals: fp16/bf16 conversions, node layout, tags, parameters, reductions,
+// per-peer transport selection.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "coll/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/node_layout.h"
 #include "core/params.h"
 #include "core/tags.h"
+#include "transport/select.h"
+#include "transport/self_transport.h"
 
 using namespace zcoll;
 
@@ -106,4 +111,73 @@ TEST(Reduce, IntegerSumsWrapAndAvgTruncates) {
   int32_t sum = -7, out = 0;
   fromAcc(&out, &sum, zcollInt32, zcollAvg, 2, 1);
   EXPECT_EQ(out, -3);
+}
+
+namespace {
+
+// A transport that reaches the peers a rule allows; never carries data.
+class RuleTransport final : public Transport {
+ public:
+  RuleTransport(const char* name, bool (*rule)(const PeerReach&)) : name_(name), rule_(rule) {}
+  const char* name() const override { return name_; }
+  bool canConnect(const PeerReach& peer, std::string* why) const override {
+    *why = rule_(peer) ? "allowed" : "refused";
+    return rule_(peer);
+  }
+  Result postSend(int, const void*, size_t, uint64_t, Request*) override { return zcollInternalError; }
+  Result postRecv(int, void*, size_t, uint64_t, Request*) override { return zcollInternalError; }
+  Result progress() override { return zcollSuccess; }
+  void cancel(Request*) override {}
+
+ private:
+  const char* name_;
+  bool (*rule_)(const PeerReach&);
+};
+
+std::vector<PeerReach> fivePeers() {
+  // Rank 0 is this rank; 1 and 2 share its node; 3 is another node on this machine; 4 is
+  // another machine without a network address.
+  std::vector<PeerReach> p(5);
+  p[0].self = p[0].sameMachine = p[0].sameNode = true;
+  p[1].sameMachine = p[1].sameNode = p[1].hasNetAddress = true;
+  p[2] = p[1];
+  p[3].sameMachine = p[3].hasNetAddress = true;
+  p[4].hasNetAddress = false;
+  return p;
+}
+
+}  // namespace
+
+TEST(TransportSelect, FirstTransportInPriorityOrderThatCanReachThePeerWins) {
+  RuleTransport self("self", [](const PeerReach& p) { return p.self; });
+  RuleTransport shm("shm", [](const PeerReach& p) { return !p.self && p.sameNode; });
+  RuleTransport net("net", [](const PeerReach& p) { return !p.self; });
+  std::vector<Route> routes;
+  ASSERT_EQ(selectRoutes({&self, &shm, &net}, fivePeers(), &routes), zcollSuccess);
+  const Transport* want[] = {&self, &shm, &shm, &net, &net};
+  for (int p = 0; p < 5; ++p) EXPECT_EQ(routes[p].transport, want[p]) << "peer " << p;
+  EXPECT_EQ(routes[1].why, "shm (allowed)");
+  EXPECT_EQ(summarizeRoutes(routes),
+            (std::vector<std::string>{"rank 0 -> self (allowed)", "ranks 1-2 -> shm (allowed)",
+                                      "ranks 3-4 -> net (allowed)"}));
+  // Priority, not capability, decides: with net first, it takes every peer but this rank.
+  ASSERT_EQ(selectRoutes({&self, &net, &shm}, fivePeers(), &routes), zcollSuccess);
+  EXPECT_EQ(routes[1].transport, &net);
+}
+
+TEST(TransportSelect, APeerNoTransportReachesFailsNamingEveryRefusal) {
+  RuleTransport self("self", [](const PeerReach& p) { return p.self; });
+  RuleTransport net("net", [](const PeerReach& p) { return !p.self && p.hasNetAddress; });
+  std::vector<Route> routes;
+  EXPECT_EQ(selectRoutes({&self, &net}, fivePeers(), &routes), zcollSystemError);
+  EXPECT_EQ(threadLastError(),
+            "zcollSystemError: no transport can reach rank 4 (self: refused; net: refused)");
+}
+
+TEST(TransportSelect, SelfReachesOnlyThisRank) {
+  SelfTransport self;
+  std::string why;
+  std::vector<PeerReach> p = fivePeers();
+  EXPECT_TRUE(self.canConnect(p[0], &why));
+  EXPECT_FALSE(self.canConnect(p[1], &why));
 }

@@ -3,11 +3,15 @@
 //   zcoll_info --params   the parameter table only (name, default, current value, description)
 //   zcoll_info --topology             host identity and every package/NUMA node/GPU/NIC
 //   zcoll_info --topology-xml FILE    the topology as hwloc XML (a fixture for ZCOLL_TOPO_FILE)
+//   zcoll_info --routes               as a rank of a job (e.g. tools/zcollrun -n 4 --nodes 2
+//                                     build/zcoll_info --routes): the transport chosen for
+//                                     every peer and why
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "core/comm.h"
 #include "core/params.h"
 #include "quant/isa.h"
 #include "topology/topology.h"
@@ -62,7 +66,8 @@ void printTopology() {
 }
 
 void printUsage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--params | --topology | --topology-xml FILE]\n", argv0);
+  std::fprintf(stderr, "usage: %s [--params | --topology | --topology-xml FILE | --routes]\n",
+               argv0);
 }
 
 int printTopologyDetail() {
@@ -88,6 +93,24 @@ int exportXml(const char* path) {
   return 0;
 }
 
+// Joins the job described by the environment (zcollCommInitFromEnv) and prints this rank's
+// route to every peer, as the communicator chose it at init.
+int printRoutes() {
+  zcollComm_t comm = nullptr;
+  zcollResult_t r = zcollCommInitFromEnv(&comm, nullptr);
+  if (r != zcollSuccess) {
+    std::fprintf(stderr, "routes: init from the environment failed: %s | %s\n",
+                 zcollGetErrorString(r), zcollGetLastError(nullptr));
+    return 1;
+  }
+  std::printf("rank %d of %d on %s, node %d of %d:\n", comm->rank, comm->nranks,
+              comm->peers[comm->rank].hostName, comm->node(), comm->layout.nodes);
+  for (int p = 0; p < comm->nranks; ++p)
+    std::printf("  rank %d -> %s\n", p, comm->routeWhy[p].c_str());
+  std::fflush(stdout);
+  return zcollCommDestroy(comm) == zcollSuccess ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,6 +120,7 @@ int main(int argc, char** argv) {
   }
   if (argc == 2 && std::strcmp(argv[1], "--topology") == 0) return printTopologyDetail();
   if (argc == 3 && std::strcmp(argv[1], "--topology-xml") == 0) return exportXml(argv[2]);
+  if (argc == 2 && std::strcmp(argv[1], "--routes") == 0) return printRoutes();
   if (argc > 1) {
     printUsage(argv[0]);
     return 2;

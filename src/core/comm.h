@@ -89,7 +89,8 @@ struct zcollComm {
   zcoll::PeerNotices notices;  // before the transports: outlives their cancellations
   zcoll::SelfTransport self;
   std::unique_ptr<zcoll::Transport> net;  // every non-self peer
-  std::vector<zcoll::Transport*> route;   // rank -> transport
+  std::vector<zcoll::Transport*> route;   // rank -> transport (transport/select.h)
+  std::vector<std::string> routeWhy;      // rank -> "<transport>: <why it was chosen>"
 
   std::atomic<int> asyncError{zcollSuccess};
   std::atomic<bool> aborting{false};

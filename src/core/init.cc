@@ -13,6 +13,7 @@
 #include "core/api_guard.h"
 #include "core/params.h"
 #include "core/peer_notice.h"
+#include "transport/select.h"
 #ifdef ZCOLL_HAVE_UCX
 #include "transport/ucx_transport.h"
 #endif
@@ -85,21 +86,55 @@ Result createNetTransport(zcollComm* comm, std::string* address) {
 
 // ---- Phase 3: wiring ----------------------------------------------------------------------
 
+// Per peer, the first transport in priority order that can reach it (transport/select.h).
+Result chooseRoutes(zcollComm* comm, const std::vector<std::string>& addresses) {
+  std::vector<Transport*> byPriority = {&comm->self};
+  if (comm->net) byPriority.push_back(comm->net.get());
+  std::vector<PeerReach> reach(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) {
+    reach[r].self = r == comm->rank;
+    reach[r].sameMachine = comm->sameMachine(r);
+    reach[r].sameNode = comm->layout.nodeOf[r] == comm->layout.nodeOf[comm->rank];
+    reach[r].hasNetAddress = !addresses[r].empty();
+  }
+  std::vector<Route> routes;
+  ZCOLL_CHECK(selectRoutes(byPriority, reach, &routes));
+  comm->route.assign(comm->nranks, nullptr);
+  comm->routeWhy.assign(comm->nranks, "");
+  for (int r = 0; r < comm->nranks; ++r) {
+    comm->route[r] = routes[r].transport;
+    comm->routeWhy[r] = routes[r].why;
+  }
+  for (const std::string& line : summarizeRoutes(routes))
+    ZCOLL_INFO(LogSubsys::kNet, "%s rank %d routes: %s", comm->name.c_str(), comm->rank,
+               line.c_str());
+  return zcollSuccess;
+}
+
+// Connects the network transport to the peers routed to it, and only those.
+Result connectNet(zcollComm* comm, const std::vector<std::string>& addresses) {
+#ifdef ZCOLL_HAVE_UCX
+  if (!comm->net) return zcollSuccess;
+  std::vector<std::string> routed(comm->nranks);
+  std::vector<char> peerErrors(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (comm->route[r] == comm->net.get()) routed[r] = addresses[r];
+    peerErrors[r] = !comm->sameMachine(r);
+  }
+  return static_cast<UcxTransport*>(comm->net.get())->connect(routed, peerErrors, comm->rank);
+#else
+  (void)comm;
+  (void)addresses;
+  return zcollSuccess;
+#endif
+}
+
 Result wire(zcollComm* comm, const std::vector<std::string>& addresses) {
   std::vector<uint64_t> hosts(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
   comm->layout = buildNodeLayout(hosts);
-#ifdef ZCOLL_HAVE_UCX
-  std::vector<char> peerErrors(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) peerErrors[r] = !comm->sameMachine(r);
-  if (comm->net)
-    ZCOLL_CHECK(static_cast<UcxTransport*>(comm->net.get())->connect(addresses, peerErrors,
-                                                                     comm->rank));
-#else
-  (void)addresses;
-#endif
-  comm->route.assign(comm->nranks, comm->net.get());
-  comm->route[comm->rank] = &comm->self;
+  ZCOLL_CHECK(chooseRoutes(comm, addresses));
+  ZCOLL_CHECK(connectNet(comm, addresses));
   comm->sendSeq.assign(comm->nranks, 0);
   comm->recvSeq.assign(comm->nranks, 0);
   comm->magic = kCommMagic;

@@ -11,6 +11,10 @@ namespace zcoll {
 class SelfTransport final : public Transport {
  public:
   const char* name() const override { return "self"; }
+  bool canConnect(const PeerReach& peer, std::string* why) const override {
+    *why = peer.self ? "this rank, one memory copy" : "reaches this rank only";
+    return peer.self;
+  }
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override { return zcollSuccess; }

@@ -8,12 +8,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/result.h"
 
 namespace zcoll {
 
 class Transport;
+
+// What a transport is told about a peer when asked whether it can reach it.
+struct PeerReach {
+  bool self = false;         // the peer is this rank
+  bool sameMachine = false;  // same host, boot and PID namespace: memory can be shared
+  bool sameNode = false;     // same node of the comm (ZCOLL_HOSTID may split a machine)
+  bool hasNetAddress = false;  // the peer published a network (UCX) address
+};
 
 struct Request {
   // Completion is signalled from inside progress(), on the thread that drives the transport,
@@ -40,6 +49,10 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+
+  // Whether this transport can carry messages to `peer`; `why` says how, or why not (for the
+  // route log and zcoll_info --routes). Asked in priority order: transport/select.h.
+  virtual bool canConnect(const PeerReach& peer, std::string* why) const = 0;
 
   // Post operations; `req` must stay alive until complete() or cancel().
   virtual Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) = 0;

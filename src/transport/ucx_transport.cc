@@ -66,6 +66,24 @@ UcxTransport::~UcxTransport() {
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 
+bool UcxTransport::canConnect(const PeerReach& peer, std::string* why) const {
+  if (peer.self) {
+    *why = "not used for this rank";
+    return false;
+  }
+  if (!peer.hasNetAddress) {
+    *why = "the peer has no UCX address";
+    return false;
+  }
+  if (!peer.sameMachine)
+    *why = "another machine: UCX's network transports, TCP or InfiniBand; failures reported";
+  else if (peer.sameNode)
+    *why = "same machine: UCX shared memory unless UCX_TLS excludes it";
+  else
+    *why = "same machine, another emulated node: UCX shared memory or loopback, as UCX_TLS allows";
+  return true;
+}
+
 Result UcxTransport::connect(const std::vector<std::string>& peerAddresses,
                              const std::vector<char>& peerErrors, int myRank) {
   eps_.assign(peerAddresses.size(), nullptr);

@@ -29,6 +29,7 @@ class UcxTransport final : public Transport {
                  const std::vector<char>& peerErrors, int myRank);
 
   const char* name() const override { return "ucx"; }
+  bool canConnect(const PeerReach& peer, std::string* why) const override;
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override;
