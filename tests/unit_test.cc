@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "coll/coll.h"
 #include "coll/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/node_layout.h"
@@ -180,4 +181,18 @@ TEST(TransportSelect, SelfReachesOnlyThisRank) {
   std::vector<PeerReach> p = fivePeers();
   EXPECT_TRUE(self.canConnect(p[0], &why));
   EXPECT_FALSE(self.canConnect(p[1], &why));
+}
+
+TEST(Registry, EveryCollectiveHasDescribedUniquelyNamedAlgorithms) {
+  for (int k = 0; k < static_cast<int>(CollKind::kNumKinds); ++k) {
+    std::vector<std::string> names;
+    for (const Algorithm& a : allAlgorithms()) {
+      if (static_cast<int>(a.kind) != k) continue;
+      EXPECT_NE(a.run, nullptr) << a.name;
+      EXPECT_GT(std::strlen(a.description), 20u) << collKindName(a.kind) << "/" << a.name;
+      for (const std::string& n : names) EXPECT_NE(n, a.name) << collKindName(a.kind);
+      names.push_back(a.name);
+    }
+    EXPECT_FALSE(names.empty()) << "no algorithm for " << collKindName(static_cast<CollKind>(k));
+  }
 }

@@ -74,6 +74,7 @@ int blockOf(const Cfg& c) { return c.blockSize ? c.blockSize : 256; }
 struct Shape {
   int w = 1, nodes = 1;
   std::vector<int> nodeOf, perNode;
+  bool forcedFlat = false;  // ZCOLL_ALGO_QUANTIZED_REDUCESCATTER=flat on equal nodes
   bool uniform() const {
     return std::all_of(perNode.begin(), perNode.end(), [&](int n) { return n == perNode[0]; });
   }
@@ -96,7 +97,7 @@ Shape shapeOf(const RankSetup& s) {
 double boundFactor(const Shape& sh, const Cfg& c) {
   const double k = c.rounding == zcollRoundStochastic ? 1.0 : 0.5;
   const double qi = (1 << (intraBits(c) - 1)) - 1, qe = (1 << (interBits(c) - 1)) - 1;
-  if (!sh.uniform() || (sh.local() == 1 && sh.nodes > 1)) return k / qe;
+  if (!sh.uniform() || sh.forcedFlat || (sh.local() == 1 && sh.nodes > 1)) return k / qe;
   if (sh.nodes == 1) return k / qi;
   return k / qi + (1 + k / qi) * k / qe;
 }
@@ -299,6 +300,49 @@ TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Qgz, testing::ValuesIn(kCases), layoutName);
+
+// ---- The registry's two algorithms, forced ------------------------------------------------------
+
+TEST(QgzAlgorithms, FlatForcedOnEqualNodesIsWithinItsBoundAndSendsItsBytes) {
+  const RankSetup s{4, 2, Placement::kContiguous};
+  ScopedEnv force("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "flat");
+  Shape sh = shapeOf(s);
+  sh.forcedFlat = true;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    uint64_t seed = 7;
+    for (const Cfg& cfg : kCfgs)
+      for (zcollDataType_t t : {zcollFloat32, zcollBfloat16})
+        for (size_t count : {size_t(13), size_t(1000)}) {
+          Call c{&cfg, t, zcollSum, count, (seed & 1) == 0, ++seed};
+          checkOutput(sh, rank, c, runCall(rank, sh.w, comm, c));
+        }
+    // Flat sends one inter-bit chunk to every other rank, none of them re-quantized.
+    const Cfg cfg = {"counters", false, 4, 8, 64, zcollQuantSymmetric, zcollRoundNearestEven, 1};
+    ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));
+    Call c{&cfg, zcollBfloat16, zcollSum, 1000, false, 3};
+    checkOutput(sh, rank, c, runCall(rank, sh.w, comm, c));
+    zcollStats_t st;
+    std::memset(&st, 0, sizeof(st));
+    st.size = sizeof(st);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    const uint64_t q = piecedBytes(1000, 1, interBits(cfg), 64, true);
+    EXPECT_EQ(st.bytesSent[zcollPathInter], 2 * q) << "rank " << rank;
+    EXPECT_EQ(st.bytesSent[zcollPathIntra], 1 * q) << "rank " << rank;
+  });
+}
+
+TEST(QgzAlgorithms, TwoHopForcedOnUnequalNodesFailsOnEveryRank) {
+  const RankSetup s{3, 2, Placement::kContiguous};
+  ScopedEnv force("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "two_hop");
+  runRanks(s, [&](int, zcollComm_t comm) {
+    std::vector<float> in(3 * 64, 1.0f), out(64);
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "same number of ranks on every node",
+                      zcollQuantizedReduceScatter(in.data(), out.data(), 64, zcollFloat32,
+                                                  zcollSum, nullptr, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));  // the comm still works
+  });
+}
 
 // ---- Bad arguments (one rank: nothing communicates) -------------------------------------------
 

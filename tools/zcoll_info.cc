@@ -1,6 +1,7 @@
 // zcoll_info: what this build of zcoll is and how it is configured.
 //   zcoll_info            version, build options, transports, topology, every parameter
 //   zcoll_info --params   the parameter table only (name, default, current value, description)
+//   zcoll_info --algorithms           every algorithm of every collective, with what it does
 //   zcoll_info --topology             host identity and every package/NUMA node/GPU/NIC
 //   zcoll_info --topology-xml FILE    the topology as hwloc XML (a fixture for ZCOLL_TOPO_FILE)
 //   zcoll_info --routes               as a rank of a job (e.g. tools/zcollrun -n 4 --nodes 2
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "coll/coll.h"
 #include "core/comm.h"
 #include "core/params.h"
 #include "quant/isa.h"
@@ -27,6 +29,14 @@ void printParams() {
                 *p.defaultValue ? p.defaultValue : "\"\"",
                 env ? env : "(default)", p.description);
   }
+}
+
+// The registry (src/coll/registry.cc): collective/name and one line each; ZCOLL_ALGO_<KIND>
+// forces one.
+void printAlgorithms() {
+  std::printf("Algorithms (forced with ZCOLL_ALGO_<COLLECTIVE>, see the parameters):\n");
+  for (const zcoll::Algorithm& a : zcoll::allAlgorithms())
+    std::printf("  %-26s %-20s %s\n", zcoll::collKindName(a.kind), a.name, a.description);
 }
 
 void printBuild() {
@@ -66,7 +76,9 @@ void printTopology() {
 }
 
 void printUsage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--params | --topology | --topology-xml FILE | --routes]\n",
+  std::fprintf(stderr,
+               "usage: %s [--params | --algorithms | --topology | --topology-xml FILE | "
+               "--routes]\n",
                argv0);
 }
 
@@ -121,6 +133,10 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--topology") == 0) return printTopologyDetail();
   if (argc == 3 && std::strcmp(argv[1], "--topology-xml") == 0) return exportXml(argv[2]);
   if (argc == 2 && std::strcmp(argv[1], "--routes") == 0) return printRoutes();
+  if (argc == 2 && std::strcmp(argv[1], "--algorithms") == 0) {
+    printAlgorithms();
+    return 0;
+  }
   if (argc > 1) {
     printUsage(argv[0]);
     return 2;
@@ -128,6 +144,7 @@ int main(int argc, char** argv) {
   printBuild();
   printQuantKernels();
   printTopology();
+  printAlgorithms();
   printParams();
   return 0;
 }

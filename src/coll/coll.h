@@ -70,6 +70,8 @@ class Stage {
   uint32_t seq_;
 };
 
+struct QuantSettings;  // coll/zeropp_config.h
+
 struct CollArgs {
   const void* send;
   void* recv;
@@ -82,6 +84,11 @@ struct CollArgs {
   const size_t* sendDispls = nullptr;
   const size_t* recvCounts = nullptr;
   const size_t* recvDispls = nullptr;
+  // ZeRO++ collectives only: quantization settings (NULL: hpZ unquantized), qgZ's resolved
+  // pipeline depth, hpZ's secondary shard (NULL: scratch; the source of FromSecondary is `send`).
+  const QuantSettings* quant = nullptr;
+  int pipelineDepth = 1;
+  void* secondary = nullptr;
 };
 
 // ---- Byte-level building blocks, reused by hierarchical algorithms --------------------------
@@ -120,6 +127,10 @@ enum class CollKind {
   kGather,
   kScatter,
   kAllToAllv,
+  kQuantizedAllGather,      // qwZ
+  kAllGatherHier,           // hpZ, forward
+  kAllGatherFromSecondary,  // hpZ, backward
+  kQuantizedReduceScatter,  // qgZ
   kNumKinds
 };
 
@@ -129,6 +140,7 @@ struct Algorithm {
   CollKind kind;
   const char* name;
   AlgoFn run;
+  const char* description;  // one line, listed by zcoll_info --algorithms
 };
 
 // The algorithm for a call: the one ZCOLL_ALGO_<KIND> named when the comm was created, else
@@ -138,6 +150,8 @@ Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank
 // ZCOLL_ALGO_<KIND> for every CollKind, read from the environment (at comm creation only).
 std::vector<std::string> readAlgorithmOverrides();
 const std::vector<Algorithm>& allAlgorithms();
+// Selects (as above) and runs the algorithm for a call, and counts it in the stats.
+Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank);
 const char* collKindName(CollKind kind);
 
 // Algorithms (one file each).
@@ -155,6 +169,12 @@ Result reduceRing(zcollComm* comm, const CollArgs& a);
 Result gatherDirect(zcollComm* comm, const CollArgs& a);
 Result scatterDirect(zcollComm* comm, const CollArgs& a);
 Result allToAllvPairwise(zcollComm* comm, const CollArgs& a);
+// ZeRO++ (docs/ZEROPP.md), in qwz_allgather.cc, hpz_allgather.cc, qgz_reducescatter.cc, qgz_flat.cc.
+Result quantizedAllGatherRing(zcollComm* comm, const CollArgs& a);
+Result allGatherHierRailThenNode(zcollComm* comm, const CollArgs& a);
+Result allGatherFromSecondaryNode(zcollComm* comm, const CollArgs& a);
+Result quantizedReduceScatterTwoHop(zcollComm* comm, const CollArgs& a);
+Result quantizedReduceScatterFlat(zcollComm* comm, const CollArgs& a);
 Result barrierDissemination(zcollComm* comm);
 
 }  // namespace zcoll

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "coll/zeropp_allgather.h"
+#include "coll/zeropp_config.h"
 #include "core/dtype.h"
 
 namespace zcoll {
@@ -81,6 +82,16 @@ Result hpzAllGatherFromSecondary(zcollComm* comm, const void* secondary, void* r
                                  zcollDataType_t dtype) {
   Stage st(comm);
   return nodeStage(st, comm, secondary, recv, count, dtype);
+}
+
+// Registry entries (registry.cc).
+Result allGatherHierRailThenNode(zcollComm* comm, const CollArgs& a) {
+  return hpzAllGatherHier(comm, a.send, a.recv, a.secondary, a.count, a.dtype,
+                          a.quant != nullptr ? &a.quant->inter : nullptr);
+}
+
+Result allGatherFromSecondaryNode(zcollComm* comm, const CollArgs& a) {
+  return hpzAllGatherFromSecondary(comm, a.send, a.recv, a.count, a.dtype);
 }
 
 }  // namespace zcoll

@@ -21,6 +21,10 @@ struct QgzArgs {
   int pipelineDepth;  // >= 1, already resolved from the default
 };
 
+inline QgzArgs qgzArgsOf(const CollArgs& a) {
+  return QgzArgs{a.send, a.recv, a.count, a.dtype, a.op, *a.quant, a.pipelineDepth};
+}
+
 // Hierarchical two-hop algorithm (qgz_reducescatter.cc): requires a uniform node layout.
 Result qgzHierarchical(zcollComm* comm, const QgzArgs& a);
 // Flat quantized all-to-all reduce-scatter (qgz_flat.cc): any layout.

@@ -37,4 +37,9 @@ Result qgzFlat(zcollComm* comm, const QgzArgs& a) {
                               a.dtype);
 }
 
+// Registry entry (registry.cc).
+Result quantizedReduceScatterFlat(zcollComm* comm, const CollArgs& a) {
+  return qgzFlat(comm, qgzArgsOf(a));
+}
+
 }  // namespace zcoll

@@ -214,4 +214,12 @@ Result qgzHierarchical(zcollComm* comm, const QgzArgs& a) {
   return zcollSuccess;
 }
 
+// Registry entry (registry.cc): the two hops need the same number of ranks on every node.
+Result quantizedReduceScatterTwoHop(zcollComm* comm, const CollArgs& a) {
+  if (!comm->layout.uniform())
+    return fail(zcollInvalidUsage, "the two_hop quantized reduce-scatter needs the same number "
+                "of ranks on every node (this communicator's nodes differ): use flat");
+  return qgzHierarchical(comm, qgzArgsOf(a));
+}
+
 }  // namespace zcoll

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "coll/zeropp_allgather.h"
+#include "coll/zeropp_config.h"
 #include "core/dtype.h"
 
 namespace zcoll {
@@ -57,6 +58,11 @@ Result qwzAllGather(zcollComm* comm, const void* send, void* recv, size_t count,
   mine.elementOffset = static_cast<uint64_t>(comm->rank) * count;  // SR: disjoint per shard
   Stage st(comm);
   return quantizedRingAllGather(st, g, send, count, dtype, mine, wire, recv, outElem.data());
+}
+
+// Registry entry (registry.cc).
+Result quantizedAllGatherRing(zcollComm* comm, const CollArgs& a) {
+  return qwzAllGather(comm, a.send, a.recv, a.count, a.dtype, a.quant->inter);
 }
 
 }  // namespace zcoll

@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "coll/coll.h"
+#include "core/dtype.h"
+#include "core/log.h"
 #include "core/params.h"
 
 namespace zcoll {
@@ -10,27 +12,54 @@ namespace zcoll {
 namespace {
 
 const std::vector<Algorithm> kAlgorithms = {
-    {CollKind::kAllGather, "ring", allGatherRing},
-    {CollKind::kAllGather, "direct", allGatherDirect},
-    {CollKind::kAllGather, "hierarchical", allGatherHierarchical},
-    {CollKind::kReduceScatter, "ring", reduceScatterRing},
-    {CollKind::kReduceScatter, "direct", reduceScatterDirect},
-    {CollKind::kAllReduce, "ring", allReduceRing},
-    {CollKind::kAllReduce, "recursive_doubling", allReduceRecursiveDoubling},
-    {CollKind::kAllToAll, "pairwise", allToAllPairwise},
-    {CollKind::kBroadcast, "binomial", broadcastBinomial},
-    {CollKind::kBroadcast, "pipelined_ring", broadcastPipelinedRing},
-    {CollKind::kReduce, "ring", reduceRing},
-    {CollKind::kGather, "direct", gatherDirect},
-    {CollKind::kScatter, "direct", scatterDirect},
-    {CollKind::kAllToAllv, "pairwise", allToAllvPairwise},
+    {CollKind::kAllGather, "ring", allGatherRing,
+     "W-1 steps around the ring, one block each: bandwidth-optimal"},
+    {CollKind::kAllGather, "direct", allGatherDirect,
+     "every block straight to every rank in one step: lowest latency"},
+    {CollKind::kAllGather, "hierarchical", allGatherHierarchical,
+     "a ring over each rail between nodes, then an exchange inside each node: each block enters every other node once"},
+    {CollKind::kReduceScatter, "ring", reduceScatterRing,
+     "W-1 steps around the ring, reducing as the partials pass: bandwidth-optimal"},
+    {CollKind::kReduceScatter, "direct", reduceScatterDirect,
+     "every chunk straight to its owner, which reduces them in rank order: lowest latency"},
+    {CollKind::kAllReduce, "ring", allReduceRing,
+     "ring reduce-scatter, then ring all-gather: bandwidth-optimal"},
+    {CollKind::kAllReduce, "recursive_doubling", allReduceRecursiveDoubling,
+     "log2(P) exchanges of the whole buffer (P: power of two <= W, the rest folded in): lowest latency"},
+    {CollKind::kAllToAll, "pairwise", allToAllPairwise,
+     "W-1 steps; at step s each rank sends to rank+s and receives from rank-s"},
+    {CollKind::kBroadcast, "binomial", broadcastBinomial,
+     "a binomial tree from the root: log2(W) steps"},
+    {CollKind::kBroadcast, "pipelined_ring", broadcastPipelinedRing,
+     "slices passed down a chain from the root, each forwarded on arrival: bandwidth-optimal"},
+    {CollKind::kReduce, "ring", reduceRing,
+     "ring reduce-scatter, then every block to the root: the ring all-reduce's bits"},
+    {CollKind::kGather, "direct", gatherDirect, "every block straight to the root"},
+    {CollKind::kScatter, "direct", scatterDirect, "every block straight from the root"},
+    {CollKind::kAllToAllv, "pairwise", allToAllvPairwise,
+     "as all-to-all pairwise, with per-pair counts (empty messages included)"},
+    {CollKind::kQuantizedAllGather, "ring", quantizedAllGatherRing,
+     "qwZ: the shard quantized once, a node-ordered ring of quantized blocks, each dequantized "
+     "as it arrives"},
+    {CollKind::kAllGatherHier, "rail_then_node", allGatherHierRailThenNode,
+     "hpZ forward: a rail all-gather (optionally quantized) fills the per-node secondary shard, "
+     "then an all-gather inside the node"},
+    {CollKind::kAllGatherFromSecondary, "node", allGatherFromSecondaryNode,
+     "hpZ backward: an all-gather inside the node from the secondary shard; no inter-node bytes"},
+    {CollKind::kQuantizedReduceScatter, "two_hop", quantizedReduceScatterTwoHop,
+     "qgZ: quantized all-to-all inside the node, dequantize-reduce-requantize, quantized "
+     "all-to-all between nodes, dequantize-sum; pipelined (equal nodes only)"},
+    {CollKind::kQuantizedReduceScatter, "flat", quantizedReduceScatterFlat,
+     "qgZ on any layout: one quantized all-to-all among all ranks, then dequantize-sum"},
 };
 
 const char* kOverrideParam[] = {"ZCOLL_ALGO_ALLGATHER", "ZCOLL_ALGO_REDUCESCATTER",
                                 "ZCOLL_ALGO_ALLREDUCE", "ZCOLL_ALGO_ALLTOALL",
                                 "ZCOLL_ALGO_BROADCAST", "ZCOLL_ALGO_REDUCE",
                                 "ZCOLL_ALGO_GATHER", "ZCOLL_ALGO_SCATTER",
-                                "ZCOLL_ALGO_ALLTOALLV"};
+                                "ZCOLL_ALGO_ALLTOALLV", "ZCOLL_ALGO_QUANTIZED_ALLGATHER",
+                                "ZCOLL_ALGO_ALLGATHER_HIER", "ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY",
+                                "ZCOLL_ALGO_QUANTIZED_REDUCESCATTER"};
 static_assert(sizeof(kOverrideParam) / sizeof(kOverrideParam[0]) ==
                   static_cast<size_t>(CollKind::kNumKinds),
               "one override parameter per collective");
@@ -59,6 +88,10 @@ const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesP
     case CollKind::kGather: return "direct";
     case CollKind::kScatter: return "direct";
     case CollKind::kAllToAllv: return "pairwise";
+    case CollKind::kQuantizedAllGather: return "ring";
+    case CollKind::kAllGatherHier: return "rail_then_node";
+    case CollKind::kAllGatherFromSecondary: return "node";
+    case CollKind::kQuantizedReduceScatter: return comm->layout.uniform() ? "two_hop" : "flat";
     default: return "";
   }
 }
@@ -74,9 +107,13 @@ const Algorithm* find(CollKind kind, const std::string& name) {
 const std::vector<Algorithm>& allAlgorithms() { return kAlgorithms; }
 
 const char* collKindName(CollKind kind) {
-  static const char* kNames[] = {"allgather", "reducescatter", "allreduce", "alltoall",
-                                 "broadcast", "reduce",        "gather",    "scatter",
-                                 "alltoallv"};
+  static const char* kNames[] = {"allgather",          "reducescatter",
+                                 "allreduce",          "alltoall",
+                                 "broadcast",          "reduce",
+                                 "gather",             "scatter",
+                                 "alltoallv",          "quantized_allgather",
+                                 "allgather_hier",     "allgather_from_secondary",
+                                 "quantized_reducescatter"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(CollKind::kNumKinds),
                 "one name per collective");
   return kNames[static_cast<int>(kind)];
@@ -104,6 +141,16 @@ Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank
   *out = find(kind, defaultAlgorithm(comm, kind, bytesPerRank));
   return *out ? zcollSuccess : fail(zcollInternalError, "no default %s algorithm",
                                     collKindName(kind));
+}
+
+Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank) {
+  const Algorithm* algo = nullptr;
+  ZCOLL_CHECK(selectAlgorithm(comm, kind, bytesPerRank, &algo));
+  ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
+                  comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
+  ZCOLL_CHECK(algo->run(comm, args));
+  comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
+  return zcollSuccess;
 }
 
 }  // namespace zcoll

@@ -14,16 +14,6 @@ using namespace zcoll;
 
 namespace {
 
-Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank) {
-  const Algorithm* algo = nullptr;
-  ZCOLL_CHECK(selectAlgorithm(comm, kind, bytesPerRank, &algo));
-  ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
-                  comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
-  ZCOLL_CHECK(algo->run(comm, args));
-  comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
-  return zcollSuccess;
-}
-
 // Common checks: dtype, op (if any), buffers, host call, not in a group, sizes.
 Result checkCommon(const char* fn, const void* send, size_t sendElems, const void* recv,
                    size_t recvElems, zcollDataType_t dtype, zcollStream_t stream) {

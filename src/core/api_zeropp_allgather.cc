@@ -47,8 +47,6 @@ Result checkSecondary(const zcollComm* comm, const void* secondary, const void* 
                       "secondary must not overlap sendbuff");
 }
 
-void countOp(zcollComm* comm) { comm->stats.ops.fetch_add(1, std::memory_order_relaxed); }
-
 }  // namespace
 
 extern "C" {
@@ -69,9 +67,9 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
     addQuantSettings(&d, qs.inter, 0, 0);
     ZCOLL_CHECK(checkCallMatches(comm, d, fn));
     if (sendcount == 0) return zcollSuccess;
-    ZCOLL_CHECK(qwzAllGather(comm, sendbuff, recvbuff, sendcount, datatype, qs.inter));
-    countOp(comm);
-    return zcollSuccess;
+    CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
+    a.quant = &qs;
+    return runAlgorithm(comm, CollKind::kQuantizedAllGather, a, sendcount * dtypeSize(datatype));
   });
 }
 
@@ -105,10 +103,10 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     if (quant != nullptr) addQuantSettings(&d, qs.inter, 0, 0);
     ZCOLL_CHECK(checkCallMatches(comm, d, fn));
     if (sendcount == 0) return zcollSuccess;
-    ZCOLL_CHECK(hpzAllGatherHier(comm, sendbuff, recvbuff, secondary, sendcount, datatype,
-                                 quant != nullptr ? &qs.inter : nullptr));
-    countOp(comm);
-    return zcollSuccess;
+    CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
+    a.quant = quant != nullptr ? &qs : nullptr;
+    a.secondary = secondary;
+    return runAlgorithm(comm, CollKind::kAllGatherHier, a, sendcount * dtypeSize(datatype));
   });
 }
 
@@ -128,9 +126,8 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount), fn));
     if (sendcount == 0) return zcollSuccess;
-    ZCOLL_CHECK(hpzAllGatherFromSecondary(comm, secondary, recvbuff, sendcount, datatype));
-    countOp(comm);
-    return zcollSuccess;
+    CollArgs a{secondary, recvbuff, sendcount, datatype, zcollSum, -1};
+    return runAlgorithm(comm, CollKind::kAllGatherFromSecondary, a, sendcount * es);
   });
 }
 

@@ -44,19 +44,6 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
   return checkScatterInPlace(send, recv, bytes, comm->rank, comm->nranks, fn);
 }
 
-Result runQgz(zcollComm* comm, const QgzArgs& a) {
-  if (!comm->layout.uniform()) {
-    ZCOLL_INFO(LogSubsys::kColl, "%s rank %d: qgZ: nodes hold unequal rank counts, using the "
-               "flat quantized all-to-all reduce-scatter (%d-bit)", comm->name.c_str(),
-               comm->rank, a.quant.inter.bits);
-    return qgzFlat(comm, a);
-  }
-  ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: qgZ count %zu %s bits %d/%d depth %d",
-                  comm->name.c_str(), comm->rank, a.count, dtypeName(a.dtype),
-                  a.quant.intra.bits, a.quant.inter.bits, a.pipelineDepth);
-  return qgzHierarchical(comm, a);
-}
-
 }  // namespace
 
 extern "C" {
@@ -75,9 +62,15 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     addQuantSettings(&d, a.quant.inter, a.quant.intra.bits, a.pipelineDepth);
     ZCOLL_CHECK(checkCallMatches(comm, d, fn));
     if (recvcount == 0) return zcollSuccess;
-    ZCOLL_CHECK(runQgz(comm, a));
-    comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
-    return zcollSuccess;
+    if (!comm->layout.uniform())
+      ZCOLL_INFO(LogSubsys::kColl, "%s rank %d: qgZ: nodes hold unequal rank counts, so the "
+                 "two-hop algorithm cannot run; the default is flat", comm->name.c_str(),
+                 comm->rank);
+    CollArgs args{sendbuff, recvbuff, recvcount, datatype, op, -1};
+    args.quant = &a.quant;
+    args.pipelineDepth = a.pipelineDepth;
+    return runAlgorithm(comm, CollKind::kQuantizedReduceScatter, args,
+                        recvcount * dtypeSize(datatype));
   });
 }
 

@@ -68,6 +68,15 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_ALGO_SCATTER", ParamType::kString, "", "Force the scatter algorithm (direct)."},
     {"ZCOLL_ALGO_ALLTOALLV", ParamType::kString, "",
      "Force the all-to-all-v algorithm (pairwise)."},
+    {"ZCOLL_ALGO_QUANTIZED_ALLGATHER", ParamType::kString, "",
+     "Force the qwZ quantized all-gather algorithm (ring)."},
+    {"ZCOLL_ALGO_ALLGATHER_HIER", ParamType::kString, "",
+     "Force the hpZ hierarchical all-gather algorithm (rail_then_node)."},
+    {"ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY", ParamType::kString, "",
+     "Force the hpZ all-gather from the secondary shard (node)."},
+    {"ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", ParamType::kString, "",
+     "Force the qgZ quantized reduce-scatter algorithm (two_hop, flat). Empty: two_hop when "
+     "every node has the same number of ranks, else flat."},
     {"ZCOLL_QUANT_ISA", ParamType::kString, "",
      "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512) for every "
      "operation. Empty: per operation, the fastest vector variant this CPU supports, measured "
