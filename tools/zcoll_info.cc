@@ -15,6 +15,7 @@
 #include "coll/coll.h"
 #include "core/comm.h"
 #include "core/params.h"
+#include "exec/executor.h"
 #include "quant/isa.h"
 #include "topology/topology.h"
 #include "zcoll/zcoll.h"
@@ -49,6 +50,9 @@ void printBuild() {
 #else
   std::printf("  CUDA kernels: not built\n");
 #endif
+  std::printf("  executors: %s\n", zcoll::executorSummary().c_str());
+  std::printf("  device buffers in collectives: not yet (zcollUnsupported): no transport "
+              "carries device memory yet\n");
 #ifdef ZCOLL_HAVE_UCX
   std::printf("  transports: self, ucx\n");
 #else

@@ -17,13 +17,13 @@ Result directAllGatherv(const Stage& st, const Group& g, void* recv, const size_
   }
   const size_t mine = off[g.me + 1] - off[g.me];
   for (int k = 1; k < w; ++k) ZCOLL_CHECK(st.send(g.at(g.me + k), own, mine, 0, reqs.next()));
-  copyLocal(st.comm(), base + off[g.me], own, mine);  // while the transfers run
+  ZCOLL_CHECK(st.copy(base + off[g.me], own, mine));  // while the transfers run
   return st.wait(reqs);
 }
 
 Result allGatherDirect(zcollComm* comm, const CollArgs& a) {
   std::vector<size_t> off = worldAllGatherOffsets(comm, a);
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   return directAllGatherv(st, worldGroup(comm), a.recv, off.data(), a.send);
 }
 

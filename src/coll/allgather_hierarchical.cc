@@ -12,7 +12,7 @@ namespace zcoll {
 
 Result allGatherHierarchical(zcollComm* comm, const CollArgs& a) {
   if (comm->layout.nodes == 1 || !comm->layout.uniform()) return allGatherRing(comm, a);
-  return hpzAllGatherHier(comm, a.send, a.recv, nullptr, a.count, a.dtype, nullptr);
+  return hpzAllGatherHier(comm, *a.exec, a.send, a.recv, nullptr, a.count, a.dtype, nullptr);
 }
 
 }  // namespace zcoll

@@ -13,7 +13,7 @@ Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t*
   char* mine = base + off[g.me];
   const size_t mineBytes = off[g.me + 1] - off[g.me];
   if (w == 1) {
-    copyLocal(st.comm(), mine, own, mineBytes);
+    ZCOLL_CHECK(st.copy(mine, own, mineBytes));
     return zcollSuccess;
   }
   const int right = g.at(g.me + 1);
@@ -23,7 +23,7 @@ Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t*
     RequestList reqs(2);
     ZCOLL_CHECK(st.recv(left, base + off[recvIdx], off[recvIdx + 1] - off[recvIdx], 0, reqs.next()));
     ZCOLL_CHECK(st.send(right, own, mineBytes, 0, reqs.next()));
-    copyLocal(st.comm(), mine, own, mineBytes);
+    ZCOLL_CHECK(st.copy(mine, own, mineBytes));
     ZCOLL_CHECK(st.wait(reqs));
   }
   for (int s = 1; s < w - 1; ++s) {
@@ -38,7 +38,7 @@ Result ringAllGatherv(const Stage& st, const Group& g, void* recv, const size_t*
 
 Result allGatherRing(zcollComm* comm, const CollArgs& a) {
   std::vector<size_t> off = worldAllGatherOffsets(comm, a);
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   return ringAllGatherv(st, worldGroup(comm), a.recv, off.data(), a.send);
 }
 

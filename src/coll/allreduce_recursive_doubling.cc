@@ -41,11 +41,11 @@ Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a) {
   ZCOLL_CHECK(scratchGet(comm, 2 * bytes, &scratch));
   char* acc = static_cast<char*>(scratch);
   char* other = acc + bytes;
-  toAcc(acc, a.send, a.dtype, n);
-
   const Shape s = shapeOf(w);
   const int id = coreId(me, s);
-  Stage st(comm);
+  Stage st(comm, *a.exec);
+  Executor& ex = st.exec();
+  ZCOLL_CHECK(ex.toAcc(acc, a.send, a.dtype, n));
   uint32_t step = 0;
   if (me < 2 * s.r) {  // fold: even -> odd
     if (id < 0) {
@@ -56,7 +56,7 @@ Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a) {
       RequestList reqs(1);
       ZCOLL_CHECK(st.recv(me - 1, other, bytes, step, reqs.next()));
       ZCOLL_CHECK(st.wait(reqs));
-      accumulate(acc, other, true, a.dtype, a.op, n);
+      ZCOLL_CHECK(ex.accumulate(acc, other, true, a.dtype, a.op, n));
     }
   }
   ++step;
@@ -64,7 +64,7 @@ Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a) {
     for (int mask = 1; mask < s.p; mask <<= 1, ++step) {
       int partner = rankOfCore(id ^ mask, s);
       ZCOLL_CHECK(st.exchange(partner, acc, bytes, partner, other, bytes, step));
-      accumulate(acc, other, true, a.dtype, a.op, n);
+      ZCOLL_CHECK(ex.accumulate(acc, other, true, a.dtype, a.op, n));
     }
   }
   step = 100;  // unfold: odd -> even (a step number no core round uses: P <= 2^24 rounds < 100)
@@ -74,8 +74,7 @@ Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a) {
     else ZCOLL_CHECK(st.send(me - 1, acc, bytes, step, reqs.next()));
     ZCOLL_CHECK(st.wait(reqs));
   }
-  fromAcc(a.recv, acc, a.dtype, a.op, w, n);
-  return zcollSuccess;
+  return ex.fromAcc(a.recv, acc, a.dtype, a.op, w, n);
 }
 
 }  // namespace zcoll

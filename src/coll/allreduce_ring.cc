@@ -12,11 +12,11 @@ Result allReduceRing(zcollComm* comm, const CollArgs& a) {
   char* recv = static_cast<char*>(a.recv);
   const Group g = worldGroup(comm);
   {
-    Stage st(comm);
+    Stage st(comm, *a.exec);
     ZCOLL_CHECK(ringReduceScatterv(st, g, a.send, recv + c.byte[g.me], c.elem.data(), a.dtype,
                                    a.op));
   }
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   return ringAllGatherv(st, g, recv, c.byte.data(), recv + c.byte[g.me]);
 }
 

@@ -12,8 +12,8 @@ Result allToAllPairwise(zcollComm* comm, const CollArgs& a) {
   const size_t bytes = a.count * dtypeSize(a.dtype);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
-  copyLocal(comm, recv + me * bytes, send + me * bytes, bytes);
-  Stage st(comm);
+  Stage st(comm, *a.exec);
+  ZCOLL_CHECK(st.copy(recv + me * bytes, send + me * bytes, bytes));
   for (int s = 1; s < w; ++s) {
     int dst = (me + s) % w;
     int src = (me - s + w) % w;

@@ -14,9 +14,9 @@ Result allToAllvPairwise(zcollComm* comm, const CollArgs& a) {
   const size_t es = dtypeSize(a.dtype);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
-  copyLocal(comm, recv + a.recvDispls[me] * es, send + a.sendDispls[me] * es,
-            a.sendCounts[me] * es);
-  Stage st(comm);
+  Stage st(comm, *a.exec);
+  ZCOLL_CHECK(st.copy(recv + a.recvDispls[me] * es, send + a.sendDispls[me] * es,
+                      a.sendCounts[me] * es));
   for (int s = 1; s < w; ++s) {
     int dst = (me + s) % w;
     int src = (me - s + w) % w;

@@ -8,7 +8,7 @@ namespace zcoll {
 Result barrierDissemination(zcollComm* comm) {
   const int w = comm->nranks;
   char token = 0, sink = 0;
-  Stage st(comm);
+  Stage st(comm, hostExecutor());  // no data work
   uint32_t round = 0;
   for (int dist = 1; dist < w; dist <<= 1, ++round) {
     ZCOLL_CHECK(st.exchange((comm->rank + dist) % w, &token, 0, (comm->rank - dist + w) % w, &sink,

@@ -10,9 +10,9 @@ Result broadcastBinomial(zcollComm* comm, const CollArgs& a) {
   const int w = comm->nranks;
   const int vr = (comm->rank - a.root + w) % w;
   const size_t bytes = a.count * dtypeSize(a.dtype);
-  if (vr == 0) copyLocal(comm, a.recv, a.send, bytes);
+  Stage st(comm, *a.exec);
+  if (vr == 0) ZCOLL_CHECK(st.copy(a.recv, a.send, bytes));
   auto real = [&](int v) { return (v + a.root) % w; };
-  Stage st(comm);
   int mask = 1;
   for (; mask < w; mask <<= 1) {
     if (vr & mask) {

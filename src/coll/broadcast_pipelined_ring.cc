@@ -18,14 +18,14 @@ Result broadcastPipelinedRing(zcollComm* comm, const CollArgs& a) {
   const int vr = (comm->rank - a.root + w) % w;
   const size_t bytes = a.count * dtypeSize(a.dtype);
   char* buf = static_cast<char*>(a.recv);
-  if (vr == 0) copyLocal(comm, buf, a.send, bytes);
   const size_t slices = std::max<size_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
   auto sliceLen = [&](size_t k) { return std::min(kSliceBytes, bytes - k * kSliceBytes); };
   const int next = (comm->rank + 1) % w;
   const int prev = (comm->rank - 1 + w) % w;
   const bool forwards = vr + 1 < w;
 
-  Stage st(comm);
+  Stage st(comm, *a.exec);
+  if (vr == 0) ZCOLL_CHECK(st.copy(buf, a.send, bytes));
   RequestList recvs(slices);
   RequestList sends(slices);
   if (vr != 0)

@@ -1,6 +1,8 @@
 // Algorithms are written over a Group (an ordered list of comm ranks; the world, a node, a rail)
-// and a Stage (one fresh tag sequence). Every rank runs the same stages in the same order, so
-// a hierarchical algorithm is a sequence of flat ones over subgroups, each in its own stage.
+// and a Stage (one fresh tag sequence, and the call's executor for the data work). Every rank
+// runs the same stages in the same order, so a hierarchical algorithm is a sequence of flat ones
+// over subgroups, each in its own stage. Algorithms name data operations (st.exec(): copy,
+// reduce, quantize, ...) and never the memory kind they run on (exec/executor.h).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,7 @@
 #include "core/comm.h"
 #include "core/progress.h"
 #include "core/tags.h"
+#include "exec/executor.h"
 
 namespace zcoll {
 
@@ -50,13 +53,20 @@ class RequestList {
 
 class Stage {
  public:
-  explicit Stage(zcollComm* comm) : comm_(comm), seq_(comm->collSeq++) {}
+  Stage(zcollComm* comm, Executor& exec) : comm_(comm), exec_(&exec), seq_(comm->collSeq++) {}
   zcollComm* comm() const { return comm_; }
+  Executor& exec() const { return *exec_; }
 
+  // A local copy by the executor, counted as self-path bytes (no-op when dst == src).
+  Result copy(void* dst, const void* src, size_t bytes) const;
+  // Posts after the executor's work issued so far is done (it may be writing `buf`).
   Result send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const {
+    ZCOLL_CHECK(exec_->flush());
     return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req);
   }
+  // Posts after the executor's work issued so far is done (it may be reading `buf`).
   Result recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const {
+    ZCOLL_CHECK(exec_->flush());
     return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req);
   }
   Result wait(Request* reqs, size_t n) const { return waitAll(comm_, reqs, n); }
@@ -67,6 +77,7 @@ class Stage {
 
  private:
   zcollComm* comm_;
+  Executor* exec_;
   uint32_t seq_;
 };
 
@@ -89,6 +100,8 @@ struct CollArgs {
   const QuantSettings* quant = nullptr;
   int pipelineDepth = 1;
   void* secondary = nullptr;
+  // Who does the data work: the executor for the memory kind of the call's buffers.
+  Executor* exec = &hostExecutor();
 };
 
 // ---- Byte-level building blocks, reused by hierarchical algorithms --------------------------

@@ -9,7 +9,7 @@ namespace zcoll {
 Result gatherDirect(zcollComm* comm, const CollArgs& a) {
   const int w = comm->nranks;
   const size_t bytes = a.count * dtypeSize(a.dtype);
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   if (comm->rank != a.root) {
     RequestList reqs(1);
     ZCOLL_CHECK(st.send(a.root, a.send, bytes, 0, reqs.next()));
@@ -19,7 +19,7 @@ Result gatherDirect(zcollComm* comm, const CollArgs& a) {
   RequestList reqs(w);
   for (int p = 0; p < w; ++p)
     if (p != a.root) ZCOLL_CHECK(st.recv(p, recv + p * bytes, bytes, 0, reqs.next()));
-  copyLocal(comm, recv + a.root * bytes, a.send, bytes);  // nothing to do in place
+  ZCOLL_CHECK(st.copy(recv + a.root * bytes, a.send, bytes));  // nothing to do in place
   return st.wait(reqs);
 }
 

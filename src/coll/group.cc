@@ -28,6 +28,14 @@ std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs&
   return off;
 }
 
+Result Stage::copy(void* dst, const void* src, size_t bytes) const {
+  if (bytes == 0 || dst == src) return zcollSuccess;
+  ZCOLL_CHECK(exec_->copy(dst, src, bytes));
+  comm_->stats.sent[zcollPathSelf].fetch_add(bytes, std::memory_order_relaxed);
+  comm_->stats.recv[zcollPathSelf].fetch_add(bytes, std::memory_order_relaxed);
+  return zcollSuccess;
+}
+
 Result Stage::exchange(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
                        size_t rbytes, uint32_t step) const {
   RequestList reqs(2);

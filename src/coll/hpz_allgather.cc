@@ -44,7 +44,7 @@ Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* 
   auto dst = [&](int m, int local) {
     return static_cast<char*>(recv) + static_cast<size_t>(lay.members[m][local]) * bytes;
   };
-  for (int m = 0; m < n; ++m) copyLocal(comm, dst(m, node.me), sec + m * bytes, bytes);
+  for (int m = 0; m < n; ++m) ZCOLL_CHECK(st.copy(dst(m, node.me), sec + m * bytes, bytes));
   RequestList reqs(2 * static_cast<size_t>(l) * n);
   for (int k = 1; k < l; ++k) {
     int peer = (node.me + k) % l;
@@ -61,7 +61,7 @@ Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* 
 
 }  // namespace
 
-Result hpzAllGatherHier(zcollComm* comm, const void* send, void* recv, void* secondary,
+Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv, void* secondary,
                         size_t count, zcollDataType_t dtype, const quant::QuantParams* p) {
   const int n = comm->layout.nodes;
   const size_t secBytes = secondary ? 0 : alignUp(n * count * dtypeSize(dtype));
@@ -70,28 +70,28 @@ Result hpzAllGatherHier(zcollComm* comm, const void* send, void* recv, void* sec
   ZCOLL_CHECK(scratchGet(comm, secBytes + wireBytes, &scratch));  // [secondary?][wire?]
   char* sec = secondary ? static_cast<char*>(secondary) : static_cast<char*>(scratch);
   {
-    Stage st(comm);
+    Stage st(comm, exec);
     ZCOLL_CHECK(
         railStage(st, comm, send, sec, count, dtype, p, static_cast<char*>(scratch) + secBytes));
   }
-  Stage st(comm);
+  Stage st(comm, exec);
   return nodeStage(st, comm, sec, recv, count, dtype);
 }
 
-Result hpzAllGatherFromSecondary(zcollComm* comm, const void* secondary, void* recv, size_t count,
+Result hpzAllGatherFromSecondary(zcollComm* comm, Executor& exec, const void* secondary, void* recv, size_t count,
                                  zcollDataType_t dtype) {
-  Stage st(comm);
+  Stage st(comm, exec);
   return nodeStage(st, comm, secondary, recv, count, dtype);
 }
 
 // Registry entries (registry.cc).
 Result allGatherHierRailThenNode(zcollComm* comm, const CollArgs& a) {
-  return hpzAllGatherHier(comm, a.send, a.recv, a.secondary, a.count, a.dtype,
+  return hpzAllGatherHier(comm, *a.exec, a.send, a.recv, a.secondary, a.count, a.dtype,
                           a.quant != nullptr ? &a.quant->inter : nullptr);
 }
 
 Result allGatherFromSecondaryNode(zcollComm* comm, const CollArgs& a) {
-  return hpzAllGatherFromSecondary(comm, a.send, a.recv, a.count, a.dtype);
+  return hpzAllGatherFromSecondary(comm, *a.exec, a.send, a.recv, a.count, a.dtype);
 }
 
 }  // namespace zcoll

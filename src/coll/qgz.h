@@ -19,10 +19,11 @@ struct QgzArgs {
   zcollRedOp_t op;  // Sum or Avg
   QuantSettings quant;
   int pipelineDepth;  // >= 1, already resolved from the default
+  Executor* exec;     // the data work (quantize, dequantize-reduce-requantize, dequantize-sum)
 };
 
 inline QgzArgs qgzArgsOf(const CollArgs& a) {
-  return QgzArgs{a.send, a.recv, a.count, a.dtype, a.op, *a.quant, a.pipelineDepth};
+  return QgzArgs{a.send, a.recv, a.count, a.dtype, a.op, *a.quant, a.pipelineDepth, a.exec};
 }
 
 // Hierarchical two-hop algorithm (qgz_reducescatter.cc): requires a uniform node layout.

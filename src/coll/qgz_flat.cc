@@ -20,9 +20,9 @@ Result qgzFlat(zcollComm* comm, const QgzArgs& a) {
   ZCOLL_CHECK(scratchGet(comm, 2 * w * q, &base));
   char* send = static_cast<char*>(base);
   char* recv = send + w * q;
-  ZCOLL_CHECK(quant::quantizeChunks(a.send, a.dtype, a.count, w, nullptr, qp, send));
+  ZCOLL_CHECK(a.exec->quantizeChunks(a.send, a.dtype, a.count, w, nullptr, qp, send));
 
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   RequestList reqs(2 * w);
   for (int i = 1; i < w; ++i) {
     int to = (me + i) % w, from = (me - i + w) % w;
@@ -33,8 +33,8 @@ Result qgzFlat(zcollComm* comm, const QgzArgs& a) {
 
   std::vector<const void*> chunks(w);
   for (int s = 0; s < w; ++s) chunks[s] = (s == me ? send : recv) + s * q;
-  return quant::dequantizeSum(chunks.data(), w, a.count, qp, qgzOutScale(a.op, w), a.recv,
-                              a.dtype);
+  return a.exec->dequantizeSum(chunks.data(), w, a.count, qp, qgzOutScale(a.op, w), a.recv,
+                               a.dtype);
 }
 
 // Registry entry (registry.cc).

@@ -104,13 +104,13 @@ Result quantizePiece(const Plan& p, const QgzArgs& a, const Piece& pc, char* out
   const int me = p.rank;
   if (pc.n == p.count) {
     qp.elementOffset = qgzFirstIndex(p.w, p.count, me, 0);
-    return quant::quantizeChunks(a.send, a.dtype, p.count, p.w, p.slotOf.data(), qp, out);
+    return a.exec->quantizeChunks(a.send, a.dtype, p.count, p.w, p.slotOf.data(), qp, out);
   }
   const char* in = static_cast<const char*>(a.send);
   for (int t = 0; t < p.w; ++t) {
     qp.elementOffset = qgzFirstIndex(p.w, p.count, me, t) + pc.k0;
-    ZCOLL_CHECK(quant::quantizeChunks(in + (t * p.count + pc.k0) * p.es, a.dtype, pc.n, 1,
-                                      nullptr, qp, out + p.slotOf[t] * pc.q1));
+    ZCOLL_CHECK(a.exec->quantizeChunks(in + (t * p.count + pc.k0) * p.es, a.dtype, pc.n, 1,
+                                       nullptr, qp, out + p.slotOf[t] * pc.q1));
   }
   return zcollSuccess;
 }
@@ -134,14 +134,15 @@ Result intraExchange(const Stage& st, const Plan& p, const Buffers& b, const Pie
 }
 
 // Step 3: for each node m, the local sum of the pieces for rank (m, lidx), requantized.
-Result requantPiece(const Plan& p, const Buffers& b, const Piece& pc, char* interSend) {
+Result requantPiece(Executor& exec, const Plan& p, const Buffers& b, const Piece& pc,
+                    char* interSend) {
   std::vector<const void*> chunks(p.local);
   quant::QuantParams out = p.inter;
   for (int m = 0; m < p.nodes; ++m) {
     for (int l = 0; l < p.local; ++l) chunks[l] = localGroup(p, b, pc, l) + m * pc.q1;
     out.elementOffset = qgzPartialIndex(p.w, p.count, p.node, p.railG.ranks[m]) + pc.k0;
-    ZCOLL_CHECK(quant::dequantReduceRequant(chunks.data(), p.local, pc.n, p.intra, out,
-                                            interSend + m * pc.q2));
+    ZCOLL_CHECK(exec.dequantReduceRequant(chunks.data(), p.local, pc.n, p.intra, out,
+                                          interSend + m * pc.q2));
   }
   return zcollSuccess;
 }
@@ -162,16 +163,16 @@ Result finishInter(const Plan& p, const QgzArgs& a, const Piece& pc, const char*
                    const char* recv) {
   std::vector<const void*> chunks(p.nodes);
   for (int m = 0; m < p.nodes; ++m) chunks[m] = (m == p.node ? send : recv) + m * pc.q2;
-  return quant::dequantizeSum(chunks.data(), p.nodes, pc.n, p.inter, p.scale,
-                              static_cast<char*>(a.recv) + pc.k0 * p.es, a.dtype);
+  return a.exec->dequantizeSum(chunks.data(), p.nodes, pc.n, p.inter, p.scale,
+                               static_cast<char*>(a.recv) + pc.k0 * p.es, a.dtype);
 }
 
 // N = 1: the L intra pieces (slot 0 of each group) summed straight into the output.
 Result finishIntra(const Plan& p, const QgzArgs& a, const Buffers& b, const Piece& pc) {
   std::vector<const void*> chunks(p.local);
   for (int l = 0; l < p.local; ++l) chunks[l] = localGroup(p, b, pc, l);
-  return quant::dequantizeSum(chunks.data(), p.local, pc.n, p.intra, p.scale,
-                              static_cast<char*>(a.recv) + pc.k0 * p.es, a.dtype);
+  return a.exec->dequantizeSum(chunks.data(), p.local, pc.n, p.intra, p.scale,
+                               static_cast<char*>(a.recv) + pc.k0 * p.es, a.dtype);
 }
 
 // Steps 1-3 of one piece; the result (N slots) is in `interSend`, or in the output when N = 1.
@@ -182,7 +183,7 @@ Result firstHop(const Stage& st, const Plan& p, const QgzArgs& a, const Buffers&
   if (direct) return zcollSuccess;
   if (p.local > 1) ZCOLL_CHECK(intraExchange(st, p, b, pc));
   if (p.nodes == 1) return finishIntra(p, a, b, pc);
-  return requantPiece(p, b, pc, interSend);
+  return requantPiece(*a.exec, p, b, pc, interSend);
 }
 
 }  // namespace
@@ -194,7 +195,7 @@ Result qgzHierarchical(zcollComm* comm, const QgzArgs& a) {
   // Every rank constructs the same stages in the same order: (intra, inter) per piece.
   std::vector<Stage> stages;
   stages.reserve(2 * p.pieces);
-  for (int k = 0; k < 2 * p.pieces; ++k) stages.emplace_back(comm);
+  for (int k = 0; k < 2 * p.pieces; ++k) stages.emplace_back(comm, *a.exec);
   RequestList inflight[2] = {RequestList(2 * p.nodes), RequestList(2 * p.nodes)};
   for (int k = 0; k <= p.pieces; ++k) {
     if (k < p.pieces) {

@@ -22,7 +22,8 @@ Result quantizedRingAllGather(const Stage& st, const Group& g, const void* own, 
   auto slot = [&](int i) { return q + static_cast<size_t>((i % w + w) % w) * qb; };
   auto land = [&](int i) {
     int k = (i % w + w) % w;
-    return quant::dequantize(slot(k), count, p, static_cast<char*>(out) + outElem[k] * es, dtype);
+    return st.exec().dequantize(slot(k), count, p, static_cast<char*>(out) + outElem[k] * es,
+                                dtype);
   };
   RequestList reqs(2 * static_cast<size_t>(w));
   auto post = [&](int s) -> Result {
@@ -30,7 +31,7 @@ Result quantizedRingAllGather(const Stage& st, const Group& g, const void* own, 
     ZCOLL_CHECK(st.recv(g.at(g.me - 1), slot(g.me - s - 1), qb, step, reqs.next()));
     return st.send(g.at(g.me + 1), slot(g.me - s), qb, step, reqs.next());
   };
-  ZCOLL_CHECK(quant::quantize(own, dtype, count, p, slot(g.me)));
+  ZCOLL_CHECK(st.exec().quantize(own, dtype, count, p, slot(g.me)));
   if (w > 1) ZCOLL_CHECK(post(0));
   ZCOLL_CHECK(land(g.me));  // after quantize: `own` may be this very slot of `out`
   for (int s = 0; s + 1 < w; ++s) {
@@ -47,7 +48,7 @@ Group nodeOrderedRing(const zcollComm* comm) {
   return makeGroup(comm, std::move(ranks));
 }
 
-Result qwzAllGather(zcollComm* comm, const void* send, void* recv, size_t count,
+Result qwzAllGather(zcollComm* comm, Executor& exec, const void* send, void* recv, size_t count,
                     zcollDataType_t dtype, const quant::QuantParams& p) {
   const Group g = nodeOrderedRing(comm);
   void* wire = nullptr;
@@ -56,13 +57,13 @@ Result qwzAllGather(zcollComm* comm, const void* send, void* recv, size_t count,
   for (int i = 0; i < g.size(); ++i) outElem[i] = static_cast<size_t>(g.ranks[i]) * count;
   quant::QuantParams mine = p;
   mine.elementOffset = static_cast<uint64_t>(comm->rank) * count;  // SR: disjoint per shard
-  Stage st(comm);
+  Stage st(comm, exec);
   return quantizedRingAllGather(st, g, send, count, dtype, mine, wire, recv, outElem.data());
 }
 
 // Registry entry (registry.cc).
 Result quantizedAllGatherRing(zcollComm* comm, const CollArgs& a) {
-  return qwzAllGather(comm, a.send, a.recv, a.count, a.dtype, a.quant->inter);
+  return qwzAllGather(comm, *a.exec, a.send, a.recv, a.count, a.dtype, a.quant->inter);
 }
 
 }  // namespace zcoll

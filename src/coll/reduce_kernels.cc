@@ -2,49 +2,18 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
+
+#include "coll/reduce_math.h"
 
 namespace zcoll {
 
 namespace {
 
-// Storage type -> accumulator type and conversions.
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<half_t> { using type = float; };
-template <> struct Acc<bf16_t> { using type = float; };
-
-template <typename T> inline typename Acc<T>::type load(T v) { return v; }
-inline float load(half_t v) { return halfToFloat(v); }
-inline float load(bf16_t v) { return bf16ToFloat(v); }
-
-template <typename T> inline T store(typename Acc<T>::type v) { return v; }
-template <> inline half_t store<half_t>(float v) { return floatToHalf(v); }
-template <> inline bf16_t store<bf16_t>(float v) { return floatToBf16(v); }
-
-// Integer sums and products wrap (two's complement) instead of being undefined.
-template <typename A> inline A add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::make_unsigned_t<A>;
-    return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-  } else {
-    return a + b;
-  }
-}
-template <typename A> inline A mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
-    return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-  } else {
-    return a * b;
-  }
-}
-
-template <typename A, zcollRedOp_t Op> inline A combine(A a, A b) {
-  if constexpr (Op == zcollSum || Op == zcollAvg) return add(a, b);
-  if constexpr (Op == zcollProd) return mul(a, b);
-  if constexpr (Op == zcollMax) return b > a ? b : a;
-  if constexpr (Op == zcollMin) return b < a ? b : a;
-}
+using redmath::Acc;
+using redmath::add;
+using redmath::combine;
+using redmath::load;
+using redmath::store;
 
 template <typename T, zcollRedOp_t Op, typename In>
 void accumulateLoop(typename Acc<T>::type* acc, const In* in, size_t n) {
@@ -69,7 +38,7 @@ void combineLoop(T* o, const T* a, const T* b, int avgDivisor, size_t n) {
   using A = typename Acc<T>::type;
   if (Op == zcollAvg && avgDivisor > 0) {
     const A div = static_cast<A>(avgDivisor);
-    for (size_t i = 0; i < n; ++i) o[i] = store<T>(static_cast<A>(add(load(a[i]), load(b[i])) / div));
+    for (size_t i = 0; i < n; ++i) o[i] = redmath::averageOfTwo(a[i], b[i], div);
     return;
   }
   for (size_t i = 0; i < n; ++i) o[i] = store<T>(combine<A, Op>(load(a[i]), load(b[i])));
@@ -105,29 +74,12 @@ template <typename T> struct Kernels {
     auto* a = static_cast<const A*>(acc);
     if (op == zcollAvg) {
       const A div = static_cast<A>(nranks);
-      for (size_t i = 0; i < n; ++i) o[i] = store<T>(static_cast<A>(a[i] / div));
+      for (size_t i = 0; i < n; ++i) o[i] = redmath::divideStore<T>(a[i], div);
     } else {
       for (size_t i = 0; i < n; ++i) o[i] = store<T>(a[i]);
     }
   }
 };
-
-template <template <typename> class F, typename... Args>
-void dispatch(zcollDataType_t dtype, Args&&... args) {
-  switch (dtype) {
-    case zcollInt8: F<int8_t>::run(args...); break;
-    case zcollUint8: F<uint8_t>::run(args...); break;
-    case zcollInt32: F<int32_t>::run(args...); break;
-    case zcollUint32: F<uint32_t>::run(args...); break;
-    case zcollInt64: F<int64_t>::run(args...); break;
-    case zcollUint64: F<uint64_t>::run(args...); break;
-    case zcollFloat16: F<half_t>::run(args...); break;
-    case zcollFloat32: F<float>::run(args...); break;
-    case zcollFloat64: F<double>::run(args...); break;
-    case zcollBfloat16: F<bf16_t>::run(args...); break;
-    default: break;
-  }
-}
 
 template <typename T> struct ToAcc {
   static void run(void* acc, const void* in, size_t n) { Kernels<T>::toAcc(acc, in, n); }
@@ -157,17 +109,17 @@ void toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n) {
     if (acc != in) std::memcpy(acc, in, n * dtypeSize(dtype));
     return;
   }
-  dispatch<ToAcc>(dtype, acc, in, n);
+  redmath::dispatchDtype<ToAcc>(dtype, acc, in, n);
 }
 
 void accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dtype, zcollRedOp_t op,
                 size_t n) {
-  dispatch<Accumulate>(dtype, acc, in, inIsAcc, op, n);
+  redmath::dispatchDtype<Accumulate>(dtype, acc, in, inIsAcc, op, n);
 }
 
 void combineInto(void* out, const void* a, const void* b, zcollDataType_t dtype, zcollRedOp_t op,
                  int avgDivisor, size_t n) {
-  dispatch<CombineInto>(dtype, out, a, b, op, avgDivisor, n);
+  redmath::dispatchDtype<CombineInto>(dtype, out, a, b, op, avgDivisor, n);
 }
 
 void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
@@ -176,7 +128,7 @@ void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op,
     if (out != acc) std::memmove(out, acc, n * dtypeSize(dtype));
     return;
   }
-  dispatch<FromAcc>(dtype, out, acc, op, nranks, n);
+  redmath::dispatchDtype<FromAcc>(dtype, out, acc, op, nranks, n);
 }
 
 const char* dtypeName(zcollDataType_t t) {

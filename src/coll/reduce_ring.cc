@@ -22,10 +22,10 @@ Result reduceRing(zcollComm* comm, const CollArgs& a) {
   std::unique_ptr<char[]> own(isRoot ? nullptr : new char[myBytes]);
   char* mine = isRoot ? recv + byteOff[g.me] : own.get();
   {
-    Stage st(comm);
+    Stage st(comm, *a.exec);
     ZCOLL_CHECK(ringReduceScatterv(st, g, a.send, mine, c.elem.data(), a.dtype, a.op));
   }
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   if (!isRoot) {
     if (myBytes == 0) return zcollSuccess;
     RequestList reqs(1);

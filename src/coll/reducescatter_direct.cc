@@ -21,7 +21,7 @@ Result reduceScatterDirect(zcollComm* comm, const CollArgs& a) {
   char* pieces = static_cast<char*>(scratch);  // piece from rank p at p * n * es
   char* acc = pieces + accOffset;
 
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   RequestList reqs(2 * static_cast<size_t>(w));
   for (int k = 1; k < w; ++k) {
     int p = (me + k) % w;
@@ -34,10 +34,10 @@ Result reduceScatterDirect(zcollComm* comm, const CollArgs& a) {
   ZCOLL_CHECK(st.wait(reqs));
 
   auto piece = [&](int p) -> const void* { return p == me ? in + me * n * es : pieces + p * n * es; };
-  toAcc(acc, piece(0), a.dtype, n);
-  for (int p = 1; p < w; ++p) accumulate(acc, piece(p), false, a.dtype, a.op, n);
-  fromAcc(a.recv, acc, a.dtype, a.op, w, n);
-  return zcollSuccess;
+  Executor& ex = st.exec();
+  ZCOLL_CHECK(ex.toAcc(acc, piece(0), a.dtype, n));
+  for (int p = 1; p < w; ++p) ZCOLL_CHECK(ex.accumulate(acc, piece(p), false, a.dtype, a.op, n));
+  return ex.fromAcc(a.recv, acc, a.dtype, a.op, w, n);
 }
 
 }  // namespace zcoll

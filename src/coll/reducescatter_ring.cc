@@ -46,8 +46,8 @@ Result ringPartialsInDtype(const Stage& st, const Group& g, const char* in, void
                             rc.chunk(recvC) * es, static_cast<uint32_t>(s)));
     // partial op= own chunk; the last hop writes the result (Avg: divided by W) into `out`.
     const bool last = s == w - 2;
-    combineInto(last ? out : partial, partial, in + rc.off[recvC] * es, dtype, op, last ? w : 0,
-                rc.chunk(recvC));
+    ZCOLL_CHECK(st.exec().combine(last ? out : partial, partial, in + rc.off[recvC] * es, dtype,
+                                  op, last ? w : 0, rc.chunk(recvC)));
     sendPtr = partial;
   }
   return zcollSuccess;
@@ -76,15 +76,16 @@ Result ringPartialsInFp32(const Stage& st, const Group& g, const char* in, void*
                             static_cast<uint32_t>(s)));
     const char* own = in + rc.off[recvC] * es;
     const bool last = s == w - 2;
+    Executor& ex = st.exec();
     if (s == 0 && last) {  // two ranks: one combination, rounded once
-      combineInto(out, recvBuf, own, dtype, op, w, n);
+      ZCOLL_CHECK(ex.combine(out, recvBuf, own, dtype, op, w, n));
     } else if (s == 0) {
-      toAcc(bufs[0], recvBuf, dtype, n);
-      accumulate(bufs[0], own, false, dtype, op, n);
+      ZCOLL_CHECK(ex.toAcc(bufs[0], recvBuf, dtype, n));
+      ZCOLL_CHECK(ex.accumulate(bufs[0], own, false, dtype, op, n));
       sendPtr = bufs[0];
     } else {
-      accumulate(recvBuf, own, false, dtype, op, n);
-      if (last) fromAcc(out, recvBuf, dtype, op, w, n);
+      ZCOLL_CHECK(ex.accumulate(recvBuf, own, false, dtype, op, n));
+      if (last) ZCOLL_CHECK(ex.fromAcc(out, recvBuf, dtype, op, w, n));
       sendPtr = recvBuf;
     }
   }
@@ -98,7 +99,7 @@ Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, voi
   const char* in = static_cast<const char*>(send);
   RingChunks rc{off};
   if (g.size() == 1) {
-    copyLocal(st.comm(), out, in + off[0] * dtypeSize(dtype), rc.chunk(0) * dtypeSize(dtype));
+    ZCOLL_CHECK(st.copy(out, in + off[0] * dtypeSize(dtype), rc.chunk(0) * dtypeSize(dtype)));
     return zcollSuccess;
   }
   if (isHalfType(dtype) && !st.comm()->partialsInDtype)
@@ -109,7 +110,7 @@ Result ringReduceScatterv(const Stage& st, const Group& g, const void* send, voi
 Result reduceScatterRing(zcollComm* comm, const CollArgs& a) {
   std::vector<size_t> off(comm->nranks + 1);
   for (int i = 0; i <= comm->nranks; ++i) off[i] = i * a.count;
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   return ringReduceScatterv(st, worldGroup(comm), a.send, a.recv, off.data(), a.dtype, a.op);
 }
 

@@ -8,7 +8,7 @@ namespace zcoll {
 Result scatterDirect(zcollComm* comm, const CollArgs& a) {
   const int w = comm->nranks;
   const size_t bytes = a.count * dtypeSize(a.dtype);
-  Stage st(comm);
+  Stage st(comm, *a.exec);
   if (comm->rank != a.root) {
     RequestList reqs(1);
     ZCOLL_CHECK(st.recv(a.root, a.recv, bytes, 0, reqs.next()));
@@ -18,7 +18,7 @@ Result scatterDirect(zcollComm* comm, const CollArgs& a) {
   RequestList reqs(w);
   for (int p = 0; p < w; ++p)
     if (p != a.root) ZCOLL_CHECK(st.send(p, send + p * bytes, bytes, 0, reqs.next()));
-  copyLocal(comm, a.recv, send + a.root * bytes, bytes);  // nothing to do in place
+  ZCOLL_CHECK(st.copy(a.recv, send + a.root * bytes, bytes));  // nothing to do in place
   return st.wait(reqs);
 }
 

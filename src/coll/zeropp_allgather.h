@@ -25,16 +25,16 @@ Result quantizedRingAllGather(const Stage& st, const Group& g, const void* own, 
 Group nodeOrderedRing(const zcollComm* comm);
 
 // qwZ: recv[r*count ..] = dequant(quant(shard of rank r)) on every rank.
-Result qwzAllGather(zcollComm* comm, const void* send, void* recv, size_t count,
+Result qwzAllGather(zcollComm* comm, Executor& exec, const void* send, void* recv, size_t count,
                     zcollDataType_t dtype, const quant::QuantParams& p);
 
 // hpZ forward: stage A over the rail (quantized when p != nullptr) into the secondary shard
 // (`secondary`, or scratch when nullptr), then stage B. Requires a uniform layout.
-Result hpzAllGatherHier(zcollComm* comm, const void* send, void* recv, void* secondary,
+Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv, void* secondary,
                         size_t count, zcollDataType_t dtype, const quant::QuantParams* p);
 
 // hpZ backward: stage B only (intra-node all-gather of the secondary shards).
-Result hpzAllGatherFromSecondary(zcollComm* comm, const void* secondary, void* recv, size_t count,
+Result hpzAllGatherFromSecondary(zcollComm* comm, Executor& exec, const void* secondary, void* recv, size_t count,
                                  zcollDataType_t dtype);
 
 }  // namespace zcoll

@@ -55,7 +55,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
   const char* fn = "zcollQuantizedReduceScatter";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
-    QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1};
+    QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1, &hostExecutor()};
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
     a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
     CallDescriptor d = describeCall(CallKind::kQuantizedReduceScatter, datatype, recvcount, op);

@@ -85,7 +85,7 @@ Result checkCallMatches(zcollComm* comm, CallDescriptor d, const char* fn) {
   std::vector<CallDescriptor> all(w);
   std::vector<size_t> off(w + 1);
   for (int i = 0; i <= w; ++i) off[i] = i * sizeof(CallDescriptor);
-  Stage st(comm);
+  Stage st(comm, hostExecutor());  // the descriptors are host memory
   ZCOLL_CHECK(directAllGatherv(st, worldGroup(comm), all.data(), off.data(), &d));
   // Every rank compares every rank against rank 0, so all report the same first difference.
   for (int r = 1; r < w; ++r) {

@@ -223,13 +223,6 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
   }
 }
 
-void copyLocal(zcollComm* comm, void* dst, const void* src, size_t bytes) {
-  if (bytes == 0 || dst == src) return;
-  std::memmove(dst, src, bytes);
-  comm->stats.sent[zcollPathSelf].fetch_add(bytes, std::memory_order_relaxed);
-  comm->stats.recv[zcollPathSelf].fetch_add(bytes, std::memory_order_relaxed);
-}
-
 void* Scratch::get(size_t bytes) {
   if (bytes > size_) {
     std::free(ptr_);

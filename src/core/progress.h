@@ -18,9 +18,6 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
 // abort or peer failure; on failure cancels the rest and puts the comm in the error state.
 Result waitAll(zcollComm* comm, Request* reqs, size_t n);
 
-// Local copy that counts as self-path bytes (no-op when dst == src).
-void copyLocal(zcollComm* comm, void* dst, const void* src, size_t bytes);
-
 // Puts the communicator in the error state (first error wins).
 void breakComm(zcollComm* comm, Result error);
 

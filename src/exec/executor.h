@@ -1,0 +1,79 @@
+// Executors: the data work of an algorithm step (copy, reduce, quantize, dequantize,
+// dequantize-sum, dequantize-reduce-requantize), named by operation and carried out for one
+// memory kind, in the shape of UCC's executor (ec) component. Algorithms call these operations
+// through their Stage and never ask where the bytes live: the entry point picks the executor from
+// the memory kind of the call's buffers (host: the caller's thread and the SIMD kernels of
+// src/quant and src/coll/reduce_kernels; CUDA: the kernels of cuda/ on the call's stream).
+//
+// Semantics of every operation are those of the functions they wrap (coll/reduce_kernels.h,
+// quant/quant.h); every executor produces the same bytes for the same inputs. Ordering: the
+// operations of one executor run in issue order. An executor may run them asynchronously
+// (CUDA); flush() returns once everything issued so far is done, and Stage::send flushes
+// before it posts, so a transport never reads a buffer an operation is still writing.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/memory.h"
+#include "core/result.h"
+#include "quant/quant.h"
+#include "zcoll/zcoll.h"
+
+namespace zcoll {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const char* name() const = 0;
+  // The memory kind every pointer given to this executor must have.
+  virtual MemKind memKind() const = 0;
+
+  // dst[0, bytes) = src[0, bytes). dst == src is a no-op; otherwise they must not overlap.
+  virtual Result copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // Reductions in the accumulator type (reduce_kernels.h: toAcc, accumulate, combineInto,
+  // fromAcc).
+  virtual Result toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n) = 0;
+  virtual Result accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dtype,
+                            zcollRedOp_t op, size_t n) = 0;
+  virtual Result combine(void* out, const void* a, const void* b, zcollDataType_t dtype,
+                         zcollRedOp_t op, int avgDivisor, size_t n) = 0;
+  virtual Result fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op,
+                         int nranks, size_t n) = 0;
+
+  // Block quantization (quant/quant.h). Arrays of chunk pointers and destOrder are host memory,
+  // read before the call returns.
+  virtual Result quantize(const void* in, zcollDataType_t dtype, size_t n,
+                          const quant::QuantParams& p, void* out) = 0;
+  virtual Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems,
+                                size_t nChunks, const int* destOrder, const quant::QuantParams& p,
+                                void* out) = 0;
+  virtual Result dequantize(const void* q, size_t n, const quant::QuantParams& p, void* out,
+                            zcollDataType_t dtype) = 0;
+  virtual Result dequantizeSum(const void* const* chunks, int k, size_t n,
+                               const quant::QuantParams& p, float scale, void* out,
+                               zcollDataType_t dtype) = 0;
+  virtual Result dequantReduceRequant(const void* const* chunks, int k, size_t n,
+                                      const quant::QuantParams& in,
+                                      const quant::QuantParams& out, void* outQ) = 0;
+
+  // Returns once every operation issued so far has completed.
+  virtual Result flush() = 0;
+};
+
+// The host executor: synchronous, on the calling thread, stateless (one shared instance).
+Executor& hostExecutor();
+
+// The executor for a call whose buffers are of `kind`, work ordered on `stream` (device kinds).
+// Host: hostExecutor(). Device: a CUDA executor on `stream` when CUDA support is built and a
+// device is present, else zcollUnsupported with a message saying which is missing.
+Result makeExecutor(MemKind kind, zcollStream_t stream, std::unique_ptr<Executor>* owned,
+                    Executor** out);
+
+// One line for zcoll_info: the executors this build and machine offer ("host, cuda (2 devices)",
+// "host; cuda: built, no device (cudaErrorNoDevice)", "host; cuda: not built").
+std::string executorSummary();
+
+}  // namespace zcoll

@@ -1,0 +1,73 @@
+// The host executor: the CPU reduction kernels and the SIMD quantization kernels, run on the
+// calling thread. Synchronous, so flush() has nothing to wait for.
+#include <cstring>
+
+#include "coll/reduce_kernels.h"
+#include "exec/executor.h"
+
+namespace zcoll {
+
+namespace {
+
+class HostExecutor final : public Executor {
+ public:
+  const char* name() const override { return "host"; }
+  MemKind memKind() const override { return MemKind::kHost; }
+
+  Result copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+    return zcollSuccess;
+  }
+  Result toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n) override {
+    zcoll::toAcc(acc, in, dtype, n);
+    return zcollSuccess;
+  }
+  Result accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dtype,
+                    zcollRedOp_t op, size_t n) override {
+    zcoll::accumulate(acc, in, inIsAcc, dtype, op, n);
+    return zcollSuccess;
+  }
+  Result combine(void* out, const void* a, const void* b, zcollDataType_t dtype, zcollRedOp_t op,
+                 int avgDivisor, size_t n) override {
+    combineInto(out, a, b, dtype, op, avgDivisor, n);
+    return zcollSuccess;
+  }
+  Result fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
+                 size_t n) override {
+    zcoll::fromAcc(out, acc, dtype, op, nranks, n);
+    return zcollSuccess;
+  }
+
+  Result quantize(const void* in, zcollDataType_t dtype, size_t n, const quant::QuantParams& p,
+                  void* out) override {
+    return quant::quantize(in, dtype, n, p, out);
+  }
+  Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, size_t nChunks,
+                        const int* destOrder, const quant::QuantParams& p, void* out) override {
+    return quant::quantizeChunks(in, dtype, chunkElems, nChunks, destOrder, p, out);
+  }
+  Result dequantize(const void* q, size_t n, const quant::QuantParams& p, void* out,
+                    zcollDataType_t dtype) override {
+    return quant::dequantize(q, n, p, out, dtype);
+  }
+  Result dequantizeSum(const void* const* chunks, int k, size_t n, const quant::QuantParams& p,
+                       float scale, void* out, zcollDataType_t dtype) override {
+    return quant::dequantizeSum(chunks, k, n, p, scale, out, dtype);
+  }
+  Result dequantReduceRequant(const void* const* chunks, int k, size_t n,
+                              const quant::QuantParams& in, const quant::QuantParams& out,
+                              void* outQ) override {
+    return quant::dequantReduceRequant(chunks, k, n, in, out, outQ);
+  }
+
+  Result flush() override { return zcollSuccess; }
+};
+
+}  // namespace
+
+Executor& hostExecutor() {
+  static HostExecutor* host = new HostExecutor();  // never destroyed: usable during exit
+  return *host;
+}
+
+}  // namespace zcoll

@@ -1,0 +1,371 @@
+// Executors (src/exec/executor.h): algorithms do their data work through the call's executor and
+// keep its ordering contract, so an executor that runs asynchronously (the CUDA one, on a stream)
+// gives the same bytes as the host one.
+//
+// On the CPU the contract is checked with a deferred executor: it records every operation and
+// runs them only at flush(), as a stream runs kernels after the launch returns. Every registered
+// algorithm, run through it, must give the host executor's bytes: an algorithm that sent a
+// buffer before flushing, reused a receive buffer an operation still reads, or handed an
+// operation a pointer array that died before the flush, gives different bytes or crashes.
+// With a GPU, the CUDA executor's operations are checked byte for byte against the host's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "coll/coll.h"
+#include "coll/zeropp_config.h"
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "exec/executor.h"
+#include "support/ranks.h"
+#include "support/values.h"
+
+#ifdef ZCOLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda/executor_cuda.h"
+#include "cuda/quant_cuda.h"
+#endif
+
+namespace zcoll {
+namespace {
+
+using test::Placement;
+using test::RankSetup;
+using test::runRanks;
+
+// Records operations; runs them, in issue order, at flush().
+class DeferredExecutor final : public Executor {
+ public:
+  const char* name() const override { return "deferred"; }
+  MemKind memKind() const override { return MemKind::kHost; }
+  int issued() const { return issued_; }
+
+  Result copy(void* dst, const void* src, size_t bytes) override {
+    return defer([=](Executor& h) { return h.copy(dst, src, bytes); });
+  }
+  Result toAcc(void* acc, const void* in, zcollDataType_t dt, size_t n) override {
+    return defer([=](Executor& h) { return h.toAcc(acc, in, dt, n); });
+  }
+  Result accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dt, zcollRedOp_t op,
+                    size_t n) override {
+    return defer([=](Executor& h) { return h.accumulate(acc, in, inIsAcc, dt, op, n); });
+  }
+  Result combine(void* out, const void* a, const void* b, zcollDataType_t dt, zcollRedOp_t op,
+                 int div, size_t n) override {
+    return defer([=](Executor& h) { return h.combine(out, a, b, dt, op, div, n); });
+  }
+  Result fromAcc(void* out, const void* acc, zcollDataType_t dt, zcollRedOp_t op, int nranks,
+                 size_t n) override {
+    return defer([=](Executor& h) { return h.fromAcc(out, acc, dt, op, nranks, n); });
+  }
+  Result quantize(const void* in, zcollDataType_t dt, size_t n, const quant::QuantParams& p,
+                  void* out) override {
+    return defer([=](Executor& h) { return h.quantize(in, dt, n, p, out); });
+  }
+  Result quantizeChunks(const void* in, zcollDataType_t dt, size_t chunkElems, size_t nChunks,
+                        const int* destOrder, const quant::QuantParams& p, void* out) override {
+    // The order array is read now (the contract): the caller may free it after the call.
+    std::vector<int> order = destOrder ? std::vector<int>(destOrder, destOrder + nChunks)
+                                       : std::vector<int>();
+    return defer([=](Executor& h) {
+      return h.quantizeChunks(in, dt, chunkElems, nChunks, order.empty() ? nullptr : order.data(),
+                              p, out);
+    });
+  }
+  Result dequantize(const void* q, size_t n, const quant::QuantParams& p, void* out,
+                    zcollDataType_t dt) override {
+    return defer([=](Executor& h) { return h.dequantize(q, n, p, out, dt); });
+  }
+  Result dequantizeSum(const void* const* chunks, int k, size_t n, const quant::QuantParams& p,
+                       float scale, void* out, zcollDataType_t dt) override {
+    std::vector<const void*> c(chunks, chunks + k);
+    return defer([=](Executor& h) { return h.dequantizeSum(c.data(), k, n, p, scale, out, dt); });
+  }
+  Result dequantReduceRequant(const void* const* chunks, int k, size_t n,
+                              const quant::QuantParams& in, const quant::QuantParams& out,
+                              void* outQ) override {
+    std::vector<const void*> c(chunks, chunks + k);
+    return defer([=](Executor& h) { return h.dequantReduceRequant(c.data(), k, n, in, out, outQ); });
+  }
+
+  Result flush() override {
+    for (auto& op : pending_) ZCOLL_CHECK(op(hostExecutor()));
+    pending_.clear();
+    return zcollSuccess;
+  }
+
+ private:
+  Result defer(std::function<Result(Executor&)> op) {
+    pending_.push_back(std::move(op));
+    ++issued_;
+    return zcollSuccess;
+  }
+  std::vector<std::function<Result(Executor&)>> pending_;
+  int issued_ = 0;
+};
+
+constexpr int kRoot = 1;
+
+// One call's buffers and arguments for `kind` on `rank` (W ranks, count elements per shard).
+struct Call {
+  std::vector<unsigned char> send, recv;
+  std::vector<size_t> sendCounts, sendDispls, recvCounts, recvDispls;
+  QuantSettings quant;
+  CollArgs args{};
+};
+
+size_t allToAllvCount(int from, int to) { return 10 + 7 * static_cast<size_t>(from) + 3 * to; }
+
+void fill(std::vector<unsigned char>* buf, zcollDataType_t t, size_t n, int rank) {
+  buf->assign(n * dtypeSize(t), 0);
+  for (size_t i = 0; i < n; ++i)
+    test::setElement(buf->data(), t, i, test::inputValue(t, zcollSum, rank, 8, i) / 4);
+}
+
+void makeCall(CollKind kind, zcollComm* comm, zcollDataType_t t, zcollRedOp_t op, size_t count,
+              Call* c) {
+  const int w = comm->nranks, me = comm->rank;
+  size_t sendN = count, recvN = count;
+  switch (kind) {
+    case CollKind::kAllGather:
+    case CollKind::kQuantizedAllGather:
+    case CollKind::kAllGatherHier:
+    case CollKind::kGather: recvN = w * count; break;
+    case CollKind::kAllGatherFromSecondary:
+      sendN = comm->layout.nodes * count;  // the secondary shard
+      recvN = w * count;
+      break;
+    case CollKind::kReduceScatter:
+    case CollKind::kQuantizedReduceScatter:
+    case CollKind::kScatter: sendN = w * count; break;
+    case CollKind::kAllToAll: sendN = recvN = w * count; break;
+    case CollKind::kAllToAllv:
+      for (int p = 0; p < w; ++p) {
+        c->sendCounts.push_back(allToAllvCount(me, p));
+        c->recvCounts.push_back(allToAllvCount(p, me));
+      }
+      c->sendDispls.assign(w, 0);
+      c->recvDispls.assign(w, 0);
+      for (int p = 1; p < w; ++p) {
+        c->sendDispls[p] = c->sendDispls[p - 1] + c->sendCounts[p - 1];
+        c->recvDispls[p] = c->recvDispls[p - 1] + c->recvCounts[p - 1];
+      }
+      sendN = c->sendDispls[w - 1] + c->sendCounts[w - 1];
+      recvN = c->recvDispls[w - 1] + c->recvCounts[w - 1];
+      break;
+    default: break;
+  }
+  fill(&c->send, t, sendN, me);
+  c->recv.assign(recvN * dtypeSize(t), 0);
+  c->args = CollArgs{c->send.data(), c->recv.data(), count, t, op, kRoot};
+  if (kind == CollKind::kAllToAllv) {
+    c->args.sendCounts = c->sendCounts.data();
+    c->args.sendDispls = c->sendDispls.data();
+    c->args.recvCounts = c->recvCounts.data();
+    c->args.recvDispls = c->recvDispls.data();
+  }
+  const bool grads = kind == CollKind::kQuantizedReduceScatter;
+  ASSERT_EQ(readQuantConfig(nullptr, grads ? kDefaultGradBits : kDefaultAllGatherBits,
+                            kDefaultGradBits, "test", &c->quant),
+            zcollSuccess);
+  c->args.quant = &c->quant;
+  c->args.pipelineDepth = 2;
+}
+
+// Runs `algo` with the host executor and with a deferred one; both must write the same bytes.
+void expectDeferredGivesHostBytes(const Algorithm& algo, zcollComm* comm, zcollDataType_t t,
+                                  zcollRedOp_t op, int* issued) {
+  const size_t count = 300;  // not a multiple of the 256-element quantization block
+  Call host, deferred;
+  makeCall(algo.kind, comm, t, op, count, &host);
+  makeCall(algo.kind, comm, t, op, count, &deferred);
+  DeferredExecutor exec;
+  deferred.args.exec = &exec;
+  ASSERT_EQ(algo.run(comm, host.args), zcollSuccess) << algo.name << ": " << threadLastError();
+  ASSERT_EQ(algo.run(comm, deferred.args), zcollSuccess) << algo.name << ": " << threadLastError();
+  ASSERT_EQ(exec.flush(), zcollSuccess);
+  *issued += exec.issued();
+  ASSERT_EQ(host.recv.size(), deferred.recv.size());
+  auto diff = std::mismatch(host.recv.begin(), host.recv.end(), deferred.recv.begin());
+  EXPECT_TRUE(diff.first == host.recv.end())
+      << collKindName(algo.kind) << " " << algo.name << " " << dtypeName(t) << " " << opName(op)
+      << " rank " << comm->rank << ": first different byte at offset "
+      << (diff.first - host.recv.begin()) << " of " << host.recv.size();
+}
+
+bool isReduction(CollKind k) {
+  return k == CollKind::kReduceScatter || k == CollKind::kAllReduce || k == CollKind::kReduce ||
+         k == CollKind::kQuantizedReduceScatter;
+}
+
+TEST(Executor, EveryAlgorithmThroughADeferredExecutorGivesTheHostBytes) {
+  const RankSetup s{4, 2, Placement::kContiguous};
+  const std::vector<Algorithm>& algos = allAlgorithms();
+  std::vector<std::vector<int>> issued(s.nranks, std::vector<int>(algos.size(), 0));
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    for (size_t i = 0; i < algos.size(); ++i) {
+      for (zcollDataType_t t : {zcollFloat32, zcollBfloat16}) {
+        for (zcollRedOp_t op : {zcollSum, zcollAvg}) {
+          if (op == zcollAvg && !isReduction(algos[i].kind)) continue;
+          expectDeferredGivesHostBytes(algos[i], comm, t, op, &issued[rank][i]);
+        }
+      }
+    }
+  });
+  // Every algorithm did its data work through the executor (on some rank).
+  for (size_t i = 0; i < algos.size(); ++i) {
+    int total = 0;
+    for (int r = 0; r < s.nranks; ++r) total += issued[r][i];
+    EXPECT_GT(total, 0) << collKindName(algos[i].kind) << " " << algos[i].name;
+  }
+}
+
+TEST(Executor, HostBuffersGetTheHostExecutorAndDeviceBuffersAClearAnswer) {
+  std::unique_ptr<Executor> owned;
+  Executor* e = nullptr;
+  ASSERT_EQ(makeExecutor(MemKind::kHost, nullptr, &owned, &e), zcollSuccess);
+  EXPECT_EQ(e, &hostExecutor());
+  EXPECT_EQ(owned, nullptr);
+  EXPECT_STREQ(e->name(), "host");
+
+  e = nullptr;
+  Result r = makeExecutor(MemKind::kDevice, nullptr, &owned, &e);
+#ifdef ZCOLL_HAVE_CUDA
+  if (quant::cuda::cudaDeviceAvailable()) {
+    ASSERT_EQ(r, zcollSuccess);
+    EXPECT_STREQ(e->name(), "cuda");
+    EXPECT_EQ(e->memKind(), MemKind::kDevice);
+    return;
+  }
+#endif
+  EXPECT_EQ(r, zcollUnsupported);
+  EXPECT_EQ(e, nullptr);
+  EXPECT_NE(threadLastError().find("device buffers"), std::string::npos) << threadLastError();
+}
+
+TEST(Executor, StageCopyCountsSelfBytesAndSkipsACopyOntoItself) {
+  runRanks(RankSetup{}, [&](int, zcollComm_t comm) {
+    Stage st(comm, hostExecutor());
+    std::vector<char> a(100, 'a'), b(100, 'b');
+    const uint64_t before = comm->stats.sent[zcollPathSelf].load();
+    ASSERT_EQ(st.copy(b.data(), a.data(), 60), zcollSuccess);
+    ASSERT_EQ(st.copy(b.data(), b.data(), 100), zcollSuccess);
+    EXPECT_EQ(std::string(b.begin(), b.begin() + 60), std::string(60, 'a'));
+    EXPECT_EQ(std::string(b.begin() + 60, b.end()), std::string(40, 'b'));
+    EXPECT_EQ(comm->stats.sent[zcollPathSelf].load() - before, 60u);
+  });
+}
+
+#ifdef ZCOLL_HAVE_CUDA
+// ---- The CUDA executor against the host executor (skipped without a GPU) ----------------------
+
+class CudaExecutorTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!quant::cuda::cudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device available";
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    cuda_ = makeCudaExecutor(stream_);
+  }
+  void TearDown() override {
+    for (void* p : allocs_) cudaFree(p);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  void* toDevice(const std::vector<unsigned char>& h) {
+    void* d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, h.size() + 16), cudaSuccess);
+    allocs_.push_back(d);
+    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  }
+  std::vector<unsigned char> toHost(const void* d, size_t bytes) {
+    EXPECT_EQ(cuda_->flush(), zcollSuccess);
+    std::vector<unsigned char> h(bytes);
+    EXPECT_EQ(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Executor> cuda_;
+  std::vector<void*> allocs_;
+};
+
+TEST_F(CudaExecutorTest, ReductionsGiveTheHostBytesForEveryTypeAndOp) {
+  const size_t n = 1000;
+  for (zcollDataType_t t : test::kAllTypes) {
+    for (zcollRedOp_t op : test::kAllOps) {
+      std::vector<unsigned char> a, b;
+      fill(&a, t, n, 1);
+      fill(&b, t, n, 2);
+      const size_t as = isHalfType(t) ? 4 : dtypeSize(t);
+      // host: acc = a; acc op= b; acc op= acc-typed a; out = acc (/3 for Avg); comb = a op b
+      std::vector<unsigned char> acc(n * as), out(n * dtypeSize(t)), comb(n * dtypeSize(t));
+      Executor& h = hostExecutor();
+      ASSERT_EQ(h.toAcc(acc.data(), a.data(), t, n), zcollSuccess);
+      ASSERT_EQ(h.accumulate(acc.data(), b.data(), false, t, op, n), zcollSuccess);
+      std::vector<unsigned char> accA(n * as);
+      ASSERT_EQ(h.toAcc(accA.data(), a.data(), t, n), zcollSuccess);
+      ASSERT_EQ(h.accumulate(acc.data(), accA.data(), true, t, op, n), zcollSuccess);
+      ASSERT_EQ(h.fromAcc(out.data(), acc.data(), t, op, 3, n), zcollSuccess);
+      ASSERT_EQ(h.combine(comb.data(), a.data(), b.data(), t, op, 2, n), zcollSuccess);
+
+      void* da = toDevice(a);
+      void* db = toDevice(b);
+      void* dacc = toDevice(std::vector<unsigned char>(n * as));
+      void* daccA = toDevice(std::vector<unsigned char>(n * as));
+      void* dout = toDevice(std::vector<unsigned char>(out.size()));
+      void* dcomb = toDevice(std::vector<unsigned char>(comb.size()));
+      ASSERT_EQ(cuda_->toAcc(dacc, da, t, n), zcollSuccess);
+      ASSERT_EQ(cuda_->accumulate(dacc, db, false, t, op, n), zcollSuccess);
+      ASSERT_EQ(cuda_->toAcc(daccA, da, t, n), zcollSuccess);
+      ASSERT_EQ(cuda_->accumulate(dacc, daccA, true, t, op, n), zcollSuccess);
+      ASSERT_EQ(cuda_->fromAcc(dout, dacc, t, op, 3, n), zcollSuccess);
+      ASSERT_EQ(cuda_->combine(dcomb, da, db, t, op, 2, n), zcollSuccess);
+      EXPECT_EQ(toHost(dout, out.size()), out) << dtypeName(t) << " " << opName(op);
+      EXPECT_EQ(toHost(dcomb, comb.size()), comb) << dtypeName(t) << " " << opName(op);
+    }
+  }
+}
+
+TEST_F(CudaExecutorTest, CopyAndQuantizationGiveTheHostBytes) {
+  const size_t n = 3000;
+  std::vector<unsigned char> x;
+  fill(&x, zcollBfloat16, 4 * n, 3);
+  quant::QuantParams p;
+  p.bits = 4;
+  const size_t qb = quant::quantizedBytes(n, p);
+  Executor& h = hostExecutor();
+  std::vector<unsigned char> q(4 * qb), sum(n * 2), req(qb), deq(n * 2);
+  const int order[4] = {2, 0, 3, 1};
+  ASSERT_EQ(h.quantizeChunks(x.data(), zcollBfloat16, n, 4, order, p, q.data()), zcollSuccess);
+  const void* chunks[4] = {q.data(), q.data() + qb, q.data() + 2 * qb, q.data() + 3 * qb};
+  ASSERT_EQ(h.dequantizeSum(chunks, 4, n, p, 0.25f, sum.data(), zcollBfloat16), zcollSuccess);
+  ASSERT_EQ(h.dequantReduceRequant(chunks, 4, n, p, p, req.data()), zcollSuccess);
+  ASSERT_EQ(h.dequantize(req.data(), n, p, deq.data(), zcollBfloat16), zcollSuccess);
+
+  void* dx = toDevice(x);
+  void* dcopy = toDevice(std::vector<unsigned char>(x.size()));
+  void* dq = toDevice(std::vector<unsigned char>(q.size()));
+  void* dsum = toDevice(std::vector<unsigned char>(sum.size()));
+  void* dreq = toDevice(std::vector<unsigned char>(req.size()));
+  void* ddeq = toDevice(std::vector<unsigned char>(deq.size()));
+  ASSERT_EQ(cuda_->copy(dcopy, dx, x.size()), zcollSuccess);
+  ASSERT_EQ(cuda_->quantizeChunks(dcopy, zcollBfloat16, n, 4, order, p, dq), zcollSuccess);
+  char* dqc = static_cast<char*>(dq);
+  const void* dchunks[4] = {dqc, dqc + qb, dqc + 2 * qb, dqc + 3 * qb};
+  ASSERT_EQ(cuda_->dequantizeSum(dchunks, 4, n, p, 0.25f, dsum, zcollBfloat16), zcollSuccess);
+  ASSERT_EQ(cuda_->dequantReduceRequant(dchunks, 4, n, p, p, dreq), zcollSuccess);
+  ASSERT_EQ(cuda_->dequantize(dreq, n, p, ddeq, zcollBfloat16), zcollSuccess);
+  EXPECT_EQ(toHost(dcopy, x.size()), x);
+  EXPECT_EQ(toHost(dq, q.size()), q);
+  EXPECT_EQ(toHost(dsum, sum.size()), sum);
+  EXPECT_EQ(toHost(dreq, req.size()), req);
+  EXPECT_EQ(toHost(ddeq, deq.size()), deq);
+}
+#endif  // ZCOLL_HAVE_CUDA
+
+}  // namespace
+}  // namespace zcoll
