@@ -78,7 +78,7 @@ void withOp(zcollRedOp_t op, Args&&... args) {
 
 template <typename T>
 struct LaunchToAcc {
-  static void run(void* acc, const void* in, size_t n, cudaStream_t s) {
+  static void run(cudaStream_t s, void* acc, const void* in, size_t n) {
     toAccKernel<T><<<blocksFor(n), kThreads, 0, s>>>(static_cast<typename Acc<T>::type*>(acc),
                                                      static_cast<const T*>(in), n);
   }
@@ -86,7 +86,7 @@ struct LaunchToAcc {
 
 template <typename T, zcollRedOp_t Op>
 struct LaunchAccumulateOp {
-  static void run(void* acc, const void* in, bool inIsAcc, size_t n, cudaStream_t s) {
+  static void run(cudaStream_t s, void* acc, const void* in, bool inIsAcc, size_t n) {
     using A = typename Acc<T>::type;
     if (inIsAcc) {
       accumulateKernel<T, Op, A><<<blocksFor(n), kThreads, 0, s>>>(static_cast<A*>(acc),
@@ -99,16 +99,16 @@ struct LaunchAccumulateOp {
 };
 template <typename T>
 struct LaunchAccumulate {
-  static void run(void* acc, const void* in, bool inIsAcc, zcollRedOp_t op, size_t n,
-                  cudaStream_t s) {
-    withOp<LaunchAccumulateOp, T>(op, acc, in, inIsAcc, n, s);
+  static void run(cudaStream_t s, void* acc, const void* in, bool inIsAcc, zcollRedOp_t op,
+                  size_t n) {
+    withOp<LaunchAccumulateOp, T>(op, s, acc, in, inIsAcc, n);
   }
 };
 
 template <typename T, zcollRedOp_t Op>
 struct LaunchCombineOp {
-  static void run(void* out, const void* a, const void* b, int avgDivisor, size_t n,
-                  cudaStream_t s) {
+  static void run(cudaStream_t s, void* out, const void* a, const void* b, int avgDivisor,
+                  size_t n) {
     using A = typename Acc<T>::type;
     combineKernel<T, Op><<<blocksFor(n), kThreads, 0, s>>>(
         static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b),
@@ -117,16 +117,16 @@ struct LaunchCombineOp {
 };
 template <typename T>
 struct LaunchCombine {
-  static void run(void* out, const void* a, const void* b, zcollRedOp_t op, int avgDivisor,
-                  size_t n, cudaStream_t s) {
-    withOp<LaunchCombineOp, T>(op, out, a, b, avgDivisor, n, s);
+  static void run(cudaStream_t s, void* out, const void* a, const void* b, zcollRedOp_t op,
+                  int avgDivisor, size_t n) {
+    withOp<LaunchCombineOp, T>(op, s, out, a, b, avgDivisor, n);
   }
 };
 
 template <typename T>
 struct LaunchFromAcc {
-  static void run(void* out, const void* acc, zcollRedOp_t op, int nranks, size_t n,
-                  cudaStream_t s) {
+  static void run(cudaStream_t s, void* out, const void* acc, zcollRedOp_t op, int nranks,
+                  size_t n) {
     using A = typename Acc<T>::type;
     fromAccKernel<T><<<blocksFor(n), kThreads, 0, s>>>(
         static_cast<T*>(out), static_cast<const A*>(acc), static_cast<A>(nranks),
@@ -134,33 +134,33 @@ struct LaunchFromAcc {
   }
 };
 
+// Launches F<T> for dtype over n elements (nothing for n = 0) and checks the launch.
+template <template <typename> class F, typename... Args>
+Result launch(const char* what, zcollDataType_t dtype, size_t n, Args&&... args) {
+  if (n == 0) return zcollSuccess;
+  redmath::dispatchDtype<F>(dtype, args..., n);
+  return checkLaunch(what);
+}
+
 }  // namespace
 
 Result toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n, cudaStream_t stream) {
-  if (n == 0) return zcollSuccess;
-  redmath::dispatchDtype<LaunchToAcc>(dtype, acc, in, n, stream);
-  return checkLaunch("toAcc");
+  return launch<LaunchToAcc>("toAcc", dtype, n, stream, acc, in);
 }
 
 Result accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dtype, zcollRedOp_t op,
                   size_t n, cudaStream_t stream) {
-  if (n == 0) return zcollSuccess;
-  redmath::dispatchDtype<LaunchAccumulate>(dtype, acc, in, inIsAcc, op, n, stream);
-  return checkLaunch("accumulate");
+  return launch<LaunchAccumulate>("accumulate", dtype, n, stream, acc, in, inIsAcc, op);
 }
 
 Result combine(void* out, const void* a, const void* b, zcollDataType_t dtype, zcollRedOp_t op,
                int avgDivisor, size_t n, cudaStream_t stream) {
-  if (n == 0) return zcollSuccess;
-  redmath::dispatchDtype<LaunchCombine>(dtype, out, a, b, op, avgDivisor, n, stream);
-  return checkLaunch("combine");
+  return launch<LaunchCombine>("combine", dtype, n, stream, out, a, b, op, avgDivisor);
 }
 
 Result fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
                size_t n, cudaStream_t stream) {
-  if (n == 0) return zcollSuccess;
-  redmath::dispatchDtype<LaunchFromAcc>(dtype, out, acc, op, nranks, n, stream);
-  return checkLaunch("fromAcc");
+  return launch<LaunchFromAcc>("fromAcc", dtype, n, stream, out, acc, op, nranks);
 }
 
 }  // namespace cuda

@@ -89,6 +89,7 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
   ZCOLL_CHECK(checkPeer(comm, peer));
   countBytes(comm, peer, bytes, false);
   Result r = comm->route[peer]->postRecv(peer, buf, bytes, tag, req);
+  req->receive = true;
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;
 }
@@ -151,12 +152,15 @@ class PeerWatch {
   Clock::time_point downSince_{};
 };
 
-// A peer of these (completed) requests that reported a failure, or -1. A failing rank tells
-// its peers before its call returns, so before its caller can free or reuse a buffer that a
-// transfer UCX could not cancel still reads from: data from such a peer is not trusted.
+// A peer that these (completed) receives came from and that reported a failure, or -1. A
+// failing rank tells its peers before its call returns, so before its caller can free or reuse
+// a buffer that a transfer UCX could not cancel still reads from: data from such a peer is not
+// trusted. A completed send is not affected: the transport is done with its buffer, and the
+// peer failing afterwards (e.g. on a size mismatch with that very message) is the peer's error.
 int peerThatReportedFailure(const zcollComm* comm, const Request* reqs, size_t n) {
   for (size_t i = 0; i < n; ++i)
-    if (reqs[i].transport != nullptr && noticeFrom(comm, reqs[i].peer) == Notice::kFailed)
+    if (reqs[i].transport != nullptr && reqs[i].receive &&
+        noticeFrom(comm, reqs[i].peer) == Notice::kFailed)
       return reqs[i].peer;
   return -1;
 }

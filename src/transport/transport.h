@@ -33,6 +33,7 @@ struct Request {
   void* impl = nullptr;              // transport-private handle
   Transport* transport = nullptr;    // who completes it
   int peer = -1;
+  bool receive = false;              // set by postRecv (core/progress.cc)
 
   void reset() {
     done = 0;
@@ -41,6 +42,7 @@ struct Request {
     impl = nullptr;
     transport = nullptr;
     peer = -1;
+    receive = false;
   }
   bool complete() const { return done != 0; }
 };
