@@ -18,26 +18,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kHangGuard = std::chrono::seconds(10);
 
-// Ranks as threads that own their communicator's whole life (unlike runRanks, which
-// destroys after the body): body(rank, comm) must destroy or abort it.
-void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
-                    const std::function<void(int, zcollComm_t)>& body) {
-  zcollUniqueId id;
-  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess) << zcollGetLastError(nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
-      config.timeoutSec = timeoutOf(r);
-      zcollComm_t comm = nullptr;
-      zcollResult_t res = zcollCommInitRankConfig(&comm, nranks, id, r, &config);
-      EXPECT_EQ(res, zcollSuccess) << "rank " << r << " init: " << zcollGetLastError(nullptr);
-      if (res == zcollSuccess) body(r, comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 int sixtySeconds(int) { return 60; }
 
 // Runs an all-reduce that must fail with zcollRemoteError mentioning `needle`, promptly.

@@ -228,6 +228,10 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
 zcollResult_t zcollCommDestroy(zcollComm_t comm) {
   return guarded(nullptr, [&]() -> Result {
     if (comm == nullptr) return zcollSuccess;
+    if (pinComm(comm) == Pin::kPinned) {  // pinned: an abort in another thread waits for us
+      comm->engine.drain();  // queued operations run first (each is bounded by the timeout)
+      unpinComm(comm);
+    }
     int active = unregisterIfIdle(comm);
     if (active < 0) return fail(zcollInvalidArgument, "zcollCommDestroy: not a live communicator");
     if (active > 0)

@@ -69,6 +69,13 @@ Result notPinned(Pin why, const zcollComm* comm, const char* fn) {
   return fail(zcollInvalidArgument, "%s: comm is not a live communicator (destroyed?)", fn);
 }
 
+Result notRunQueued(const zcollComm* comm, const char* fn) {
+  int err = comm->asyncError.load();
+  return fail(err != zcollSuccess ? static_cast<Result>(err) : zcollRemoteError,
+              "%s: not run: communicator %s was aborted or destroyed before its turn", fn,
+              comm->name.c_str());
+}
+
 Result checkCommUsable(zcollComm* comm, const char* fn) {
   if (comm->aborting.load())
     return fail(zcollInvalidUsage, "%s: communicator %s is being aborted", fn, comm->name.c_str());

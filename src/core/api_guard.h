@@ -56,6 +56,9 @@ int unregisterIfIdle(zcollComm* comm);
 // Why a handle could not be pinned: not a live communicator (NULL, destroyed, garbage), or one
 // being aborted.
 Result notPinned(Pin why, const zcollComm* comm, const char* fn);
+// Why a queued operation did not run: the comm's breaking error (zcollRemoteError for an
+// abort), with the operation's name.
+Result notRunQueued(const zcollComm* comm, const char* fn);
 // Checks a pinned `comm` can be used (not aborting, not broken); returns the reason it cannot.
 Result checkCommUsable(zcollComm* comm, const char* fn);
 
@@ -63,18 +66,55 @@ Result checkCommUsable(zcollComm* comm, const char* fn);
 // caller's buffers, closing connections where a transport cannot cancel.
 void settleCancelledTransfers(zcollComm* comm);
 
-// A call that communicates on `comm`: pinned (counted as active) so zcollCommAbort can wait for
-// it and nothing frees the comm under it. A failed call returns only once its transfers are
-// settled: the caller may free or reuse its buffers at once.
+// The body of a communicating call, in its turn of the comm's order: refused on a comm that is
+// aborting or broken (with the error that broke it); a failed call returns only once its
+// transfers are settled, so the caller may free or reuse its buffers at once, and the next
+// operation starts on a settled transport.
 template <typename F>
-zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
-  Pin pin = pinComm(comm);
-  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
+Result runInTurn(zcollComm* comm, const char* fn, F& body) {
   zcollResult_t r = guarded(comm, [&]() -> Result {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return body();
   });
   if (r != zcollSuccess) settleCancelledTransfers(comm);
+  return r;
+}
+
+// A call that communicates on `comm`, blocking: pinned (counted as active) so zcollCommAbort
+// can wait for it and nothing frees the comm under it; run on the calling thread once every
+// operation submitted before it on this comm has run (exec/engine.h).
+template <typename F>
+zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
+  Pin pin = pinComm(comm);
+  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
+  zcollResult_t r = guarded(comm, [&]() -> Result {
+    return comm->engine.runInOrder([&] { return runInTurn(comm, fn, body); });
+  });
+  unpinComm(comm);
+  return r;
+}
+
+// The same call queued: returns once `body` is queued behind everything submitted before it;
+// the comm's progress thread runs it in its turn (pinned while it runs) and gives its result to
+// done(result) on that thread. Once the comm is broken, aborted or destroyed, what is still
+// queued fails with the error that broke it (zcollRemoteError for an abort) without running.
+// (The comm is still allocated while its progress thread runs: destroyComm joins it first.)
+template <typename F>
+zcollResult_t commEnqueue(zcollComm* comm, const char* fn, F body, Engine::Done done) {
+  Pin pin = pinComm(comm);
+  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
+  zcollResult_t r = guarded(comm, [&]() -> Result {
+    ZCOLL_CHECK(checkCommUsable(comm, fn));
+    return comm->engine.enqueue(
+        [comm, fn, body = std::move(body)]() mutable -> Result {
+          if (pinComm(comm) != Pin::kPinned)
+            return guarded(nullptr, [&] { return notRunQueued(comm, fn); });
+          Result res = runInTurn(comm, fn, body);
+          unpinComm(comm);
+          return res;
+        },
+        std::move(done));
+  });
   unpinComm(comm);
   return r;
 }

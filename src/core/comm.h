@@ -9,6 +9,7 @@
 
 #include "core/node_layout.h"
 #include "core/result.h"
+#include "exec/engine.h"
 #include "topology/topology.h"
 #include "transport/self_transport.h"
 #include "transport/transport.h"
@@ -105,6 +106,10 @@ struct zcollComm {
 
   std::mutex lastErrorMu;
   std::string lastError;
+
+  // The order of every call on this comm (exec/engine.h). Last: destroyed first, after
+  // destroyComm has stopped it, so its progress thread never outlives what it uses.
+  zcoll::Engine engine;
 
   int node() const { return layout.nodeOf[rank]; }
   bool sameMachine(int peer) const { return peers[peer].machineHash == peers[rank].machineHash; }

@@ -308,6 +308,8 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
 }
 
 void destroyComm(zcollComm* comm, int flushMs) {
+  // Unregistered: nothing new can be queued or pinned. What is still queued fails, untouched.
+  comm->engine.stop(comm->aborting.load() ? zcollRemoteError : zcollInvalidUsage);
   bool healthy = comm->asyncError.load() == zcollSuccess;
   sendPeerNotices(comm, healthy ? Notice::kClosed : Notice::kFailed, kNoticeWaitMs);
   retirePeerNotices(comm);

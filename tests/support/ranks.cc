@@ -21,6 +21,24 @@ std::string layoutName(const testing::TestParamInfo<RankSetup>& info) {
          (s.placement == Placement::kCyclic ? "_cyclic" : "");
 }
 
+void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
+                    const std::function<void(int, zcollComm_t)>& body) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess) << zcollGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+      config.timeoutSec = timeoutOf(r);
+      zcollComm_t comm = nullptr;
+      zcollResult_t res = zcollCommInitRankConfig(&comm, nranks, id, r, &config);
+      EXPECT_EQ(res, zcollSuccess) << "rank " << r << " init: " << zcollGetLastError(nullptr);
+      if (res == zcollSuccess) body(r, comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 void runRanks(const RankSetup& s, const std::function<void(int, zcollComm_t)>& body) {
   zcollUniqueId id;
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess) << zcollGetLastError(nullptr);

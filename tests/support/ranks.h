@@ -49,6 +49,12 @@ int nodeOfRank(const RankSetup& s, int r);
 // Init failures are reported as test failures.
 void runRanks(const RankSetup& s, const std::function<void(int rank, zcollComm_t comm)>& body);
 
+// Ranks as threads that own their communicator's whole life (unlike runRanks, which
+// destroys after the body): body(rank, comm) must destroy or abort it. timeoutOf(rank) gives
+// each rank's timeout in seconds.
+void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
+                    const std::function<void(int, zcollComm_t)>& body);
+
 // Expects `r` to be zcollSuccess, printing the error string and last error otherwise.
 #define ZCOLL_EXPECT_OK(comm, expr)                                                        \
   do {                                                                                     \
