@@ -212,6 +212,56 @@ TEST(Engine, ABrokenCommFailsEveryQueuedOperationWithTheErrorThatBrokeIt) {
   });
 }
 
+TEST(Engine, AbortAtAnyPointCompletesEveryQueuedOperationExactlyOnce) {
+  // Both ranks queue all-reduces and make blocking ones in a loop; rank 0's comm is aborted from
+  // another thread at a different moment each round (before, between and during operations).
+  // Every operation that was queued must report exactly once, nothing may hang or crash, and
+  // rank 1 learns of the abort and destroys.
+  for (int round = 0; round < 8; ++round) {
+    test::runOwningRanks(2, [](int) { return 60; }, [round](int rank, zcollComm_t comm) {
+      std::atomic<int> reported{0};
+      int queued = 0;
+      std::vector<std::vector<float>> bufs(40, std::vector<float>(256, 1.0f));
+      std::vector<std::promise<Result>> done(bufs.size());
+      std::thread aborter;
+      if (rank == 0) {
+        aborter = std::thread([comm, round] {
+          std::this_thread::sleep_for(std::chrono::microseconds(round * 1500));
+          EXPECT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
+        });
+      }
+      for (size_t k = 0; k < bufs.size(); ++k) {
+        Result r = commEnqueue(
+            comm, "test.abortRace",
+            [comm, x = &bufs[k]]() -> Result {
+              CollArgs a{x->data(), x->data(), x->size(), zcollFloat32, zcollSum, -1};
+              return runAlgorithm(comm, CollKind::kAllReduce, a, x->size() * sizeof(float));
+            },
+            [&reported, d = &done[k]](Result res) {
+              ++reported;
+              d->set_value(res);
+            });
+        if (r != zcollSuccess) break;  // aborted (rank 0) or broken by the abort (rank 1)
+        ++queued;
+        std::vector<float> y(64, 1.0f);
+        if (zcollAllReduce(y.data(), y.data(), y.size(), zcollFloat32, zcollSum, comm, nullptr) !=
+            zcollSuccess)
+          break;
+      }
+      if (rank == 0) {
+        aborter.join();  // the comm is gone: everything queued has reported
+      } else {
+        EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess) << zcollGetLastError(nullptr);
+      }
+      EXPECT_EQ(reported.load(), queued) << "rank " << rank << " round " << round;
+      for (int k = 0; k < queued; ++k) {
+        auto f = done[k].get_future();
+        EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready) << k;
+      }
+    });
+  }
+}
+
 TEST(Engine, DestroyRunsWhatIsQueuedFirst) {
   test::runOwningRanks(2, [](int) { return 60; }, [](int rank, zcollComm_t comm) {
     std::vector<float> x(500, static_cast<float>(rank + 1));
