@@ -328,5 +328,116 @@ TEST(TopologyText, Plurals) {
   EXPECT_EQ(describeTopology(t), "1 package, 1 NUMA node, 1 core, 1 PU, 1 GPU, 0 NICs");
 }
 
+// ---- GPU paths (NCCL's classes from the PCI tree; NVLinks from a table) ----------------------
+
+int gpuByBus(const TopoDetail& d, const char* bus) {
+  for (size_t i = 0; i < d.gpus.size(); ++i)
+    if (d.gpus[i].busId == bus) return static_cast<int>(i);
+  ADD_FAILURE() << "no GPU " << bus;
+  return 0;
+}
+
+GpuPath pathOf(const TopoDetail& d, const char* a, const char* b) {
+  return d.gpuPaths[gpuByBus(d, a)][gpuByBus(d, b)];
+}
+
+std::string writeTemp(const char* name, const char* text) {
+  std::string path = tempPath(name);
+  FILE* f = std::fopen(path.c_str(), "w");
+  EXPECT_NE(f, nullptr);
+  std::fputs(text, f);
+  std::fclose(f);
+  return path;
+}
+
+TEST(TopologyGpuPaths, DgxLikeBoxFromItsPciTree) {
+  // Per package two host bridges, each with one switch holding two GPUs and two NICs.
+  ScopedEnv nv("ZCOLL_NVLINK_FILE", nullptr);
+  TopoDetail d = detailOf(fixture("topo_dgx_like.xml"));
+  ASSERT_EQ(d.gpus.size(), 8u);
+  EXPECT_EQ(pathOf(d, "0000:12:00.0", "0000:13:00.0"), GpuPath::kPIX);  // one switch
+  EXPECT_EQ(pathOf(d, "0000:12:00.0", "0000:32:00.0"), GpuPath::kPHB);  // two host bridges
+  EXPECT_EQ(pathOf(d, "0000:12:00.0", "0000:52:00.0"), GpuPath::kSYS);  // two packages
+  EXPECT_EQ(pathOf(d, "0000:73:00.0", "0000:72:00.0"), GpuPath::kPIX);
+  // Each GPU's nearest NICs are the two on its switch; ties spread: GPU i gets NIC i.
+  for (int g = 0; g < 8; ++g) {
+    int nic = nearestNic(d, g);
+    EXPECT_EQ(nic, g) << "GPU " << g;
+    EXPECT_EQ(d.gpuNicPaths[g][nic], GpuPath::kPIX) << "GPU " << g;
+  }
+  EXPECT_NE(d.nvlinkSource.find("none"), std::string::npos) << d.nvlinkSource;
+}
+
+TEST(TopologyGpuPaths, DgxLikeNvSwitchTableMakesEveryPairNvl) {
+  ScopedEnv nv("ZCOLL_NVLINK_FILE", fixture("nvlink_dgx_like.txt").c_str());
+  TopoDetail d = detailOf(fixture("topo_dgx_like.xml"));
+  for (size_t i = 0; i < d.gpus.size(); ++i)
+    for (size_t j = 0; j < d.gpus.size(); ++j) {
+      if (i != j) {
+        EXPECT_EQ(d.gpuPaths[i][j], GpuPath::kNVL) << i << "-" << j;
+      }
+    }
+  EXPECT_EQ(d.gpuNicPaths[0][0], GpuPath::kPIX);  // NICs stay on PCI
+  EXPECT_EQ(d.nvlinkSource, "ZCOLL_NVLINK_FILE " + fixture("nvlink_dgx_like.txt"));
+}
+
+TEST(TopologyGpuPaths, PcieOnlyBoxWithANestedSwitch) {
+  // Package 0: switch U1 with GPUs 03, 04 and a nested switch (GPU 08, NIC 09); GPU 10 on a
+  // second host bridge. Package 1: a switch with GPUs 83, 84.
+  ScopedEnv nv("ZCOLL_NVLINK_FILE", nullptr);
+  TopoDetail d = detailOf(fixture("topo_pcie_only.xml"));
+  ASSERT_EQ(d.gpus.size(), 6u);
+  ASSERT_EQ(d.nics.size(), 1u);
+  EXPECT_EQ(pathOf(d, "0000:03:00.0", "0000:04:00.0"), GpuPath::kPIX);
+  EXPECT_EQ(pathOf(d, "0000:03:00.0", "0000:08:00.0"), GpuPath::kPXB);
+  EXPECT_EQ(pathOf(d, "0000:08:00.0", "0000:04:00.0"), GpuPath::kPXB);
+  EXPECT_EQ(pathOf(d, "0000:03:00.0", "0000:10:00.0"), GpuPath::kPHB);
+  EXPECT_EQ(pathOf(d, "0000:03:00.0", "0000:83:00.0"), GpuPath::kSYS);
+  EXPECT_EQ(pathOf(d, "0000:84:00.0", "0000:83:00.0"), GpuPath::kPIX);
+  EXPECT_EQ(d.gpuNicPaths[gpuByBus(d, "0000:08:00.0")][0], GpuPath::kPIX);
+  EXPECT_EQ(d.gpuNicPaths[gpuByBus(d, "0000:03:00.0")][0], GpuPath::kPXB);
+  EXPECT_EQ(d.gpuNicPaths[gpuByBus(d, "0000:10:00.0")][0], GpuPath::kPHB);
+  EXPECT_EQ(d.gpuNicPaths[gpuByBus(d, "0000:83:00.0")][0], GpuPath::kSYS);
+  std::string text = formatTopologyDetail(d);
+  EXPECT_NE(text.find("GPU paths"), std::string::npos) << text;
+  EXPECT_NE(text.find("PXB"), std::string::npos) << text;
+}
+
+TEST(TopologyGpuPaths, ADirectNvlinkLineLinksOnlyThatPair) {
+  // Two PCIe cards joined by an NVLink bridge; bus ids in NVML's 8-digit-domain form work too.
+  std::string path = writeTemp("nvlink_pair.txt", "# bridge\n00000000:03:00.0 0000:04:00.0\n");
+  ScopedEnv nv("ZCOLL_NVLINK_FILE", path.c_str());
+  TopoDetail d = detailOf(fixture("topo_pcie_only.xml"));
+  EXPECT_EQ(pathOf(d, "0000:03:00.0", "0000:04:00.0"), GpuPath::kNVL);
+  EXPECT_EQ(pathOf(d, "0000:04:00.0", "0000:03:00.0"), GpuPath::kNVL);
+  EXPECT_EQ(pathOf(d, "0000:03:00.0", "0000:08:00.0"), GpuPath::kPXB);
+  std::remove(path.c_str());
+}
+
+TEST(TopologyGpuPaths, BadNvlinkFilesAreInvalidArgumentNamingTheLine) {
+  ScopedEnv topo("ZCOLL_TOPO_FILE", fixture("topo_pcie_only.xml").c_str());
+  struct Case {
+    const char* text;
+    const char* needle;
+  } cases[] = {
+      {"0000:03:00.0 0000:04:00.0\n0000:03:00.0 0000:99:00.0\n", "line 2: 0000:99:00.0"},
+      {"0000:03:00.0 0000:04:00.0 0000:08:00.0\n", "line 1: expected"},
+      {"nvswitch 0000:03:00.0 eth0\n", "line 1: eth0"},
+  };
+  for (const Case& c : cases) {
+    std::string path = writeTemp("nvlink_bad.txt", c.text);
+    ScopedEnv nv("ZCOLL_NVLINK_FILE", path.c_str());
+    TopoDetail d;
+    clearThreadLastError();
+    EXPECT_EQ(discoverTopologyDetail(&d), zcollInvalidArgument) << c.text;
+    EXPECT_NE(threadLastError().find(c.needle), std::string::npos) << threadLastError();
+    std::remove(path.c_str());
+  }
+  ScopedEnv missing("ZCOLL_NVLINK_FILE", tempPath("no_such_nvlinks.txt").c_str());
+  TopoDetail d;
+  EXPECT_EQ(discoverTopologyDetail(&d), zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find("cannot be read"), std::string::npos) << threadLastError();
+}
+
 }  // namespace
 }  // namespace zcoll

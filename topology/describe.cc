@@ -30,6 +30,24 @@ std::string deviceLine(const char* kind, size_t i, const TopoDevice& d) {
          ", package " + where(d.package) + "\n";
 }
 
+// nvidia-smi topo -m style: the path class of every GPU pair, and each GPU's nearest NIC.
+std::string gpuPathMatrix(const TopoDetail& d) {
+  if (d.gpus.empty()) return "";
+  std::string s = "  GPU paths (NVLinks: " + d.nvlinkSource + "):\n         ";
+  for (size_t j = 0; j < d.gpus.size(); ++j) s += " GPU" + std::to_string(j) + (j < 10 ? " " : "");
+  s += "  nearest NIC\n";
+  for (size_t i = 0; i < d.gpus.size(); ++i) {
+    std::string row = "    GPU" + std::to_string(i) + (i < 10 ? " " : "");
+    for (size_t j = 0; j < d.gpus.size(); ++j)
+      row += std::string("  ") + (i == j ? " X " : gpuPathName(d.gpuPaths[i][j])) + " ";
+    int nic = nearestNic(d, static_cast<int>(i));
+    row += nic < 0 ? std::string("  -")
+                   : "  NIC " + std::to_string(nic) + " (" + gpuPathName(d.gpuNicPaths[i][nic]) + ")";
+    s += row + "\n";
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string describeTopology(const TopoSummary& t) {
@@ -47,7 +65,7 @@ std::string formatTopologyDetail(const TopoDetail& d) {
   for (const TopoCpuSet& n : d.numaNodes) s += cpuSetLine("NUMA", n);
   for (size_t i = 0; i < d.gpus.size(); ++i) s += deviceLine("GPU", i, d.gpus[i]);
   for (size_t i = 0; i < d.nics.size(); ++i) s += deviceLine("NIC", i, d.nics[i]);
-  return s;
+  return s + gpuPathMatrix(d);
 }
 
 Result describeTopologyDetail(std::string* text) {

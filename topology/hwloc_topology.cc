@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/params.h"
+#include "topology/pci_paths.h"
 #include "topology/topology.h"
 
 namespace zcoll {
@@ -171,21 +173,45 @@ TopoDevice plainOsdev(hwloc_topology_t t, hwloc_obj_t os) {
   return d;
 }
 
+// The hwloc objects behind TopoDetail's gpus and nics, index for index.
+struct DeviceObjects {
+  std::vector<hwloc_obj_t> gpus, nics;
+};
+
 // A PCI device with several OS devices (ib0 and mlx5_0) counts once; OS devices that hang off
 // no PCI device (virtual or non-PCI buses) count one each.
-void collectDevices(hwloc_topology_t t, TopoDetail* d) {
+void collectDevices(hwloc_topology_t t, TopoDetail* d, DeviceObjects* objs) {
   for (hwloc_obj_t p = nullptr; (p = hwloc_get_next_pcidev(t, p)) != nullptr;) {
-    if (isNvidiaGpuPci(p) || anyOsdev(p, isGpuOsdev))
+    if (isNvidiaGpuPci(p) || anyOsdev(p, isGpuOsdev)) {
       d->gpus.push_back(pciDevice(t, p));
-    else if (anyOsdev(p, isNicOsdev))
+      objs->gpus.push_back(p);
+    } else if (anyOsdev(p, isNicOsdev)) {
       d->nics.push_back(pciDevice(t, p));
+      objs->nics.push_back(p);
+    }
   }
   for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_osdev(t, o)) != nullptr;) {
     if (o->parent && o->parent->type == HWLOC_OBJ_PCI_DEVICE) continue;
-    if (isGpuOsdev(o))
+    if (isGpuOsdev(o)) {
       d->gpus.push_back(plainOsdev(t, o));
-    else if (isNicOsdev(o))
+      objs->gpus.push_back(o);
+    } else if (isNicOsdev(o)) {
       d->nics.push_back(plainOsdev(t, o));
+      objs->nics.push_back(o);
+    }
+  }
+}
+
+// PCI path classes of every GPU pair and GPU-NIC pair (NVLinks come later: applyNvlinks).
+void classifyPaths(hwloc_topology_t t, const DeviceObjects& objs, TopoDetail* d) {
+  const size_t g = objs.gpus.size(), n = objs.nics.size();
+  d->gpuPaths.assign(g, std::vector<GpuPath>(g, GpuPath::kPIX));
+  d->gpuNicPaths.assign(g, std::vector<GpuPath>(n, GpuPath::kSYS));
+  for (size_t i = 0; i < g; ++i) {
+    for (size_t j = 0; j < g; ++j)
+      if (i != j) d->gpuPaths[i][j] = pciPathClass(t, objs.gpus[i], objs.gpus[j]);
+    for (size_t k = 0; k < n; ++k)
+      d->gpuNicPaths[i][k] = pciPathClass(t, objs.gpus[i], objs.nics[k]);
   }
 }
 
@@ -212,7 +238,9 @@ std::vector<TopoCpuSet> cpuSets(hwloc_topology_t t, hwloc_obj_type_t type) {
 void summarize(const HwlocTopology& h, TopoDetail* d) {
   hwloc_topology_t t = h.get();
   d->source = h.source();
-  collectDevices(t, d);
+  DeviceObjects objs;
+  collectDevices(t, d, &objs);
+  classifyPaths(t, objs, d);
   TopoSummary& s = d->summary;
   s.packages = count(t, HWLOC_OBJ_PACKAGE);
   s.numaNodes = count(t, HWLOC_OBJ_NUMANODE);
@@ -233,7 +261,7 @@ Result discoverTopologyDetail(TopoDetail* out) {
   summarize(h, out);
   out->packages = cpuSets(h.get(), HWLOC_OBJ_PACKAGE);
   out->numaNodes = cpuSets(h.get(), HWLOC_OBJ_NUMANODE);
-  return zcollSuccess;
+  return applyNvlinks(out);
 }
 
 Result discoverTopology(TopoSummary* out) {

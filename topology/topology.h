@@ -58,6 +58,15 @@ struct TopoDevice {
   int package;        // logical index of the enclosing package, -1 if none
 };
 
+// The path between two devices of one machine, named like NCCL's, best first. NVL: an NVLink
+// (direct, or both GPUs on an NVSwitch fabric). PIX: through at most one PCIe switch. PXB:
+// through several PCIe switches, not through a host bridge. PHB: through a host bridge (the
+// CPU), inside one package. SYS: across packages (the SMP interconnect). A PCIe switch is an
+// upstream port with its downstream ports: hwloc shows it as a bridge whose children are
+// bridges, and it counts once.
+enum class GpuPath { kNVL, kPIX, kPXB, kPHB, kSYS };
+const char* gpuPathName(GpuPath p);
+
 struct TopoDetail {
   std::string source;  // "this machine" or "file <path>"
   TopoSummary summary;
@@ -65,7 +74,23 @@ struct TopoDetail {
   std::vector<TopoCpuSet> numaNodes;
   std::vector<TopoDevice> gpus;
   std::vector<TopoDevice> nics;
+  // gpuPaths[i][j]: GPU i to GPU j (the diagonal is unused); gpuNicPaths[i][k]: GPU i to NIC k.
+  // Devices off PCI are placed by where they attach (PHB inside a package, else SYS).
+  std::vector<std::vector<GpuPath>> gpuPaths;
+  std::vector<std::vector<GpuPath>> gpuNicPaths;
+  // Where the NVLinks came from: "ZCOLL_NVLINK_FILE <path>", "NVML", or "none (<why>)".
+  std::string nvlinkSource;
 };
+
+// NVLinks between the GPUs of `d` (by PCI bus id), applied to d->gpuPaths: from the file named
+// by ZCOLL_NVLINK_FILE (lines "<busid> <busid>": a direct link; "nvswitch <busid> <busid> ...":
+// GPUs on one NVSwitch fabric; '#' starts a comment), else from NVML (libnvidia-ml.so.1,
+// loaded at run time) when the topology is this machine's, else none.
+Result applyNvlinks(TopoDetail* d);
+
+// The index of the NIC nearest GPU `gpu`, or -1 without NICs. Ties (two NICs on the GPU's
+// switch) are spread by GPU index: tied[gpu % tied.size()].
+int nearestNic(const TopoDetail& d, int gpu);
 
 // Same source as discoverTopology (ZCOLL_TOPO_FILE or this machine), with every object listed.
 Result discoverTopologyDetail(TopoDetail* out);

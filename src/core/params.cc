@@ -50,6 +50,9 @@ const std::vector<ParamDesc> kParams = {
      "one machine). Empty: hostname + boot id + IPC namespace."},
     {"ZCOLL_TOPO_FILE", ParamType::kString, "",
      "hwloc XML file to use instead of discovering this machine's topology."},
+    {"ZCOLL_NVLINK_FILE", ParamType::kString, "",
+     "NVLinks between GPUs, by PCI bus id (\"<busid> <busid>\" or \"nvswitch <busid>...\" "
+     "per line), instead of asking NVML: for topology files and machines without NVML."},
     {"ZCOLL_TRANSPORT", ParamType::kString, "",
      "Force the transport for every non-self peer (ucx). Empty: chosen from topology."},
     {"ZCOLL_ALGO_ALLGATHER", ParamType::kString, "",
