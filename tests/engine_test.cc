@@ -126,6 +126,7 @@ TEST(Engine, AnIdleProgressThreadTakesNoCpu) {
   ASSERT_EQ(e.enqueue([] { return zcollSuccess; }, nullptr), zcollSuccess);
   e.drain();
   const double before = e.progressThreadCpuSeconds();
+  ASSERT_GT(before, 0.0) << "no CPU clock for the progress thread: the check below would be void";
   std::this_thread::sleep_for(milliseconds(300));
   const double used = e.progressThreadCpuSeconds() - before;
   EXPECT_LT(used, 0.005) << "the idle progress thread used " << used << " s of CPU in 0.3 s";

@@ -81,6 +81,7 @@ Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64
   ZCOLL_CHECK(checkPeer(comm, peer));
   countBytes(comm, peer, bytes, true);
   Result r = comm->route[peer]->postSend(peer, buf, bytes, tag, req);
+  req->receive = false;  // a Request may be reused across directions
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;
 }

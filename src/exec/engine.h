@@ -5,14 +5,16 @@
 // order therefore run them in that order, on whichever thread, and draw the same tag sequence.
 //
 // Why the caller runs its own blocking call (instead of handing every call to the progress
-// thread, as ARCHITECTURE.md sketches): a hand-off costs two cross-thread wake-ups per call (about
-// 35 us measured in the torch backend on 2 cores), and host calls are most of the traffic.
-// Operations never overlap, so the UCX worker is driven by one thread at a time.
+// thread, as ARCHITECTURE.md sketches): a hand-off costs two cross-thread wake-ups per call
+// (108-121 us against 33-36 ns for a turn on the caller's thread: perf/engine_bench.cc,
+// perf/RESULTS.md), and host calls are most of the traffic. Operations never overlap, so the
+// UCX worker is driven by one thread at a time.
 //
 // The progress thread starts with the first enqueued operation, and when idle it sleeps on a
 // condition variable: an engine with nothing to do takes no CPU. Once the engine is stopped
-// (abort, destroy, or a broken communicator), every operation still queued completes with the
-// stop's error without running.
+// (destroyComm, after a destroy or an abort), every operation still queued completes with the
+// stop's error without running. A broken communicator does not stop it: the operations queued
+// on it fail in their turn with the error that broke it (core/api_guard.h, commEnqueue).
 #pragma once
 
 #include <condition_variable>

@@ -8,8 +8,9 @@
 // Semantics of every operation are those of the functions they wrap (coll/reduce_kernels.h,
 // quant/quant.h); every executor produces the same bytes for the same inputs. Ordering: the
 // operations of one executor run in issue order. An executor may run them asynchronously
-// (CUDA); flush() returns once everything issued so far is done, and Stage::send flushes
-// before it posts, so a transport never reads a buffer an operation is still writing.
+// (CUDA); flush() returns once everything issued so far is done, and Stage::send and
+// Stage::recv flush before they post, so a transport never reads a buffer an operation is still
+// writing, nor writes one an operation is still reading.
 #pragma once
 
 #include <cstddef>
