@@ -50,8 +50,7 @@ void unpinComm(zcollComm* comm) { comm->activeCalls.fetch_sub(1); }
 
 void settleCancelledTransfers(zcollComm* comm) {
   constexpr int kSettleMs = 100;
-  comm->self.settleCancelled(kSettleMs);
-  if (comm->net) comm->net->settleCancelled(kSettleMs);
+  for (Transport* t : comm->transports()) t->settleCancelled(kSettleMs);
 }
 
 int unregisterIfIdle(zcollComm* comm) {

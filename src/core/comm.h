@@ -12,6 +12,7 @@
 #include "exec/engine.h"
 #include "topology/topology.h"
 #include "transport/self_transport.h"
+#include "transport/shm_transport.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -89,7 +90,8 @@ struct zcollComm {
 
   zcoll::PeerNotices notices;  // before the transports: outlives their cancellations
   zcoll::SelfTransport self;
-  std::unique_ptr<zcoll::Transport> net;  // every non-self peer
+  std::unique_ptr<zcoll::ShmTransport> shm;  // local peers that can share memory
+  std::unique_ptr<zcoll::Transport> net;     // the other peers (ucx)
   std::vector<zcoll::Transport*> route;   // rank -> transport (transport/select.h)
   std::vector<std::string> routeWhy;      // rank -> "<transport>: <why it was chosen>"
 
@@ -111,6 +113,13 @@ struct zcollComm {
   // destroyComm has stopped it, so its progress thread never outlives what it uses.
   zcoll::Engine engine;
 
+  // The transports this comm has, in priority order (self, shm, net).
+  std::vector<zcoll::Transport*> transports() {
+    std::vector<zcoll::Transport*> all = {&self};
+    if (shm) all.push_back(shm.get());
+    if (net) all.push_back(net.get());
+    return all;
+  }
   int node() const { return layout.nodeOf[rank]; }
   bool sameMachine(int peer) const { return peers[peer].machineHash == peers[rank].machineHash; }
   zcollPath_t pathTo(int peer) const {

@@ -13,6 +13,7 @@
 #include "core/api_guard.h"
 #include "core/params.h"
 #include "core/peer_notice.h"
+#include "transport/addresses.h"
 #include "transport/select.h"
 #ifdef ZCOLL_HAVE_UCX
 #include "transport/ucx_transport.h"
@@ -62,22 +63,53 @@ Result describeSelf(const InitSettings& s, int rank, PeerInfo* info) {
   return zcollSuccess;
 }
 
-Result createNetTransport(zcollComm* comm, std::string* address) {
+// ZCOLL_TRANSPORT: "" (shm for local peers that can share memory, ucx for the rest), "shm"
+// or "ucx" (that one for every non-self peer; init fails for a peer it cannot reach).
+Result readForcedTransport(std::string* forced) {
+  *forced = paramString("ZCOLL_TRANSPORT");
+  if (!forced->empty() && *forced != "ucx" && *forced != "shm")
+    return fail(zcollInvalidArgument, "ZCOLL_TRANSPORT=%s: use shm, ucx, or leave it empty",
+                forced->c_str());
+  return zcollSuccess;
+}
+
+Result createShmTransport(zcollComm* comm, const std::string& forced, TransportAddresses* out) {
+  if (forced == "ucx") return zcollSuccess;
+  ZCOLL_CHECK(ShmTransport::create(&comm->shm));
+  if (forced == "shm" && !comm->shm->usable()) {
+    std::string why;
+    comm->shm->canConnect(PeerReach{}, &why);
+    return fail(zcollSystemError, "ZCOLL_TRANSPORT=shm: %s", why.c_str());
+  }
+  out->shm = comm->shm->address();
+  return zcollSuccess;
+}
+
+Result createNetTransport(zcollComm* comm, const std::string& forced, TransportAddresses* out) {
+  if (forced == "shm") return zcollSuccess;
 #ifdef ZCOLL_HAVE_UCX
-  std::string forced = paramString("ZCOLL_TRANSPORT");
-  if (!forced.empty() && forced != "ucx")
-    return fail(zcollInvalidArgument, "ZCOLL_TRANSPORT=%s: this build has only 'ucx'",
-                forced.c_str());
   UcxTransport* ucx = nullptr;
   ZCOLL_CHECK(UcxTransport::create(comm->name, &ucx));
   comm->net.reset(ucx);
-  *address = ucx->address();
+  out->ucx = ucx->address();
   return zcollSuccess;
 #else
-  (void)address;
-  return fail(zcollUnsupported, "communicator %s has %d ranks but zcoll was built without UCX",
-              comm->name.c_str(), comm->nranks);
+  (void)out;
+  if (forced == "ucx")
+    return fail(zcollUnsupported, "ZCOLL_TRANSPORT=ucx but zcoll was built without UCX");
+  return zcollSuccess;  // local peers may still be reached by shm; selection says if not
 #endif
+}
+
+// Every transport this rank offers; `packed` is what its peers need (transport/addresses.h).
+Result createTransports(zcollComm* comm, std::string* packed) {
+  std::string forced;
+  ZCOLL_CHECK(readForcedTransport(&forced));
+  TransportAddresses addresses;
+  ZCOLL_CHECK(createShmTransport(comm, forced, &addresses));
+  ZCOLL_CHECK(createNetTransport(comm, forced, &addresses));
+  *packed = packAddresses(addresses);
+  return zcollSuccess;
 }
 
 // ---- Phase 2: exchange --------------------------------------------------------------------
@@ -87,18 +119,17 @@ Result createNetTransport(zcollComm* comm, std::string* address) {
 // ---- Phase 3: wiring ----------------------------------------------------------------------
 
 // Per peer, the first transport in priority order that can reach it (transport/select.h).
-Result chooseRoutes(zcollComm* comm, const std::vector<std::string>& addresses) {
-  std::vector<Transport*> byPriority = {&comm->self};
-  if (comm->net) byPriority.push_back(comm->net.get());
+Result chooseRoutes(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
   std::vector<PeerReach> reach(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) {
+    reach[r].rank = r;
     reach[r].self = r == comm->rank;
     reach[r].sameMachine = comm->sameMachine(r);
     reach[r].sameNode = comm->layout.nodeOf[r] == comm->layout.nodeOf[comm->rank];
-    reach[r].hasNetAddress = !addresses[r].empty();
+    reach[r].hasNetAddress = !addresses[r].ucx.empty();
   }
   std::vector<Route> routes;
-  ZCOLL_CHECK(selectRoutes(byPriority, reach, &routes));
+  ZCOLL_CHECK(selectRoutes(comm->transports(), reach, &routes));
   comm->route.assign(comm->nranks, nullptr);
   comm->routeWhy.assign(comm->nranks, "");
   for (int r = 0; r < comm->nranks; ++r) {
@@ -111,14 +142,33 @@ Result chooseRoutes(zcollComm* comm, const std::vector<std::string>& addresses) 
   return zcollSuccess;
 }
 
+// Tells the shm transport its peers' addresses (canConnect needs them).
+Result learnShmPeers(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
+  if (!comm->shm) return zcollSuccess;
+  std::vector<std::string> shmAddresses(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) shmAddresses[r] = addresses[r].shm;
+  return comm->shm->learnPeers(shmAddresses);
+}
+
+// Maps the segments of the peers routed to shm, and only those.
+Result connectShm(zcollComm* comm) {
+  if (!comm->shm) return zcollSuccess;
+  std::vector<int> routed, pids(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) {
+    pids[r] = comm->peers[r].pid;
+    if (comm->route[r] == comm->shm.get()) routed.push_back(r);
+  }
+  return comm->shm->connect(comm->layout, comm->rank, routed, pids);
+}
+
 // Connects the network transport to the peers routed to it, and only those.
-Result connectNet(zcollComm* comm, const std::vector<std::string>& addresses) {
+Result connectNet(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
 #ifdef ZCOLL_HAVE_UCX
   if (!comm->net) return zcollSuccess;
   std::vector<std::string> routed(comm->nranks);
   std::vector<char> peerErrors(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) {
-    if (comm->route[r] == comm->net.get()) routed[r] = addresses[r];
+    if (comm->route[r] == comm->net.get()) routed[r] = addresses[r].ucx;
     peerErrors[r] = !comm->sameMachine(r);
   }
   return static_cast<UcxTransport*>(comm->net.get())->connect(routed, peerErrors, comm->rank);
@@ -129,11 +179,16 @@ Result connectNet(zcollComm* comm, const std::vector<std::string>& addresses) {
 #endif
 }
 
-Result wire(zcollComm* comm, const std::vector<std::string>& addresses) {
+Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
+  std::vector<TransportAddresses> addresses(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r)
+    ZCOLL_CHECK(unpackAddresses(packed[r], r, &addresses[r]));
   std::vector<uint64_t> hosts(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
   comm->layout = buildNodeLayout(hosts);
+  ZCOLL_CHECK(learnShmPeers(comm, addresses));
   ZCOLL_CHECK(chooseRoutes(comm, addresses));
+  ZCOLL_CHECK(connectShm(comm));
   ZCOLL_CHECK(connectNet(comm, addresses));
   comm->sendSeq.assign(comm->nranks, 0);
   comm->recvSeq.assign(comm->nranks, 0);
@@ -220,7 +275,7 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
   PeerInfo me{};
   ZCOLL_CHECK(describeSelf(s, rank, &me));
   std::string address;
-  if (nranks > 1) ZCOLL_CHECK(createNetTransport(comm.get(), &address));
+  if (nranks > 1) ZCOLL_CHECK(createTransports(comm.get(), &address));
 
   std::vector<std::string> blobs;
   if (id != nullptr) {  // a lone rank with an id meets its root service too, so the service ends
@@ -263,7 +318,7 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
   if (color >= 0) {
     comm = newComm(s, 1, 0);
     comm->hostIdOverride = parent->hostIdOverride;
-    if (pn > 1) ZCOLL_CHECK(createNetTransport(comm.get(), &address));
+    if (pn > 1) ZCOLL_CHECK(createTransports(comm.get(), &address));
   }
   SplitRecord mine{color, key, address.size()};
   std::vector<SplitRecord> recs(pn);
@@ -300,7 +355,10 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
     comm->peers[i].rank = static_cast<int32_t>(i);
     addresses[i] = addrs.substr(pr * maxAddr, recs[pr].addressBytes);
   }
-  if (comm->nranks == 1) comm->net.reset();
+  if (comm->nranks == 1) {
+    comm->shm.reset();
+    comm->net.reset();
+  }
   ZCOLL_CHECK(wire(comm.get(), addresses));
   registerComm(comm.get());
   *out = comm.release();
@@ -315,10 +373,10 @@ void destroyComm(zcollComm* comm, int flushMs) {
   retirePeerNotices(comm);
 #ifdef ZCOLL_HAVE_UCX
   if (comm->net) static_cast<UcxTransport*>(comm->net.get())->closeEndpoints(std::max(flushMs, kNoticeWaitMs));
-#else
-  (void)flushMs;
 #endif
+  if (comm->shm) comm->shm->flushQueued(std::max(flushMs, kNoticeWaitMs));
   comm->net.reset();
+  comm->shm.reset();
   comm->scratch.release();
   comm->magic = kCommDeadMagic;
   delete comm;

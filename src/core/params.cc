@@ -54,7 +54,10 @@ const std::vector<ParamDesc> kParams = {
      "NVLinks between GPUs, by PCI bus id (\"<busid> <busid>\" or \"nvswitch <busid>...\" "
      "per line), instead of asking NVML: for topology files and machines without NVML."},
     {"ZCOLL_TRANSPORT", ParamType::kString, "",
-     "Force the transport for every non-self peer (ucx). Empty: chosen from topology."},
+     "Force the transport for every non-self peer: shm (shared memory; every peer must be on "
+     "this node) or ucx. Empty: shm for peers on this node when both processes can share "
+     "memory (same user, pidfd_getfd and process_vm_readv permitted), ucx for the rest. Read "
+     "at init; `zcoll_info --routes` shows the choice per peer."},
     {"ZCOLL_ALGO_ALLGATHER", ParamType::kString, "",
      "Force the all-gather algorithm (ring, direct, hierarchical: a rail ring between nodes, then "
      "inside each node; the flat ring on one node or unequal nodes). Empty: direct up to 32 KiB "

@@ -26,8 +26,7 @@ bool anyPending(const std::vector<Request>& reqs) {
 }
 
 void progressTransports(zcollComm* comm) {
-  comm->self.progress();
-  if (comm->net) comm->net->progress();
+  for (Transport* t : comm->transports()) t->progress();
 }
 
 }  // namespace

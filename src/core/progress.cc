@@ -38,6 +38,7 @@ void cancelPending(Request* reqs, size_t n) {
 
 Result progressAll(zcollComm* comm) {
   ZCOLL_CHECK(comm->self.progress());
+  if (comm->shm) ZCOLL_CHECK(comm->shm->progress());
   if (comm->net) ZCOLL_CHECK(comm->net->progress());
   return zcollSuccess;
 }
@@ -168,14 +169,29 @@ int peerThatReportedFailure(const zcollComm* comm, const Request* reqs, size_t n
 
 }  // namespace
 
-// Spin first (lowest latency); then sleep until the transport has events (UCX wakeup fd), or,
-// where it cannot block, yield and sleep a little longer each time up to 100 us. With more ranks
-// than cores, waiting ranks must leave the CPU to the ranks that have work.
+// Spin first (lowest latency); then sleep until the transport has events (UCX wakeup fd, shm
+// doorbell), or, where it cannot block or the requests wait on several transports, yield and
+// sleep a little longer each time up to 100 us. With more ranks than cores, waiting ranks must
+// leave the CPU to the ranks that have work.
 constexpr int kBlockMs = 10;  // deadlines, aborts and dead peers are noticed within this
 
-void backoff(zcollComm* comm, int64_t polls, int64_t spinCount) {
+// The one transport (self aside) that every pending request waits on, or null when they wait
+// on several: a rank can sleep on one transport's events only.
+Transport* soleTransport(const zcollComm* comm, const Request* reqs, size_t n) {
+  Transport* sole = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    Transport* t = reqs[i].transport;
+    if (reqs[i].complete() || t == nullptr || t == &comm->self || t == sole) continue;
+    if (sole != nullptr) return nullptr;
+    sole = t;
+  }
+  return sole;
+}
+
+void backoff(zcollComm* comm, const Request* reqs, size_t n, int64_t polls, int64_t spinCount) {
   if (polls < spinCount) return;
-  if (comm->net && comm->net->waitForEvents(kBlockMs)) return;
+  Transport* waitOn = soleTransport(comm, reqs, n);
+  if (waitOn != nullptr && waitOn->waitForEvents(kBlockMs)) return;
   int64_t idle = polls - spinCount;
   if (idle < 64) {
     sched_yield();
@@ -224,7 +240,7 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
       sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
       return r;
     }
-    backoff(comm, polls, spinCount);
+    backoff(comm, reqs, n, polls, spinCount);
   }
 }
 

@@ -18,6 +18,7 @@ class Transport;
 
 // What a transport is told about a peer when asked whether it can reach it.
 struct PeerReach {
+  int rank = -1;              // the peer's comm rank
   bool self = false;         // the peer is this rank
   bool sameMachine = false;  // same host, boot and PID namespace: memory can be shared
   bool sameNode = false;     // same node of the comm (ZCOLL_HOSTID may split a machine)

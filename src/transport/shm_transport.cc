@@ -1,0 +1,381 @@
+#include "transport/shm_transport.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace zcoll {
+
+namespace {
+
+constexpr uint32_t kAddressMagic = 0x4d48535a;  // "ZSHM"
+
+struct WireAddress {  // what address() publishes
+  uint32_t magic;
+  int32_t fd;
+  uint32_t uid;
+  uint32_t usable;
+};
+static_assert(sizeof(WireAddress) == 16, "fixed wire size");
+
+bool processGone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+// ---- Lifecycle ------------------------------------------------------------------------------
+
+Result ShmTransport::create(std::unique_ptr<ShmTransport>* out) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->uid_ = static_cast<uint32_t>(geteuid());
+  t->usable_ = shm::probeSharing(&t->why_);
+  if (t->usable_) ZCOLL_CHECK(shm::Segment::create(&t->own_));
+  *out = std::move(t);
+  return zcollSuccess;
+}
+
+ShmTransport::~ShmTransport() = default;
+
+std::string ShmTransport::address() const {
+  WireAddress a{kAddressMagic, own_.fd(), uid_, usable_ ? 1u : 0u};
+  return std::string(reinterpret_cast<const char*>(&a), sizeof(a));
+}
+
+Result ShmTransport::learnPeers(const std::vector<std::string>& addresses) {
+  addresses_.assign(addresses.size(), PeerAddress{});
+  for (size_t r = 0; r < addresses.size(); ++r) {
+    if (addresses[r].empty()) continue;
+    WireAddress a{};
+    if (addresses[r].size() != sizeof(a))
+      return fail(zcollRemoteError, "rank %zu sent a %zu-byte shm address (expected %zu)", r,
+                  addresses[r].size(), sizeof(a));
+    std::memcpy(&a, addresses[r].data(), sizeof(a));
+    if (a.magic != kAddressMagic || (a.usable != 0 && a.fd < 0))
+      return fail(zcollRemoteError, "rank %zu sent a malformed shm address", r);
+    addresses_[r] = PeerAddress{true, a.usable != 0, a.uid, a.fd};
+  }
+  return zcollSuccess;
+}
+
+bool ShmTransport::canConnect(const PeerReach& peer, std::string* why) const {
+  const PeerAddress* a = peer.rank >= 0 && peer.rank < static_cast<int>(addresses_.size())
+                             ? &addresses_[peer.rank]
+                             : nullptr;
+  if (peer.self) {
+    *why = "not for this rank";
+  } else if (!usable_) {
+    *why = "this process cannot share memory: " + why_;
+  } else if (!peer.sameMachine) {
+    *why = "another machine";
+  } else if (!peer.sameNode) {
+    *why = "another node of the communicator";
+  } else if (a == nullptr || !a->present) {
+    *why = "the peer has no shm transport";
+  } else if (!a->usable) {
+    *why = "the peer's process cannot share memory";
+  } else if (a->uid != uid_) {
+    *why = "the peer runs as another user";
+  } else {
+    *why = "same node: " + why_ + " above " + std::to_string(shm::kEagerBytes) + " bytes";
+    return true;
+  }
+  return false;
+}
+
+Result ShmTransport::connect(const NodeLayout& layout, int myRank, const std::vector<int>& peers,
+                             const std::vector<int>& pids) {
+  if (peers.empty()) return zcollSuccess;
+  const uint32_t localRanks = static_cast<uint32_t>(layout.localSize(myRank));
+  myLocal_ = layout.localOf[myRank];
+  ZCOLL_CHECK(own_.map(localRanks));
+  peers_ = std::vector<Peer>(pids.size());
+  for (int r : peers) {
+    Peer& p = peers_[r];
+    p.pid = pids[r];
+    p.local = layout.localOf[r];
+    ZCOLL_CHECK(shm::Segment::open(p.pid, addresses_[r].fd, &p.segment));
+    ZCOLL_CHECK(p.segment.map(localRanks));
+    for (uint32_t i = shm::kRndvSlots; i-- > 0;) p.freeRndv.push_back(i);
+    p.connected = true;
+    connected_.push_back(r);
+  }
+  return zcollSuccess;
+}
+
+void ShmTransport::flushQueued(int waitMs) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+  for (;;) {
+    progress();
+    bool queued = false;
+    for (int r : connected_) queued = queued || !peers_[r].queued.empty();
+    if (!queued || std::chrono::steady_clock::now() > deadline) return;
+    waitForEvents(1);
+  }
+}
+
+// ---- Sending --------------------------------------------------------------------------------
+
+void ShmTransport::complete(Request* req, Result status) {
+  req->status = status;
+  req->done = 1;
+}
+
+Result ShmTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
+                              Request* req) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].connected)
+    return fail(zcollInternalError, "shm: rank %d is not connected", peer);
+  req->transport = this;
+  req->peer = peer;
+  req->bytes = bytes;
+  Peer& p = peers_[peer];
+  Outgoing o{bytes <= shm::kEagerBytes ? shm::kEager : shm::kRndv, tag, buf, bytes, req};
+  if (!p.queued.empty() || !trySend(p, o)) p.queued.push_back(o);
+  return zcollSuccess;
+}
+
+// Posts `o` if its ring has room (and, for a rendezvous, a state is free). An eager send is
+// then complete; a rendezvous completes when the receiver marks it done.
+bool ShmTransport::trySend(Peer& p, const Outgoing& o) {
+  if (o.kind == shm::kEager) {
+    if (!writeSlot(p, o, 0)) return false;
+    complete(o.req, zcollSuccess);
+    return true;
+  }
+  if (p.freeRndv.empty()) return false;
+  uint32_t index = p.freeRndv.back();
+  myRndv(p).state[index].store(shm::kPosted, std::memory_order_relaxed);  // published below
+  if (!writeSlot(p, o, index)) {
+    myRndv(p).state[index].store(shm::kFree, std::memory_order_relaxed);
+    return false;
+  }
+  p.freeRndv.pop_back();
+  p.rndvOwner[index] = o.req;
+  p.rndvInFlight.push_back(index);
+  return true;
+}
+
+bool ShmTransport::writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex) {
+  shm::Ring& ring = p.segment.inbound(myLocal_);
+  if (p.head - ring.tail.load(std::memory_order_acquire) >= shm::kSlots) return false;
+  shm::Slot& slot = ring.slots[p.head % shm::kSlots];
+  slot.h.kind = o.kind;
+  slot.h.rndvIndex = rndvIndex;
+  slot.h.tag = o.tag;
+  slot.h.bytes = o.bytes;
+  slot.h.addr = reinterpret_cast<uintptr_t>(o.buf);
+  if (o.kind == shm::kEager && o.bytes > 0) std::memcpy(slot.payload, o.buf, o.bytes);
+  slot.h.seq.store(p.head + 1, std::memory_order_release);
+  ++p.head;
+  shm::ring(p.segment.doorbell());
+  return true;
+}
+
+void ShmTransport::pumpQueued(Peer& p) {
+  while (!p.queued.empty() && trySend(p, p.queued.front())) p.queued.pop_front();
+}
+
+// Completes the rendezvous sends the receiver has read.
+void ShmTransport::finishRendezvous(Peer& p) {
+  for (size_t i = 0; i < p.rndvInFlight.size();) {
+    uint32_t index = p.rndvInFlight[i];
+    if (myRndv(p).state[index].load(std::memory_order_acquire) != shm::kDone) {
+      ++i;
+      continue;
+    }
+    complete(p.rndvOwner[index], zcollSuccess);
+    p.rndvOwner[index] = nullptr;
+    myRndv(p).state[index].store(shm::kFree, std::memory_order_relaxed);
+    p.freeRndv.push_back(index);
+    p.rndvInFlight[i] = p.rndvInFlight.back();
+    p.rndvInFlight.pop_back();
+  }
+}
+
+// ---- Receiving ------------------------------------------------------------------------------
+
+Result ShmTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].connected)
+    return fail(zcollInternalError, "shm: rank %d is not connected", peer);
+  req->transport = this;
+  req->peer = peer;
+  req->bytes = bytes;
+  Peer& p = peers_[peer];
+  Posted recv{tag, buf, bytes, req};
+  drainInbound(peer);  // a message already in the ring comes before later ones
+  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+    if (it->tag != tag) continue;
+    shm::SlotHeader h{};
+    h.kind = it->kind;
+    h.rndvIndex = it->rndvIndex;
+    h.tag = it->tag;
+    h.bytes = it->bytes;
+    h.addr = it->addr;
+    deliver(peer, h, it->payload.data(), recv);
+    p.unexpected.erase(it);
+    return zcollSuccess;
+  }
+  p.posted.push_back(recv);
+  return zcollSuccess;
+}
+
+void ShmTransport::drainInbound(int peer) {
+  Peer& p = peers_[peer];
+  shm::Ring& ring = own_.inbound(p.local);
+  bool consumed = false;
+  for (;;) {
+    shm::Slot& slot = ring.slots[p.tail % shm::kSlots];
+    if (slot.h.seq.load(std::memory_order_acquire) != p.tail + 1) break;
+    auto match = std::find_if(p.posted.begin(), p.posted.end(),
+                              [&](const Posted& r) { return r.tag == slot.h.tag; });
+    if (match != p.posted.end()) {
+      Posted recv = *match;
+      p.posted.erase(match);
+      deliver(peer, slot.h, slot.payload, recv);
+    } else {
+      Unexpected u{slot.h.kind, slot.h.rndvIndex, slot.h.tag, slot.h.bytes, slot.h.addr, {}};
+      if (u.kind == shm::kEager) u.payload.assign(slot.payload, slot.payload + u.bytes);
+      p.unexpected.push_back(std::move(u));
+    }
+    ++p.tail;
+    ring.tail.store(p.tail, std::memory_order_release);
+    consumed = true;
+  }
+  if (consumed) shm::ring(p.segment.doorbell());  // the sender may wait for ring space
+}
+
+// Completes `recv` with the message `h` (eager payload at `payload`).
+void ShmTransport::deliver(int peer, const shm::SlotHeader& h, const unsigned char* payload,
+                           const Posted& recv) {
+  Peer& p = peers_[peer];
+  Result status = zcollSuccess;
+  if (h.bytes > recv.bytes)
+    status = fail(zcollInvalidUsage, "a message from rank %d is larger than the %zu bytes posted "
+                  "for it (mismatched counts or types across ranks?)", peer, recv.bytes);
+  else if (h.bytes < recv.bytes)
+    status = fail(zcollInvalidUsage, "a message of %llu bytes from rank %d matched a receive of "
+                  "%zu bytes (mismatched counts or types across ranks?)",
+                  static_cast<unsigned long long>(h.bytes), peer, recv.bytes);
+  if (h.kind == shm::kEager) {
+    if (status == zcollSuccess && h.bytes > 0) std::memcpy(recv.buf, payload, h.bytes);
+    complete(recv.req, status);
+    return;
+  }
+  std::atomic<uint32_t>& state = theirRndv(p).state[h.rndvIndex % shm::kRndvSlots];
+  uint32_t expected = shm::kPosted;
+  if (!state.compare_exchange_strong(expected, shm::kReading, std::memory_order_acq_rel)) {
+    complete(recv.req, fail(zcollRemoteError, "rank %d withdrew its %llu-byte message (its "
+                            "call failed)", peer, static_cast<unsigned long long>(h.bytes)));
+    return;
+  }
+  if (status == zcollSuccess) status = readRemote(p, h.addr, recv.buf, h.bytes);
+  state.store(shm::kDone, std::memory_order_release);
+  shm::ring(p.segment.doorbell());
+  complete(recv.req, status);
+}
+
+Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<char*>(dst) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(addr + done), bytes - done};
+    ssize_t n = process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
+    if (n <= 0)
+      return fail(zcollRemoteError, "shm: reading %zu bytes from pid %d failed: %s", bytes,
+                  p.pid, n < 0 ? std::strerror(errno) : "no progress");
+    done += static_cast<size_t>(n);
+  }
+  return zcollSuccess;
+}
+
+// ---- Progress, waiting, cancelling ----------------------------------------------------------
+
+Result ShmTransport::progress() {
+  for (int r : connected_) {
+    Peer& p = peers_[r];
+    pumpQueued(p);
+    drainInbound(r);
+    finishRendezvous(p);
+  }
+  if (!settling_.empty()) reclaimSettled();
+  return zcollSuccess;
+}
+
+bool ShmTransport::hasWork() const {
+  for (int r : connected_) {
+    const Peer& p = peers_[r];
+    const shm::Ring& ring = own_.inbound(p.local);
+    if (ring.slots[p.tail % shm::kSlots].h.seq.load(std::memory_order_acquire) == p.tail + 1)
+      return true;
+    for (uint32_t index : p.rndvInFlight)
+      if (myRndv(p).state[index].load(std::memory_order_acquire) == shm::kDone) return true;
+    if (!p.queued.empty() &&
+        p.head - p.segment.inbound(myLocal_).tail.load(std::memory_order_acquire) < shm::kSlots)
+      return true;
+  }
+  return false;
+}
+
+bool ShmTransport::waitForEvents(int timeoutMs) {
+  if (!own_.mapped()) return false;
+  shm::Doorbell& d = own_.doorbell();
+  d.sleeping.store(1, std::memory_order_seq_cst);
+  uint32_t seen = d.bell.load(std::memory_order_seq_cst);
+  if (!hasWork()) shm::sleepOn(d, seen, timeoutMs);
+  d.sleeping.store(0, std::memory_order_relaxed);
+  return true;
+}
+
+void ShmTransport::cancel(Request* req) {
+  if (req->peer < 0 || req->peer >= static_cast<int>(peers_.size())) return;
+  Peer& p = peers_[req->peer];
+  auto queued = std::find_if(p.queued.begin(), p.queued.end(),
+                             [&](const Outgoing& o) { return o.req == req; });
+  if (queued != p.queued.end()) {
+    p.queued.erase(queued);
+    return;
+  }
+  p.posted.remove_if([&](const Posted& r) { return r.req == req; });
+  for (size_t i = 0; i < p.rndvInFlight.size(); ++i) {
+    uint32_t index = p.rndvInFlight[i];
+    if (p.rndvOwner[index] != req) continue;
+    p.rndvOwner[index] = nullptr;
+    p.rndvInFlight[i] = p.rndvInFlight.back();
+    p.rndvInFlight.pop_back();
+    uint32_t expected = shm::kPosted;
+    // Withdrawn: the receiver will never read it (the state stays taken; the comm is broken).
+    if (!myRndv(p).state[index].compare_exchange_strong(expected, shm::kWithdrawn))
+      settling_.push_back(Settling{req->peer, index});  // being read, or already read
+    return;
+  }
+}
+
+void ShmTransport::reclaimSettled() {
+  settling_.erase(std::remove_if(settling_.begin(), settling_.end(),
+                                 [&](const Settling& s) {
+                                   Peer& p = peers_[s.peer];
+                                   if (myRndv(p).state[s.index].load(
+                                           std::memory_order_acquire) != shm::kDone &&
+                                       !processGone(p.pid))
+                                     return false;
+                                   myRndv(p).state[s.index].store(shm::kFree);
+                                   p.freeRndv.push_back(s.index);
+                                   return true;
+                                 }),
+                  settling_.end());
+}
+
+// A receiver that started reading a cancelled send finishes within one process_vm_readv call.
+void ShmTransport::settleCancelled(int waitMs) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * waitMs);
+  while (!settling_.empty() && std::chrono::steady_clock::now() < deadline) {
+    reclaimSettled();
+    if (!settling_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+}  // namespace zcoll

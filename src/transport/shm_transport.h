@@ -1,0 +1,132 @@
+// Intra-node host transport over shared memory (segments: transport/shm_segment.h).
+//
+// Every pair of local ranks has one ring per direction in the receiver's segment. A message of
+// up to kEagerBytes is copied into the ring and the send completes at once; a larger one posts
+// a descriptor of the sender's buffer, and the receiver, once its receive matches, copies the
+// data straight from the sender's memory into its own buffer with process_vm_readv (one copy,
+// no bounce buffer) and marks the rendezvous done, which completes the send. Matching is by
+// exact tag in posting order per peer, as the Transport contract says; messages that arrive
+// before their receive wait in an unexpected list. A waiting rank sleeps on its doorbell futex
+// and every writer rings it, so idle ranks use no CPU.
+//
+// Chosen for a peer on the same node and machine when both ranks can share memory
+// (shm::probeSharing) and run as the same user; otherwise the peer goes to ucx.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/node_layout.h"
+#include "transport/shm_segment.h"
+#include "transport/transport.h"
+
+namespace zcoll {
+
+class ShmTransport final : public Transport {
+ public:
+  // Probes whether this process can share memory and, if so, creates its segment. A transport
+  // that cannot share still exists, so that canConnect can say why.
+  static Result create(std::unique_ptr<ShmTransport>* out);
+  ~ShmTransport() override;
+
+  // What peers need to reach this rank's segment (16 bytes; see parseAddress).
+  std::string address() const;
+  bool usable() const { return usable_; }
+  // Peers' addresses (index = comm rank; empty when a peer has no shm transport), needed by
+  // canConnect. Malformed ones fail.
+  Result learnPeers(const std::vector<std::string>& addresses);
+  // Maps this rank's segment and those of `peers` (comm ranks routed here, all on this node).
+  Result connect(const NodeLayout& layout, int myRank, const std::vector<int>& peers,
+                 const std::vector<int>& pids);
+  // Progresses until queued sends (e.g. close notices) are out or `waitMs` passes.
+  void flushQueued(int waitMs);
+
+  const char* name() const override { return "shm"; }
+  bool canConnect(const PeerReach& peer, std::string* why) const override;
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result progress() override;
+  void cancel(Request* req) override;
+  bool waitForEvents(int timeoutMs) override;
+  void settleCancelled(int waitMs) override;
+
+ private:
+  struct Outgoing {
+    uint32_t kind;
+    uint64_t tag;
+    const void* buf;
+    size_t bytes;
+    Request* req;
+  };
+  struct Posted {
+    uint64_t tag;
+    void* buf;
+    size_t bytes;
+    Request* req;
+  };
+  // A message that arrived before its receive (an eager payload is copied out of the ring).
+  struct Unexpected {
+    uint32_t kind;
+    uint32_t rndvIndex;
+    uint64_t tag;
+    size_t bytes;
+    uint64_t addr;
+    std::vector<unsigned char> payload;
+  };
+  struct PeerAddress {
+    bool present = false;
+    bool usable = false;
+    uint32_t uid = 0;
+    int fd = -1;
+  };
+  struct Peer {
+    bool connected = false;
+    int pid = -1;
+    int local = -1;         // its index on the node
+    shm::Segment segment;   // its segment, mapped here
+    uint64_t head = 0;      // messages sent to it
+    uint64_t tail = 0;      // messages received from it
+    std::deque<Outgoing> queued;  // waiting for ring space or a rendezvous state, in order
+    std::vector<uint32_t> freeRndv;
+    std::vector<uint32_t> rndvInFlight;
+    Request* rndvOwner[shm::kRndvSlots] = {};
+    std::list<Posted> posted;
+    std::list<Unexpected> unexpected;
+  };
+  struct Settling {  // a cancelled send the receiver was reading: wait until it is done
+    int peer;
+    uint32_t index;
+  };
+
+  ShmTransport() = default;
+  static void complete(Request* req, Result status);
+  shm::RndvTable& myRndv(const Peer& p) const { return own_.rndv(p.local); }
+  shm::RndvTable& theirRndv(const Peer& p) const { return p.segment.rndv(myLocal_); }
+
+  bool trySend(Peer& p, const Outgoing& o);
+  bool writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex);
+  void pumpQueued(Peer& p);
+  void drainInbound(int peer);
+  void deliver(int peer, const shm::SlotHeader& h, const unsigned char* payload,
+               const Posted& recv);
+  Result readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const;
+  void finishRendezvous(Peer& p);
+  void reclaimSettled();
+  bool hasWork() const;
+
+  bool usable_ = false;
+  std::string why_;  // the probe's result
+  uint32_t uid_ = 0;
+  shm::Segment own_;
+  int myLocal_ = -1;
+  std::vector<PeerAddress> addresses_;
+  std::vector<Peer> peers_;        // by comm rank
+  std::vector<int> connected_;     // comm ranks with connected == true
+  std::vector<Settling> settling_;
+};
+
+}  // namespace zcoll
