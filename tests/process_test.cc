@@ -9,12 +9,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fcntl.h>
 
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <string>
@@ -202,11 +206,28 @@ TEST(Processes, EmulatedNodesFromHostId) {
   }
 }
 
-TEST(Processes, PeerKilledMidCollectiveGivesRemoteErrorFast) {
+std::vector<std::string> sharedMemoryNames() {
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Over each transport between the processes of one machine: shm (memfd segments, nothing named
+// in /dev/shm) and ucx. The killed rank leaves no shared-memory names behind.
+class PeerKilled : public testing::TestWithParam<const char*> {};
+
+TEST_P(PeerKilled, MidCollectiveGivesRemoteErrorFastAndLeavesNoSharedMemory) {
   const int port = freePort();
+  const std::vector<std::string> before = sharedMemoryNames();
   auto procs = runProbes(4, {"die", "2"}, [&](int r) {
     Env e = rankEnv(r, 4, port);
     e["ZCOLL_TIMEOUT"] = "120";  // a hang would show as a timeout after 120 s, not in 20
+    e["ZCOLL_TRANSPORT"] = GetParam();
     return e;
   }, 60);
   EXPECT_EQ(procs[2].status, 128 + SIGKILL);
@@ -214,7 +235,16 @@ TEST(Processes, PeerKilledMidCollectiveGivesRemoteErrorFast) {
     EXPECT_EQ(procs[r].status, 3) << "rank " << r << " log:\n" << readLog(procs[r]);
     EXPECT_LT(procs[r].seconds, 20.0) << "rank " << r;
   }
+  std::vector<std::string> after = sharedMemoryNames(), added;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(added));
+  EXPECT_TRUE(added.empty()) << "left in /dev/shm: " << testing::PrintToString(added);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, PeerKilled, testing::Values("shm", "ucx"),
+                         [](const testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 // A rank that leaves mid-way, its process alive (destroy, abort) or gone (exit): the other
 // four, most not adjacent to it in the ring, get zcollRemoteError well before ZCOLL_TIMEOUT.

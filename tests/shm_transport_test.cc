@@ -1,0 +1,184 @@
+// The shm transport (src/transport/shm_transport.h): its protocol at the edges (eager and
+// rendezvous sizes, a full ring, more large sends than rendezvous states, messages that arrive
+// before their receive, a size mismatch on a rendezvous), and every collective, standard and
+// ZeRO++, giving the same bits over shm only, ucx only and both mixed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/ranks.h"
+
+namespace zcoll::test {
+namespace {
+
+constexpr size_t kEager = 4032;  // shm::kEagerBytes: the largest message copied through a ring
+
+std::vector<uint8_t> pattern(size_t bytes, int salt) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>(i * 131 + salt * 17 + (i >> 9));
+  return v;
+}
+
+RankSetup oneNode(int nranks) {
+  RankSetup s;
+  s.nranks = nranks;
+  s.timeoutSec = 30;
+  return s;
+}
+
+TEST(ShmProtocol, EverySizeAroundTheEagerLimitBothWays) {
+  ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
+  runRanks(oneNode(2), [](int rank, zcollComm_t comm) {
+    for (size_t bytes : {size_t{0}, size_t{1}, kEager - 1, kEager, kEager + 1, size_t{1} << 20,
+                         (size_t{5} << 20) + 3}) {
+      std::vector<uint8_t> out = pattern(bytes, rank), in(bytes, 0xEE);
+      ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+      ZCOLL_EXPECT_OK(comm, zcollSend(out.data(), bytes, zcollUint8, 1 - rank, comm, nullptr));
+      ZCOLL_EXPECT_OK(comm, zcollRecv(in.data(), bytes, zcollUint8, 1 - rank, comm, nullptr));
+      ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
+      EXPECT_EQ(in, pattern(bytes, 1 - rank)) << bytes << " bytes";
+    }
+  });
+}
+
+// 200 small messages (more than a ring's 64 entries) and 100 large ones (more than the 64
+// rendezvous states) sent before the receiver posts anything: the sender queues what does not
+// fit, the receiver keeps what arrives early, and every message lands in order.
+TEST(ShmProtocol, MoreMessagesThanRingEntriesAndRendezvousStates) {
+  ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
+  runRanks(oneNode(2), [](int rank, zcollComm_t comm) {
+    for (size_t bytes : {size_t{8}, size_t{3} * kEager}) {
+      const int n = bytes == 8 ? 200 : 100;
+      std::vector<std::vector<uint8_t>> bufs(n);
+      if (rank == 0) {
+        ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+        for (int i = 0; i < n; ++i) {
+          bufs[i] = pattern(bytes, i);
+          ZCOLL_EXPECT_OK(comm, zcollSend(bufs[i].data(), bytes, zcollUint8, 1, comm, nullptr));
+        }
+        ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the sender fill up
+        ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+        for (int i = 0; i < n; ++i) {
+          bufs[i].assign(bytes, 0);
+          ZCOLL_EXPECT_OK(comm, zcollRecv(bufs[i].data(), bytes, zcollUint8, 0, comm, nullptr));
+        }
+        ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
+        for (int i = 0; i < n; ++i) EXPECT_EQ(bufs[i], pattern(bytes, i)) << "message " << i;
+      }
+    }
+  });
+}
+
+// A rendezvous whose receive has another size fails the receive only: the sender's buffer was
+// never read, and its send completed, as over ucx.
+TEST(ShmProtocol, RendezvousOfAnotherSizeFailsTheReceive) {
+  ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
+  RankSetup s = oneNode(2);
+  s.timeoutSec = 5;
+  runRanks(s, [](int rank, zcollComm_t comm) {
+    std::vector<float> buf(8192, 1.f);
+    if (rank == 0) {
+      ZCOLL_EXPECT_OK(comm, zcollSend(buf.data(), 4096, zcollFloat32, 1, comm, nullptr));
+    } else {
+      EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "a message of 16384 bytes from rank 0",
+                        zcollRecv(buf.data(), 8192, zcollFloat32, 0, comm, nullptr));
+    }
+  });
+}
+
+// ---- Every collective, same bits over every transport -------------------------------------
+
+// Runs every collective once on `comm` and appends all their outputs to `out`.
+void runEveryCollective(int rank, zcollComm_t comm, std::vector<uint8_t>* out) {
+  int n = 0;
+  zcollCommCount(comm, &n);
+  const size_t count = 3000;  // 12000-byte float pieces: rendezvous over shm
+  auto input = [&](size_t elems, int salt) {
+    std::vector<float> v(elems);
+    for (size_t i = 0; i < elems; ++i)
+      v[i] = static_cast<float>((i * 7 + salt * 13) % 101) * 0.37f - 17.f + 0.001f * rank;
+    return v;
+  };
+  auto keep = [&](const std::vector<float>& v) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(v.data());
+    out->insert(out->end(), p, p + v.size() * sizeof(float));
+  };
+  std::vector<float> send = input(count * n, 1), recv(count * n);
+  ZCOLL_EXPECT_OK(comm, zcollAllGather(send.data(), recv.data(), count, zcollFloat32, comm, nullptr));
+  keep(recv);
+  std::vector<float> shard(count);
+  ZCOLL_EXPECT_OK(comm, zcollReduceScatter(send.data(), shard.data(), count, zcollFloat32,
+                                           zcollSum, comm, nullptr));
+  keep(shard);
+  ZCOLL_EXPECT_OK(comm, zcollAllReduce(send.data(), recv.data(), count * n, zcollFloat32, zcollSum,
+                                       comm, nullptr));
+  keep(recv);
+  ZCOLL_EXPECT_OK(comm, zcollAllToAll(send.data(), recv.data(), count, zcollFloat32, comm, nullptr));
+  keep(recv);
+  std::vector<float> root = input(count, 2);
+  ZCOLL_EXPECT_OK(comm, zcollBroadcast(root.data(), root.data(), count, zcollFloat32, n - 1, comm,
+                                       nullptr));
+  keep(root);
+  zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+  q.bits = 8;
+  ZCOLL_EXPECT_OK(comm, zcollQuantizedAllGather(send.data(), recv.data(), count, zcollFloat32, &q,
+                                                comm, nullptr));
+  keep(recv);
+  size_t secCount = 0;
+  ZCOLL_EXPECT_OK(comm, zcollSecondaryShardCount(comm, count, &secCount));
+  std::vector<float> secondary(secCount), again(count * n);
+  ZCOLL_EXPECT_OK(comm, zcollAllGatherHier(send.data(), recv.data(), secondary.data(), count,
+                                           zcollFloat32, &q, comm, nullptr));
+  keep(recv);
+  ZCOLL_EXPECT_OK(comm, zcollAllGatherFromSecondary(secondary.data(), again.data(), count,
+                                                    zcollFloat32, comm, nullptr));
+  keep(again);
+  zcollQuantConfig_t g = ZCOLL_QUANT_CONFIG_INITIALIZER;
+  ZCOLL_EXPECT_OK(comm, zcollQuantizedReduceScatter(send.data(), shard.data(), count, zcollFloat32,
+                                                    zcollSum, &g, comm, nullptr));
+  keep(shard);
+}
+
+// Per rank, the outputs of runEveryCollective under `transport` ("" = chosen per peer).
+std::vector<std::vector<uint8_t>> outputsOver(const RankSetup& s, const char* transport) {
+  ScopedEnv forced("ZCOLL_TRANSPORT", transport);
+  std::vector<std::vector<uint8_t>> outputs(s.nranks);
+  runRanks(s, [&](int rank, zcollComm_t comm) { runEveryCollective(rank, comm, &outputs[rank]); });
+  return outputs;
+}
+
+TEST(ShmCollectives, SameBitsOverShmAndUcxOnOneNode) {
+  RankSetup s = oneNode(4);
+  auto shm = outputsOver(s, "shm");
+  auto ucx = outputsOver(s, "ucx");
+  for (int r = 0; r < s.nranks; ++r) {
+    ASSERT_FALSE(shm[r].empty());
+    EXPECT_TRUE(shm[r] == ucx[r]) << "rank " << r;
+  }
+}
+
+// Emulated 2x2 nodes, ranks not node-contiguous: local peers over shm, the others over ucx.
+TEST(ShmCollectives, SameBitsMixedAndUcxOnTwoNodesCyclic) {
+  RankSetup s;
+  s.nranks = 4;
+  s.nodes = 2;
+  s.placement = Placement::kCyclic;
+  s.timeoutSec = 30;
+  auto mixed = outputsOver(s, "");
+  auto ucx = outputsOver(s, "ucx");
+  for (int r = 0; r < s.nranks; ++r) {
+    ASSERT_FALSE(mixed[r].empty());
+    EXPECT_TRUE(mixed[r] == ucx[r]) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace zcoll::test
