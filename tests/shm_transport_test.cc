@@ -13,11 +13,15 @@
 #include <vector>
 
 #include "support/ranks.h"
+#include "transport/shm_segment.h"
 
 namespace zcoll::test {
 namespace {
 
-constexpr size_t kEager = 4032;  // shm::kEagerBytes: the largest message copied through a ring
+constexpr size_t kEager = shm::kEagerBytes;  // the largest message copied through a ring
+static_assert(shm::kSlots < 200 && shm::kRndvSlots < 100, "the overflow test must overflow");
+static_assert(5000 * sizeof(float) > kEager, "the collectives must use rendezvous");
+static_assert(4096 * sizeof(float) > kEager, "the mismatch test must use a rendezvous");
 
 std::vector<uint8_t> pattern(size_t bytes, int salt) {
   std::vector<uint8_t> v(bytes);
@@ -47,7 +51,7 @@ TEST(ShmProtocol, EverySizeAroundTheEagerLimitBothWays) {
   });
 }
 
-// 200 small messages (more than a ring's 64 entries) and 100 large ones (more than the 64
+// 200 small messages (more than a ring's entries) and 100 large ones (more than the
 // rendezvous states) sent before the receiver posts anything: the sender queues what does not
 // fit, the receiver keeps what arrives early, and every message lands in order.
 TEST(ShmProtocol, MoreMessagesThanRingEntriesAndRendezvousStates) {
@@ -100,7 +104,7 @@ TEST(ShmProtocol, RendezvousOfAnotherSizeFailsTheReceive) {
 void runEveryCollective(int rank, zcollComm_t comm, std::vector<uint8_t>* out) {
   int n = 0;
   zcollCommCount(comm, &n);
-  const size_t count = 3000;  // 12000-byte float pieces: rendezvous over shm
+  const size_t count = 5000;  // 20000-byte float pieces: rendezvous over shm
   auto input = [&](size_t elems, int salt) {
     std::vector<float> v(elems);
     for (size_t i = 0; i < elems; ++i)

@@ -23,8 +23,8 @@
 
 namespace zcoll::shm {
 
-constexpr uint32_t kSlots = 64;        // ring entries per (source, destination) pair
-constexpr size_t kSlotBytes = 4096;    // one entry: a header and an eager payload
+constexpr uint32_t kSlots = 32;        // ring entries per (source, destination) pair
+constexpr size_t kSlotBytes = 16384;   // one entry: a header and an eager payload
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kEagerBytes = kSlotBytes - kHeaderBytes;  // larger messages go by rendezvous
 constexpr uint32_t kRndvSlots = 64;    // large sends in flight per destination

@@ -206,21 +206,28 @@ Result ShmTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, R
   req->bytes = bytes;
   Peer& p = peers_[peer];
   Posted recv{tag, buf, bytes, req};
-  drainInbound(peer);  // a message already in the ring comes before later ones
+  // Messages still in the ring are newer than those in `unexpected`: the ring is matched
+  // against posted receives, in order, when progress drains it.
   for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
-    if (it->tag != tag) continue;
-    shm::SlotHeader h{};
-    h.kind = it->kind;
-    h.rndvIndex = it->rndvIndex;
-    h.tag = it->tag;
-    h.bytes = it->bytes;
-    h.addr = it->addr;
-    deliver(peer, h, it->payload.data(), recv);
+    if (it->m.tag != tag) continue;
+    if (it->m.kind == shm::kEager)
+      deliverEager(peer, it->m, it->payload.data(), recv);
+    else
+      p.reads.emplace_back(recv, it->m);  // no large copy inside a post: see Peer::reads
     p.unexpected.erase(it);
     return zcollSuccess;
   }
   p.posted.push_back(recv);
   return zcollSuccess;
+}
+
+void ShmTransport::readMatched(int peer) {
+  Peer& p = peers_[peer];
+  while (!p.reads.empty()) {
+    auto [recv, m] = p.reads.front();
+    p.reads.pop_front();
+    deliverRendezvous(peer, m, recv);
+  }
 }
 
 void ShmTransport::drainInbound(int peer) {
@@ -230,15 +237,19 @@ void ShmTransport::drainInbound(int peer) {
   for (;;) {
     shm::Slot& slot = ring.slots[p.tail % shm::kSlots];
     if (slot.h.seq.load(std::memory_order_acquire) != p.tail + 1) break;
+    Message m{slot.h.kind, slot.h.rndvIndex, slot.h.tag, slot.h.bytes, slot.h.addr};
     auto match = std::find_if(p.posted.begin(), p.posted.end(),
-                              [&](const Posted& r) { return r.tag == slot.h.tag; });
+                              [&](const Posted& r) { return r.tag == m.tag; });
     if (match != p.posted.end()) {
       Posted recv = *match;
       p.posted.erase(match);
-      deliver(peer, slot.h, slot.payload, recv);
+      if (m.kind == shm::kEager)
+        deliverEager(peer, m, slot.payload, recv);
+      else
+        deliverRendezvous(peer, m, recv);
     } else {
-      Unexpected u{slot.h.kind, slot.h.rndvIndex, slot.h.tag, slot.h.bytes, slot.h.addr, {}};
-      if (u.kind == shm::kEager) u.payload.assign(slot.payload, slot.payload + u.bytes);
+      Unexpected u{m, {}};
+      if (m.kind == shm::kEager) u.payload.assign(slot.payload, slot.payload + m.bytes);
       p.unexpected.push_back(std::move(u));
     }
     ++p.tail;
@@ -248,31 +259,41 @@ void ShmTransport::drainInbound(int peer) {
   if (consumed) shm::ring(p.segment.doorbell());  // the sender may wait for ring space
 }
 
-// Completes `recv` with the message `h` (eager payload at `payload`).
-void ShmTransport::deliver(int peer, const shm::SlotHeader& h, const unsigned char* payload,
-                           const Posted& recv) {
+namespace {
+
+// A message of `bytes` for a receive of `posted` bytes: success, or why not.
+Result checkSize(int peer, size_t bytes, size_t posted) {
+  if (bytes > posted)
+    return fail(zcollInvalidUsage, "a message from rank %d is larger than the %zu bytes posted "
+                "for it (mismatched counts or types across ranks?)", peer, posted);
+  if (bytes < posted)
+    return fail(zcollInvalidUsage, "a message of %zu bytes from rank %d matched a receive of "
+                "%zu bytes (mismatched counts or types across ranks?)", bytes, peer, posted);
+  return zcollSuccess;
+}
+
+}  // namespace
+
+void ShmTransport::deliverEager(int peer, const Message& m, const unsigned char* payload,
+                                const Posted& recv) {
+  Result status = checkSize(peer, m.bytes, recv.bytes);
+  if (status == zcollSuccess && m.bytes > 0) std::memcpy(recv.buf, payload, m.bytes);
+  complete(recv.req, status);
+}
+
+// Claims the sender's rendezvous state, reads its buffer into the receive (unless the sizes
+// differ), and marks it done, which completes the send.
+void ShmTransport::deliverRendezvous(int peer, const Message& m, const Posted& recv) {
   Peer& p = peers_[peer];
-  Result status = zcollSuccess;
-  if (h.bytes > recv.bytes)
-    status = fail(zcollInvalidUsage, "a message from rank %d is larger than the %zu bytes posted "
-                  "for it (mismatched counts or types across ranks?)", peer, recv.bytes);
-  else if (h.bytes < recv.bytes)
-    status = fail(zcollInvalidUsage, "a message of %llu bytes from rank %d matched a receive of "
-                  "%zu bytes (mismatched counts or types across ranks?)",
-                  static_cast<unsigned long long>(h.bytes), peer, recv.bytes);
-  if (h.kind == shm::kEager) {
-    if (status == zcollSuccess && h.bytes > 0) std::memcpy(recv.buf, payload, h.bytes);
-    complete(recv.req, status);
-    return;
-  }
-  std::atomic<uint32_t>& state = theirRndv(p).state[h.rndvIndex % shm::kRndvSlots];
+  std::atomic<uint32_t>& state = theirRndv(p).state[m.rndvIndex % shm::kRndvSlots];
   uint32_t expected = shm::kPosted;
   if (!state.compare_exchange_strong(expected, shm::kReading, std::memory_order_acq_rel)) {
-    complete(recv.req, fail(zcollRemoteError, "rank %d withdrew its %llu-byte message (its "
-                            "call failed)", peer, static_cast<unsigned long long>(h.bytes)));
+    complete(recv.req, fail(zcollRemoteError, "rank %d withdrew its %zu-byte message (its call "
+                            "failed)", peer, m.bytes));
     return;
   }
-  if (status == zcollSuccess) status = readRemote(p, h.addr, recv.buf, h.bytes);
+  Result status = checkSize(peer, m.bytes, recv.bytes);
+  if (status == zcollSuccess) status = readRemote(p, m.addr, recv.buf, m.bytes);
   state.store(shm::kDone, std::memory_order_release);
   shm::ring(p.segment.doorbell());
   complete(recv.req, status);
@@ -281,8 +302,9 @@ void ShmTransport::deliver(int peer, const shm::SlotHeader& h, const unsigned ch
 Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {
   size_t done = 0;
   while (done < bytes) {
-    iovec local{static_cast<char*>(dst) + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(addr + done), bytes - done};
+    size_t piece = std::min<size_t>(bytes - done, size_t{2} << 20);
+    iovec local{static_cast<char*>(dst) + done, piece};
+    iovec remote{reinterpret_cast<void*>(addr + done), piece};
     ssize_t n = process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
     if (n <= 0)
       return fail(zcollRemoteError, "shm: reading %zu bytes from pid %d failed: %s", bytes,
@@ -298,6 +320,7 @@ Result ShmTransport::progress() {
   for (int r : connected_) {
     Peer& p = peers_[r];
     pumpQueued(p);
+    readMatched(r);
     drainInbound(r);
     finishRendezvous(p);
   }
@@ -308,6 +331,7 @@ Result ShmTransport::progress() {
 bool ShmTransport::hasWork() const {
   for (int r : connected_) {
     const Peer& p = peers_[r];
+    if (!p.reads.empty()) return true;
     const shm::Ring& ring = own_.inbound(p.local);
     if (ring.slots[p.tail % shm::kSlots].h.seq.load(std::memory_order_acquire) == p.tail + 1)
       return true;
@@ -340,6 +364,12 @@ void ShmTransport::cancel(Request* req) {
     return;
   }
   p.posted.remove_if([&](const Posted& r) { return r.req == req; });
+  for (auto it = p.reads.begin(); it != p.reads.end(); ++it) {
+    if (it->first.req != req) continue;
+    // Left kPosted: the sender's send then fails as this rank's failure notice reaches it.
+    p.reads.erase(it);
+    return;
+  }
   for (size_t i = 0; i < p.rndvInFlight.size(); ++i) {
     uint32_t index = p.rndvInFlight[i];
     if (p.rndvOwner[index] != req) continue;

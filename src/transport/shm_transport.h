@@ -68,13 +68,17 @@ class ShmTransport final : public Transport {
     size_t bytes;
     Request* req;
   };
-  // A message that arrived before its receive (an eager payload is copied out of the ring).
-  struct Unexpected {
+  // A message as a slot describes it.
+  struct Message {
     uint32_t kind;
     uint32_t rndvIndex;
     uint64_t tag;
     size_t bytes;
     uint64_t addr;
+  };
+  // A message that arrived before its receive (an eager payload is copied out of the ring).
+  struct Unexpected {
+    Message m;
     std::vector<unsigned char> payload;
   };
   struct PeerAddress {
@@ -96,6 +100,9 @@ class ShmTransport final : public Transport {
     Request* rndvOwner[shm::kRndvSlots] = {};
     std::list<Posted> posted;
     std::list<Unexpected> unexpected;
+    // Receives matched to an early rendezvous at post time: read in progress(), after the
+    // caller has posted its sends too, so two ranks exchanging read at the same time.
+    std::deque<std::pair<Posted, Message>> reads;
   };
   struct Settling {  // a cancelled send the receiver was reading: wait until it is done
     int peer;
@@ -111,8 +118,10 @@ class ShmTransport final : public Transport {
   bool writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex);
   void pumpQueued(Peer& p);
   void drainInbound(int peer);
-  void deliver(int peer, const shm::SlotHeader& h, const unsigned char* payload,
-               const Posted& recv);
+  void readMatched(int peer);
+  void deliverEager(int peer, const Message& m, const unsigned char* payload,
+                    const Posted& recv);
+  void deliverRendezvous(int peer, const Message& m, const Posted& recv);
   Result readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const;
   void finishRendezvous(Peer& p);
   void reclaimSettled();
