@@ -18,6 +18,7 @@
 #include "exec/executor.h"
 #include "quant/isa.h"
 #include "topology/topology.h"
+#include "transport/shm_segment.h"
 #include "zcoll/zcoll.h"
 
 namespace {
@@ -53,11 +54,16 @@ void printBuild() {
   std::printf("  executors: %s\n", zcoll::executorSummary().c_str());
   std::printf("  device buffers in collectives: not yet (zcollUnsupported): no transport "
               "carries device memory yet\n");
+  std::string why;
+  bool shm = zcoll::shm::probeSharing(&why);
+  std::printf("  transports: self, shm (%s: %s)%s\n", shm ? "usable" : "unusable here",
+              why.c_str(),
 #ifdef ZCOLL_HAVE_UCX
-  std::printf("  transports: self, ucx\n");
+              ", ucx"
 #else
-  std::printf("  transports: self\n");
+              ""
 #endif
+  );
 }
 
 // The CPU quantization variant of each operation (the measurement runs here if needed).

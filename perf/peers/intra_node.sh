@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The intra-node host path side by side, in one run: zcoll over its shm transport, zcoll over
+# UCX (ZCOLL_TRANSPORT=ucx: the path before shm existed) and Open MPI 4.1 (ob1 + vader: shared
+# memory + CMA), one node, float sum, 2 and 4 ranks, 1/4/16/64 MiB per rank, out of place and
+# in place, all-gather, reduce-scatter and all-reduce. Bus bandwidth as nccl-tests defines it.
+#
+#   bash perf/peers/intra_node.sh [OUT.md]      (default perf/results/intra_node.md)
+#
+# Writes a Markdown table (busbw GB/s per library; ratios zcoll-shm / MPI and / zcoll-ucx) and
+# prints it. Installs Open MPI if missing (Debian: openmpi-bin, libopenmpi-dev). On a 2-core
+# machine the 4-rank runs are oversubscribed for every library alike.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-perf/results/intra_node.md}
+if ! command -v mpicc >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    openmpi-bin libopenmpi-dev >/dev/null
+fi
+[ -x build/perf/all_gather_perf ] || bash tools/build.sh
+mkdir -p build/peers "$(dirname "$out")"
+mpicc -O2 -o build/peers/mpi_coll_bench perf/peers/mpi_coll_bench.c
+export UCX_NET_DEVICES=lo ZCOLL_SOCKET_IFNAME=lo
+
+# zcoll_busbw TRANSPORT N BINARY SIZE ITER_FLAGS -> "out-of-place in-place" busbw
+zcoll_busbw() {
+  ZCOLL_TRANSPORT=$1 tools/zcollrun -n "$2" "build/perf/$3" -b "$4" -e "$4" $5 -d float -c 0 |
+    awk '/^\[0\] +[0-9]/ {print $9, $13}'
+}
+mpi_busbw() {  # N COLL BYTES ITERS WARMUP [inplace]
+  mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np "$1" \
+    build/peers/mpi_coll_bench "${@:2}" | awk '{print $4}'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+
+{
+  echo "| collective | ranks | per rank | place | zcoll shm | zcoll ucx | Open MPI | shm / MPI | shm / ucx |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for coll in allgather reduce_scatter allreduce; do
+    case $coll in
+      allgather) bin=all_gather_perf ;;
+      reduce_scatter) bin=reduce_scatter_perf ;;
+      allreduce) bin=all_reduce_perf ;;
+    esac
+    for n in 2 4; do
+      for per in 1 4 16 64; do
+        bytes=$((per * 1024 * 1024))
+        size=$([ $coll = allreduce ] && echo $bytes || echo $((bytes * n)))
+        if [ "$per" -ge 16 ]; then iters="5 1"; else iters="20 3"; fi
+        flags="-n ${iters% *} -w ${iters#* }"
+        read -r shm_oop shm_ip <<<"$(zcoll_busbw shm "$n" $bin $size "$flags")"
+        read -r ucx_oop ucx_ip <<<"$(zcoll_busbw ucx "$n" $bin $size "$flags")"
+        mpi_oop=$(mpi_busbw "$n" $coll $bytes $iters)
+        mpi_ip=$(mpi_busbw "$n" $coll $bytes $iters inplace)
+        for place in out in; do
+          if [ $place = out ]; then s=$shm_oop u=$ucx_oop m=$mpi_oop; else s=$shm_ip u=$ucx_ip m=$mpi_ip; fi
+          echo "| $coll | $n | ${per} MiB | $place | $s | $u | $m | $(ratio "$s" "$m") | $(ratio "$s" "$u") |"
+        done
+      done
+    done
+  done
+} | tee "$out"
