@@ -20,8 +20,11 @@ namespace {
 
 constexpr size_t kEager = shm::kEagerBytes;  // the largest message copied through a ring
 static_assert(shm::kSlots < 200 && shm::kRndvSlots < 100, "the overflow test must overflow");
-static_assert(5000 * sizeof(float) > kEager, "the collectives must use rendezvous");
-static_assert(4096 * sizeof(float) > kEager, "the mismatch test must use a rendezvous");
+constexpr size_t kPiece = shm::kSlotPayload;  // one ring slot's share of an eager message
+static_assert(20000 * sizeof(float) > kEager, "the collectives must use rendezvous");
+static_assert(16384 * sizeof(float) > kEager, "the mismatch test must use a rendezvous");
+static_assert(shm::eagerSlots(3 * kPiece + 7) == 4 && 50 * 4 > shm::kSlots,
+              "the overflow test must overflow with multi-slot messages");
 
 std::vector<uint8_t> pattern(size_t bytes, int salt) {
   std::vector<uint8_t> v(bytes);
@@ -39,8 +42,8 @@ RankSetup oneNode(int nranks) {
 TEST(ShmProtocol, EverySizeAroundTheEagerLimitBothWays) {
   ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
   runRanks(oneNode(2), [](int rank, zcollComm_t comm) {
-    for (size_t bytes : {size_t{0}, size_t{1}, kEager - 1, kEager, kEager + 1, size_t{1} << 20,
-                         (size_t{5} << 20) + 3}) {
+    for (size_t bytes : {size_t{0}, size_t{1}, kPiece - 1, kPiece, kPiece + 1, 2 * kPiece + 5,
+                         kEager - 1, kEager, kEager + 1, size_t{1} << 20, (size_t{5} << 20) + 3}) {
       std::vector<uint8_t> out = pattern(bytes, rank), in(bytes, 0xEE);
       ASSERT_EQ(zcollGroupStart(), zcollSuccess);
       ZCOLL_EXPECT_OK(comm, zcollSend(out.data(), bytes, zcollUint8, 1 - rank, comm, nullptr));
@@ -51,14 +54,14 @@ TEST(ShmProtocol, EverySizeAroundTheEagerLimitBothWays) {
   });
 }
 
-// 200 small messages (more than a ring's entries) and 100 large ones (more than the
-// rendezvous states) sent before the receiver posts anything: the sender queues what does not
+// 200 small messages (more than a ring's entries), 50 eager ones of 4 slots each, and 100
+// large ones (more than the rendezvous states) sent before the receiver posts anything: the sender queues what does not
 // fit, the receiver keeps what arrives early, and every message lands in order.
 TEST(ShmProtocol, MoreMessagesThanRingEntriesAndRendezvousStates) {
   ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
   runRanks(oneNode(2), [](int rank, zcollComm_t comm) {
-    for (size_t bytes : {size_t{8}, size_t{3} * kEager}) {
-      const int n = bytes == 8 ? 200 : 100;
+    for (size_t bytes : {size_t{8}, 3 * kPiece + 7, 3 * kEager}) {
+      const int n = bytes == 8 ? 200 : bytes < kEager ? 50 : 100;
       std::vector<std::vector<uint8_t>> bufs(n);
       if (rank == 0) {
         ASSERT_EQ(zcollGroupStart(), zcollSuccess);
@@ -88,12 +91,12 @@ TEST(ShmProtocol, RendezvousOfAnotherSizeFailsTheReceive) {
   RankSetup s = oneNode(2);
   s.timeoutSec = 5;
   runRanks(s, [](int rank, zcollComm_t comm) {
-    std::vector<float> buf(8192, 1.f);
+    std::vector<float> buf(32768, 1.f);
     if (rank == 0) {
-      ZCOLL_EXPECT_OK(comm, zcollSend(buf.data(), 4096, zcollFloat32, 1, comm, nullptr));
+      ZCOLL_EXPECT_OK(comm, zcollSend(buf.data(), 16384, zcollFloat32, 1, comm, nullptr));
     } else {
-      EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "a message of 16384 bytes from rank 0",
-                        zcollRecv(buf.data(), 8192, zcollFloat32, 0, comm, nullptr));
+      EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "a message of 65536 bytes from rank 0",
+                        zcollRecv(buf.data(), 32768, zcollFloat32, 0, comm, nullptr));
     }
   });
 }
@@ -104,7 +107,7 @@ TEST(ShmProtocol, RendezvousOfAnotherSizeFailsTheReceive) {
 void runEveryCollective(int rank, zcollComm_t comm, std::vector<uint8_t>* out) {
   int n = 0;
   zcollCommCount(comm, &n);
-  const size_t count = 5000;  // 20000-byte float pieces: rendezvous over shm
+  const size_t count = 20000;  // 80000-byte float pieces: rendezvous over shm
   auto input = [&](size_t elems, int salt) {
     std::vector<float> v(elems);
     for (size_t i = 0; i < elems; ++i)

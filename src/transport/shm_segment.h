@@ -26,11 +26,13 @@ namespace zcoll::shm {
 constexpr uint32_t kSlots = 32;        // ring entries per (source, destination) pair
 constexpr size_t kSlotBytes = 16384;   // one entry: a header and an eager payload
 constexpr size_t kHeaderBytes = 64;
-constexpr size_t kEagerBytes = kSlotBytes - kHeaderBytes;  // larger messages go by rendezvous
+constexpr size_t kSlotPayload = kSlotBytes - kHeaderBytes;
+constexpr uint32_t kMaxEagerSlots = 4;  // an eager message spans up to this many slots
+constexpr size_t kEagerBytes = kMaxEagerSlots * kSlotPayload;  // larger go by rendezvous
 constexpr uint32_t kRndvSlots = 64;    // large sends in flight per destination
 
 enum MsgKind : uint32_t {
-  kEager = 1,  // the payload is in the slot
+  kEager = 1,  // the payload is in this slot and the next ones (eagerSlots(bytes) in all)
   kRndv = 2,   // the slot names the sender's buffer and a rendezvous state: the receiver reads
 };
 
@@ -45,7 +47,8 @@ enum RndvState : uint32_t {
 };
 
 struct alignas(64) SlotHeader {
-  std::atomic<uint64_t> seq;  // message number + 1 once the slot is filled
+  std::atomic<uint64_t> seq;  // slot number + 1 once the slot is filled; an eager message
+                              // over several slots publishes its first slot last
   uint32_t kind;
   uint32_t rndvIndex;
   uint64_t tag;
@@ -56,7 +59,7 @@ static_assert(sizeof(SlotHeader) == kHeaderBytes, "slot header is one cache line
 
 struct Slot {
   SlotHeader h;
-  unsigned char payload[kEagerBytes];
+  unsigned char payload[kSlotPayload];
 };
 
 struct Ring {
@@ -76,6 +79,11 @@ struct alignas(64) Doorbell {
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 
 size_t segmentBytes(uint32_t localRanks);
+
+// Ring slots an eager message of `bytes` takes.
+constexpr uint32_t eagerSlots(size_t bytes) {
+  return bytes <= kSlotPayload ? 1 : static_cast<uint32_t>((bytes + kSlotPayload - 1) / kSlotPayload);
+}
 
 // One mapped segment: this rank's own, or a peer's.
 class Segment {

@@ -161,16 +161,24 @@ bool ShmTransport::trySend(Peer& p, const Outgoing& o) {
 
 bool ShmTransport::writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex) {
   shm::Ring& ring = p.segment.inbound(myLocal_);
-  if (p.head - ring.tail.load(std::memory_order_acquire) >= shm::kSlots) return false;
-  shm::Slot& slot = ring.slots[p.head % shm::kSlots];
-  slot.h.kind = o.kind;
-  slot.h.rndvIndex = rndvIndex;
-  slot.h.tag = o.tag;
-  slot.h.bytes = o.bytes;
-  slot.h.addr = reinterpret_cast<uintptr_t>(o.buf);
-  if (o.kind == shm::kEager && o.bytes > 0) std::memcpy(slot.payload, o.buf, o.bytes);
-  slot.h.seq.store(p.head + 1, std::memory_order_release);
-  ++p.head;
+  const uint32_t slots = o.kind == shm::kEager ? shm::eagerSlots(o.bytes) : 1;
+  if (p.head + slots - ring.tail.load(std::memory_order_acquire) > shm::kSlots) return false;
+  // Later pieces first; the first slot's seq, published last, makes the whole message visible.
+  for (uint32_t i = slots; i-- > 0;) {
+    shm::Slot& slot = ring.slots[(p.head + i) % shm::kSlots];
+    slot.h.kind = o.kind;
+    slot.h.rndvIndex = rndvIndex;
+    slot.h.tag = o.tag;
+    slot.h.bytes = o.bytes;
+    slot.h.addr = reinterpret_cast<uintptr_t>(o.buf);
+    if (o.kind == shm::kEager) {
+      size_t offset = i * shm::kSlotPayload;
+      size_t piece = std::min(shm::kSlotPayload, o.bytes - std::min(o.bytes, offset));
+      if (piece > 0) std::memcpy(slot.payload, static_cast<const char*>(o.buf) + offset, piece);
+    }
+    slot.h.seq.store(p.head + i + 1, std::memory_order_release);
+  }
+  p.head += slots;
   shm::ring(p.segment.doorbell());
   return true;
 }
@@ -230,35 +238,6 @@ void ShmTransport::readMatched(int peer) {
   }
 }
 
-void ShmTransport::drainInbound(int peer) {
-  Peer& p = peers_[peer];
-  shm::Ring& ring = own_.inbound(p.local);
-  bool consumed = false;
-  for (;;) {
-    shm::Slot& slot = ring.slots[p.tail % shm::kSlots];
-    if (slot.h.seq.load(std::memory_order_acquire) != p.tail + 1) break;
-    Message m{slot.h.kind, slot.h.rndvIndex, slot.h.tag, slot.h.bytes, slot.h.addr};
-    auto match = std::find_if(p.posted.begin(), p.posted.end(),
-                              [&](const Posted& r) { return r.tag == m.tag; });
-    if (match != p.posted.end()) {
-      Posted recv = *match;
-      p.posted.erase(match);
-      if (m.kind == shm::kEager)
-        deliverEager(peer, m, slot.payload, recv);
-      else
-        deliverRendezvous(peer, m, recv);
-    } else {
-      Unexpected u{m, {}};
-      if (m.kind == shm::kEager) u.payload.assign(slot.payload, slot.payload + m.bytes);
-      p.unexpected.push_back(std::move(u));
-    }
-    ++p.tail;
-    ring.tail.store(p.tail, std::memory_order_release);
-    consumed = true;
-  }
-  if (consumed) shm::ring(p.segment.doorbell());  // the sender may wait for ring space
-}
-
 namespace {
 
 // A message of `bytes` for a receive of `posted` bytes: success, or why not.
@@ -272,7 +251,50 @@ Result checkSize(int peer, size_t bytes, size_t posted) {
   return zcollSuccess;
 }
 
+
+// Copies the eager message whose first slot is number `first` out of `ring`.
+void copyEager(const shm::Ring& ring, uint64_t first, size_t bytes, void* dst) {
+  for (size_t offset = 0; offset < bytes; offset += shm::kSlotPayload, ++first)
+    std::memcpy(static_cast<char*>(dst) + offset, ring.slots[first % shm::kSlots].payload,
+                std::min(shm::kSlotPayload, bytes - offset));
+}
+
 }  // namespace
+
+void ShmTransport::drainInbound(int peer) {
+  Peer& p = peers_[peer];
+  shm::Ring& ring = own_.inbound(p.local);
+  bool consumed = false;
+  for (;;) {
+    shm::Slot& slot = ring.slots[p.tail % shm::kSlots];
+    if (slot.h.seq.load(std::memory_order_acquire) != p.tail + 1) break;
+    Message m{slot.h.kind, slot.h.rndvIndex, slot.h.tag, slot.h.bytes, slot.h.addr};
+    auto match = std::find_if(p.posted.begin(), p.posted.end(),
+                              [&](const Posted& r) { return r.tag == m.tag; });
+    if (match != p.posted.end()) {
+      Posted recv = *match;
+      p.posted.erase(match);
+      if (m.kind == shm::kEager) {
+        Result status = checkSize(peer, m.bytes, recv.bytes);
+        if (status == zcollSuccess) copyEager(ring, p.tail, m.bytes, recv.buf);
+        complete(recv.req, status);
+      } else {
+        deliverRendezvous(peer, m, recv);
+      }
+    } else {
+      Unexpected u{m, {}};
+      if (m.kind == shm::kEager) {
+        u.payload.resize(m.bytes);
+        copyEager(ring, p.tail, m.bytes, u.payload.data());
+      }
+      p.unexpected.push_back(std::move(u));
+    }
+    p.tail += m.kind == shm::kEager ? shm::eagerSlots(m.bytes) : 1;
+    ring.tail.store(p.tail, std::memory_order_release);
+    consumed = true;
+  }
+  if (consumed) shm::ring(p.segment.doorbell());  // the sender may wait for ring space
+}
 
 void ShmTransport::deliverEager(int peer, const Message& m, const unsigned char* payload,
                                 const Posted& recv) {
