@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
+
+#include "core/comm.h"
 #include "support/ranks.h"
 #include "transport/shm_segment.h"
 
@@ -98,6 +101,39 @@ TEST(ShmProtocol, RendezvousOfAnotherSizeFailsTheReceive) {
       EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "a message of 65536 bytes from rank 0",
                         zcollRecv(buf.data(), 32768, zcollFloat32, 0, comm, nullptr));
     }
+  });
+}
+
+// ---- Waiting: spin only where a spinning rank does not take a CPU from a peer ----------------
+
+int usableCpus() {
+  cpu_set_t cpus;
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+}
+
+TEST(Waiting, SpinsOnlyWhenTheMachineHasACpuPerRank) {
+  const int cpus = usableCpus();
+  ASSERT_GT(cpus, 0);
+  for (int nranks : {1, cpus, cpus + 1}) {
+    runRanks(oneNode(nranks), [&](int, zcollComm_t comm) {
+      EXPECT_EQ(comm->spinCount, nranks > cpus ? 0 : 2000) << nranks << " ranks, " << cpus
+                                                             << " CPUs";
+      zcollComm_t half = nullptr;  // a split decides again, for its own ranks
+      ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, comm->rank % 2, 0, &half, nullptr));
+      EXPECT_EQ(half->spinCount, half->nranks > cpus ? 0 : 2000);
+      zcollCommDestroy(half);
+    });
+  }
+}
+
+TEST(Waiting, AnExplicitSpinCountIsKeptAndInherited) {
+  ScopedEnv spin("ZCOLL_SPIN_COUNT", "7");
+  runRanks(oneNode(3), [](int, zcollComm_t comm) {
+    EXPECT_EQ(comm->spinCount, 7);
+    zcollComm_t copy = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, 0, 0, &copy, nullptr));
+    EXPECT_EQ(copy->spinCount, 7);
+    zcollCommDestroy(copy);
   });
 }
 

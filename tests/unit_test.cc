@@ -84,11 +84,11 @@ TEST(Params, TableDefaultsEnvironmentAndBadValues) {
   }
   EXPECT_TRUE(found);
   unsetenv("ZCOLL_SPIN_COUNT");
-  EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), 2000);
+  EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), -1);
   setenv("ZCOLL_SPIN_COUNT", "17", 1);
   EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), 17);
   setenv("ZCOLL_SPIN_COUNT", "lots", 1);  // unparsable: default, with a warning
-  EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), 2000);
+  EXPECT_EQ(paramInt("ZCOLL_SPIN_COUNT"), -1);
   unsetenv("ZCOLL_SPIN_COUNT");
 }
 

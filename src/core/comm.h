@@ -80,8 +80,10 @@ struct zcollComm {
   // (core/call_check.h). Read once at init. callNumber counts this rank's collectives.
   bool checkCalls = false;
   uint64_t callNumber = 0;
-  // Read once at init (splits inherit them), never per call: ZCOLL_SPIN_COUNT and the
-  // ZCOLL_ALGO_<KIND> overrides, indexed by CollKind ("" = chosen by size).
+  // Read once at init (splits inherit them), never per call: ZCOLL_SPIN_COUNT (-1: chosen at
+  // init, see chooseSpinCount) and the ZCOLL_ALGO_<KIND> overrides, indexed by CollKind ("" =
+  // chosen by size). spinCount is the count in use.
+  int64_t spinSetting = -1;
   int64_t spinCount = 2000;
   std::vector<std::string> forcedAlgorithm;
   std::string hostIdOverride;  // from the config; inherited by splits

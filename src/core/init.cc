@@ -2,6 +2,7 @@
 
 #include "core/rank_blob.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -179,6 +180,25 @@ Result connectNet(zcollComm* comm, const std::vector<TransportAddresses>& addres
 #endif
 }
 
+// ZCOLL_SPIN_COUNT -1: spin 2000 polls before sleeping, unless this machine runs more ranks of
+// the comm than this rank has CPUs: then a spinning rank only delays the one it waits for.
+void chooseSpinCount(zcollComm* comm) {
+  constexpr int64_t kDefaultSpin = 2000;
+  if (comm->spinSetting >= 0) {
+    comm->spinCount = comm->spinSetting;
+    return;
+  }
+  int ranksHere = 0;
+  for (int r = 0; r < comm->nranks; ++r) ranksHere += comm->sameMachine(r) ? 1 : 0;
+  cpu_set_t cpus;
+  int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+  bool oversubscribed = usable > 0 && ranksHere > usable;
+  comm->spinCount = oversubscribed ? 0 : kDefaultSpin;
+  ZCOLL_INFO(LogSubsys::kInit, "%s rank %d: %d ranks on this machine, %d CPUs: spin %lld polls "
+             "before sleeping", comm->name.c_str(), comm->rank, ranksHere, usable,
+             static_cast<long long>(comm->spinCount));
+}
+
 Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   std::vector<TransportAddresses> addresses(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r)
@@ -188,6 +208,7 @@ Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   comm->layout = buildNodeLayout(hosts);
   ZCOLL_CHECK(learnShmPeers(comm, addresses));
   ZCOLL_CHECK(chooseRoutes(comm, addresses));
+  chooseSpinCount(comm);
   ZCOLL_CHECK(connectShm(comm));
   ZCOLL_CHECK(connectNet(comm, addresses));
   comm->sendSeq.assign(comm->nranks, 0);
@@ -213,7 +234,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->timeoutSec = s.timeoutSec;
   comm->partialsInDtype = s.reducePartials == "dtype";
   comm->checkCalls = s.checkCalls == "on";
-  comm->spinCount = s.spinCount;
+  comm->spinSetting = s.spinCount;
   comm->forcedAlgorithm = s.forcedAlgorithm;
   comm->hostIdOverride = s.hostId;
   comm->name = s.name;

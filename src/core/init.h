@@ -16,7 +16,7 @@ struct InitSettings {
   std::string checkCalls = "off";       // ZCOLL_CHECK_CALLS: "off" or "on"
   std::string hostId;  // empty: ZCOLL_HOSTID or discovered
   std::string name;
-  int64_t spinCount = 2000;                  // ZCOLL_SPIN_COUNT
+  int64_t spinCount = -1;                    // ZCOLL_SPIN_COUNT (-1: chosen at init)
   std::vector<std::string> forcedAlgorithm;  // ZCOLL_ALGO_<KIND> by CollKind ("" = by size)
 };
 

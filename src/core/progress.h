@@ -13,8 +13,8 @@ Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64
                 Request* req);
 Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req);
 
-// Drives progress until every request is complete. Spins ZCOLL_SPIN_COUNT polls, then yields
-// the CPU between polls. Fails with zcollTimeout past the comm's timeout, zcollRemoteError on
+// Drives progress until every request is complete. Spins comm->spinCount polls, then sleeps on
+// the transport's events or yields the CPU between polls. Fails with zcollTimeout past the comm's timeout, zcollRemoteError on
 // abort or peer failure; on failure cancels the rest and puts the comm in the error state.
 Result waitAll(zcollComm* comm, Request* reqs, size_t n);
 
