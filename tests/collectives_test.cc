@@ -103,7 +103,8 @@ void checkReduceScatter(const RankSetup& s, int rank, zcollComm_t comm, zcollDat
 }
 
 TEST_P(Collectives, ReduceScatterEveryAlgorithmTypeAndOp) {
-  for (const char* algo : {"ring", "direct"}) {
+  // shm_read reads the peers in place where every peer is on shm (one node), else runs the ring.
+  for (const char* algo : {"ring", "direct", "shm_read"}) {
     ScopedEnv force("ZCOLL_ALGO_REDUCESCATTER", algo);
     runRanks(setup(), [&](int rank, zcollComm_t comm) {
       for (zcollDataType_t t : kAllTypes)

@@ -137,6 +137,53 @@ TEST(Waiting, AnExplicitSpinCountIsKeptAndInherited) {
   });
 }
 
+// ---- shm_read: the reduce-scatter that reads its peers in place ------------------------------
+
+struct RsResult {
+  std::vector<uint16_t> out;
+  uint64_t intraSent = 0, intraRecv = 0;
+};
+
+// bf16 sum (where the order of additions shows in the bits), 3 pieces and a bit per chunk.
+std::vector<RsResult> reduceScatterWith(const char* algo, int nranks) {
+  ScopedEnv force("ZCOLL_ALGO_REDUCESCATTER", algo);
+  const size_t n = 3 * 65536 + 77;
+  std::vector<RsResult> results(nranks);
+  runRanks(oneNode(nranks), [&](int rank, zcollComm_t comm) {
+    std::vector<uint16_t> in(n * nranks);
+    for (size_t i = 0; i < in.size(); ++i)  // bf16 values of mixed magnitude and sign
+      in[i] = static_cast<uint16_t>(0x3c00 + ((i * 2654435761u + rank * 97u) % 0x0900)) |
+              static_cast<uint16_t>((i + rank) % 3 == 0 ? 0x8000 : 0);
+    RsResult& r = results[rank];
+    r.out.assign(n, 0);
+    ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));
+    ZCOLL_EXPECT_OK(comm, zcollReduceScatter(in.data(), r.out.data(), n, zcollBfloat16, zcollSum,
+                                             comm, nullptr));
+    zcollStats_t st{};
+    st.size = sizeof(st);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    r.intraSent = st.bytesSent[zcollPathIntra];
+    r.intraRecv = st.bytesRecv[zcollPathIntra];
+  });
+  return results;
+}
+
+TEST(ShmRead, ReduceScatterHasTheDirectAlgorithmsBitsAndBytes) {
+  for (int nranks : {2, 3}) {
+    auto direct = reduceScatterWith("direct", nranks);
+    auto read = reduceScatterWith("shm_read", nranks);
+    for (int r = 0; r < nranks; ++r) {
+      EXPECT_TRUE(read[r].out == direct[r].out) << nranks << " ranks, rank " << r;
+      // Each peer's chunk crosses once each way: as much as the direct algorithm sends, plus
+      // the 8-byte addresses and 1-byte tokens the reads need.
+      uint64_t chunk = (3 * 65536 + 77) * 2 * uint64_t(nranks - 1);
+      EXPECT_EQ(direct[r].intraSent, chunk);
+      EXPECT_EQ(read[r].intraSent, chunk + 9 * uint64_t(nranks - 1));
+      EXPECT_EQ(read[r].intraRecv, chunk + 9 * uint64_t(nranks - 1));
+    }
+  }
+}
+
 // ---- Every collective, same bits over every transport -------------------------------------
 
 // Runs every collective once on `comm` and appends all their outputs to `out`.

@@ -173,6 +173,9 @@ Result allGatherDirect(zcollComm* comm, const CollArgs& a);
 Result allGatherHierarchical(zcollComm* comm, const CollArgs& a);
 Result reduceScatterRing(zcollComm* comm, const CollArgs& a);
 Result reduceScatterDirect(zcollComm* comm, const CollArgs& a);
+Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a);
+// Every peer of the comm is reached over shm (shm_read can run).
+bool everyPeerOnShm(const zcollComm* comm);
 Result allReduceRing(zcollComm* comm, const CollArgs& a);
 Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a);
 Result allToAllPairwise(zcollComm* comm, const CollArgs& a);

@@ -22,6 +22,8 @@ const std::vector<Algorithm> kAlgorithms = {
      "W-1 steps around the ring, reducing as the partials pass: bandwidth-optimal"},
     {CollKind::kReduceScatter, "direct", reduceScatterDirect,
      "every chunk straight to its owner, which reduces them in rank order: lowest latency"},
+    {CollKind::kReduceScatter, "shm_read", reduceScatterShmRead,
+     "every peer on shm: each rank reads its chunk from every peer's input in place, piece by piece, and reduces it in cache (else the ring)"},
     {CollKind::kAllReduce, "ring", allReduceRing,
      "ring reduce-scatter, then ring all-gather: bandwidth-optimal"},
     {CollKind::kAllReduce, "recursive_doubling", allReduceRecursiveDoubling,
@@ -77,7 +79,11 @@ const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesP
     // (A two-stage reduce-scatter, inside the node then between nodes, measured slower than the
     // ring over a 1 Gbit/s emulated link: its stages run one after the other, where the ring
     // overlaps the reduction with the transfer; perf/RESULTS.md.)
-    case CollKind::kReduceScatter: return bytesPerRank <= 32 * 1024 ? "direct" : "ring";
+    // shm_read from 4 MiB per rank with every peer on shm: 1.1-1.6x the ring's bus bandwidth
+    // at 4 ranks on 2 cores, 1.0-1.3x at 2 ranks (perf/RESULTS.md).
+    case CollKind::kReduceScatter:
+      if (bytesPerRank <= 32 * 1024) return "direct";
+      return bytesPerRank >= (4u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
     case CollKind::kAllReduce:
       return bytesPerRank <= 64 * 1024 || bytesPerRank < static_cast<size_t>(nranks) * 64
                  ? "recursive_doubling"

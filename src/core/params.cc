@@ -65,7 +65,9 @@ const std::vector<ParamDesc> kParams = {
      "inside each node; the flat ring on one node or unequal nodes). Empty: direct up to 32 KiB "
      "per rank, above it hierarchical on several equal nodes, else ring."},
     {"ZCOLL_ALGO_REDUCESCATTER", ParamType::kString, "",
-     "Force the reduce-scatter algorithm (ring, direct). Empty: chosen by size."},
+     "Force the reduce-scatter algorithm (ring, direct, shm_read: reads every peer's input in "
+     "place when all peers are on shm, else the ring). Empty: direct up to 32 KiB per rank, "
+     "shm_read from 4 MiB per rank when every peer is on shm, else ring."},
     {"ZCOLL_ALGO_ALLREDUCE", ParamType::kString, "",
      "Force the all-reduce algorithm (ring, recursive_doubling). Empty: chosen by size."},
     {"ZCOLL_ALGO_ALLTOALL", ParamType::kString, "", "Force the all-to-all algorithm (pairwise)."},

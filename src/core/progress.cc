@@ -19,11 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-void countBytes(zcollComm* comm, int peer, size_t bytes, bool sending) {
-  zcollPath_t path = comm->pathTo(peer);
-  auto& c = sending ? comm->stats.sent[path] : comm->stats.recv[path];
-  c.fetch_add(bytes, std::memory_order_relaxed);
-}
 
 Result checkPeer(zcollComm* comm, int peer) {
   if (peer < 0 || peer >= comm->nranks || comm->route[peer] == nullptr)
@@ -72,6 +67,12 @@ Result postFailed(zcollComm* comm, int peer, Result error) {
 
 }  // namespace
 
+void countTransfer(zcollComm* comm, int peer, size_t bytes, bool sending) {
+  zcollPath_t path = comm->pathTo(peer);
+  auto& c = sending ? comm->stats.sent[path] : comm->stats.recv[path];
+  c.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 void breakComm(zcollComm* comm, Result error) {
   int expected = zcollSuccess;
   comm->asyncError.compare_exchange_strong(expected, error);
@@ -80,7 +81,7 @@ void breakComm(zcollComm* comm, Result error) {
 Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64_t tag,
                 Request* req) {
   ZCOLL_CHECK(checkPeer(comm, peer));
-  countBytes(comm, peer, bytes, true);
+  countTransfer(comm, peer, bytes, true);
   Result r = comm->route[peer]->postSend(peer, buf, bytes, tag, req);
   req->receive = false;  // a Request may be reused across directions
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
@@ -89,7 +90,7 @@ Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64
 
 Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
   ZCOLL_CHECK(checkPeer(comm, peer));
-  countBytes(comm, peer, bytes, false);
+  countTransfer(comm, peer, bytes, false);
   Result r = comm->route[peer]->postRecv(peer, buf, bytes, tag, req);
   req->receive = true;
   if (r != zcollSuccess) r = postFailed(comm, peer, r);

@@ -13,6 +13,10 @@ Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64
                 Request* req);
 Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req);
 
+// Counts `bytes` moved to (sending) or from `peer` outside postSend/postRecv (one-sided reads)
+// in the comm's per-path statistics.
+void countTransfer(zcollComm* comm, int peer, size_t bytes, bool sending);
+
 // Drives progress until every request is complete. Spins comm->spinCount polls, then sleeps on
 // the transport's events or yields the CPU between polls. Fails with zcollTimeout past the comm's timeout, zcollRemoteError on
 // abort or peer failure; on failure cancels the rest and puts the comm in the error state.

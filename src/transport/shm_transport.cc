@@ -321,6 +321,12 @@ void ShmTransport::deliverRendezvous(int peer, const Message& m, const Posted& r
   complete(recv.req, status);
 }
 
+Result ShmTransport::read(int peer, uint64_t addr, void* dst, size_t bytes) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].connected)
+    return fail(zcollInternalError, "shm: rank %d is not connected", peer);
+  return readRemote(peers_[peer], addr, dst, bytes);
+}
+
 Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {
   size_t done = 0;
   while (done < bytes) {

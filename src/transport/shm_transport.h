@@ -42,6 +42,9 @@ class ShmTransport final : public Transport {
   // Maps this rank's segment and those of `peers` (comm ranks routed here, all on this node).
   Result connect(const NodeLayout& layout, int myRank, const std::vector<int>& peers,
                  const std::vector<int>& pids);
+  // One-sided: copies `bytes` at `addr` in connected peer `peer`'s memory into `dst` (the peer
+  // must keep them unchanged until told the read is over: coll/reducescatter_shm_read.cc).
+  Result read(int peer, uint64_t addr, void* dst, size_t bytes);
   // Progresses until queued sends (e.g. close notices) are out or `waitMs` passes.
   void flushQueued(int waitMs);
 
