@@ -139,7 +139,8 @@ void checkAllReduce(const RankSetup& s, int rank, zcollComm_t comm, zcollDataTyp
 }
 
 TEST_P(Collectives, AllReduceEveryAlgorithmTypeAndOp) {
-  for (const char* algo : {"ring", "recursive_doubling"}) {
+  // shm_read reads the peers in place where every peer is on shm (one node), else runs the ring.
+  for (const char* algo : {"ring", "recursive_doubling", "shm_read"}) {
     ScopedEnv force("ZCOLL_ALGO_ALLREDUCE", algo);
     runRanks(setup(), [&](int rank, zcollComm_t comm) {
       for (zcollDataType_t t : kAllTypes)

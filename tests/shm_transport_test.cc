@@ -184,6 +184,40 @@ TEST(ShmRead, ReduceScatterHasTheDirectAlgorithmsBitsAndBytes) {
   }
 }
 
+// All-reduce shm_read: chunk i of every rank's result is what reduce-scatter shm_read gives
+// rank i (reduced in rank order by its owner, then copied: the direct algorithm's bits), in
+// place and out of place. Uneven counts: collectives_test.
+TEST(ShmRead, AllReduceIsTheReduceScatterGathered) {
+  const int w = 3;
+  const size_t chunk = 87382, n = w * chunk;
+  auto input = [&](int rank) {
+    std::vector<uint16_t> in(n);
+    for (size_t i = 0; i < n; ++i)
+      in[i] = static_cast<uint16_t>(0x3c00 + ((i * 40503u + rank * 131u) % 0x0900)) |
+              static_cast<uint16_t>((i + rank) % 3 == 0 ? 0x8000 : 0);
+    return in;
+  };
+  std::vector<uint16_t> want(n);
+  {
+    ScopedEnv force("ZCOLL_ALGO_REDUCESCATTER", "shm_read");
+    runRanks(oneNode(w), [&](int rank, zcollComm_t comm) {
+      std::vector<uint16_t> in = input(rank);
+      ZCOLL_EXPECT_OK(comm, zcollReduceScatter(in.data(), want.data() + rank * chunk, chunk,
+                                               zcollBfloat16, zcollSum, comm, nullptr));
+    });
+  }
+  ScopedEnv force("ZCOLL_ALGO_ALLREDUCE", "shm_read");
+  for (bool inPlace : {false, true}) {
+    runRanks(oneNode(w), [&](int rank, zcollComm_t comm) {
+      std::vector<uint16_t> in = input(rank), out(n, 0);
+      std::vector<uint16_t>& result = inPlace ? in : out;
+      ZCOLL_EXPECT_OK(comm, zcollAllReduce(in.data(), result.data(), n, zcollBfloat16, zcollSum,
+                                           comm, nullptr));
+      EXPECT_TRUE(result == want) << "rank " << rank << " in place " << inPlace;
+    });
+  }
+}
+
 // ---- Every collective, same bits over every transport -------------------------------------
 
 // Runs every collective once on `comm` and appends all their outputs to `out`.

@@ -178,6 +178,7 @@ Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a);
 bool everyPeerOnShm(const zcollComm* comm);
 Result allReduceRing(zcollComm* comm, const CollArgs& a);
 Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a);
+Result allReduceShmRead(zcollComm* comm, const CollArgs& a);
 Result allToAllPairwise(zcollComm* comm, const CollArgs& a);
 Result broadcastBinomial(zcollComm* comm, const CollArgs& a);
 Result broadcastPipelinedRing(zcollComm* comm, const CollArgs& a);

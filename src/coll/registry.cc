@@ -26,6 +26,8 @@ const std::vector<Algorithm> kAlgorithms = {
      "every peer on shm: each rank reads its chunk from every peer's input in place, piece by piece, and reduces it in cache (else the ring)"},
     {CollKind::kAllReduce, "ring", allReduceRing,
      "ring reduce-scatter, then ring all-gather: bandwidth-optimal"},
+    {CollKind::kAllReduce, "shm_read", allReduceShmRead,
+     "every peer on shm: each rank reduces its chunk reading every peer's input in place, then copies the other chunks from their owners' outputs (else the ring)"},
     {CollKind::kAllReduce, "recursive_doubling", allReduceRecursiveDoubling,
      "log2(P) exchanges of the whole buffer (P: power of two <= W, the rest folded in): lowest latency"},
     {CollKind::kAllToAll, "pairwise", allToAllPairwise,

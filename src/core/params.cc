@@ -69,7 +69,9 @@ const std::vector<ParamDesc> kParams = {
      "place when all peers are on shm, else the ring). Empty: direct up to 32 KiB per rank, "
      "shm_read from 4 MiB per rank when every peer is on shm, else ring."},
     {"ZCOLL_ALGO_ALLREDUCE", ParamType::kString, "",
-     "Force the all-reduce algorithm (ring, recursive_doubling). Empty: chosen by size."},
+     "Force the all-reduce algorithm (ring, recursive_doubling, shm_read: reads every peer in "
+     "place when all peers are on shm, else the ring; measured on par with the ring, so not a "
+     "default). Empty: chosen by size."},
     {"ZCOLL_ALGO_ALLTOALL", ParamType::kString, "", "Force the all-to-all algorithm (pairwise)."},
     {"ZCOLL_ALGO_BROADCAST", ParamType::kString, "",
      "Force the broadcast algorithm (binomial, pipelined_ring). Empty: chosen by size."},

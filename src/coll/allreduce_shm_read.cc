@@ -1,0 +1,50 @@
+// All-reduce by reading the peers in place (every peer on this node, over shm).
+//   The count is split into W balanced chunks. Members publish the addresses of their input and
+//   output; member i reduces chunk i reading every member's input in place, piece by piece, in
+//   rank order (as reducescatter_shm_read.cc), into its output. After a token from every member
+//   (every chunk reduced, and no one reads an input any more: an in-place call may now
+//   overwrite it), each member copies the other reduced chunks straight from their owners'
+//   outputs with one process_vm_readv each, and a last token releases the outputs. Every rank
+//   ends with identical bits. Without shm to every peer (or for device buffers) it runs the ring.
+#include "coll/shm_read.h"
+#include "core/dtype.h"
+
+namespace zcoll {
+
+namespace {
+
+// Copies every other member's reduced chunk from its output into this rank's output.
+Result gatherChunks(zcollComm* comm, const std::vector<uint64_t>& outAddr,
+                    const BalancedChunks& c, char* out) {
+  for (int k = 1; k < comm->nranks; ++k) {
+    int p = (comm->rank + k) % comm->nranks;
+    size_t bytes = c.byte[p + 1] - c.byte[p];
+    if (bytes == 0) continue;
+    ZCOLL_CHECK(readPeer(comm, p, outAddr[p] + c.byte[p], out + c.byte[p], bytes));
+    countTransfer(comm, p, bytes, false);
+    countTransfer(comm, p, c.byte[comm->rank + 1] - c.byte[comm->rank], true);
+  }
+  return zcollSuccess;
+}
+
+}  // namespace
+
+Result allReduceShmRead(zcollComm* comm, const CollArgs& a) {
+  if (!everyPeerOnShm(comm) || a.exec != &hostExecutor()) return allReduceRing(comm, a);
+  const int me = comm->rank;
+  const BalancedChunks c = balancedChunks(a.count, comm->nranks, dtypeSize(a.dtype));
+  const char* in = static_cast<const char*>(a.send);
+  char* out = static_cast<char*>(a.recv);
+  Stage st(comm, *a.exec);
+  std::vector<uint64_t> inAddr, outAddr;
+  ZCOLL_CHECK(tradeAddresses(st, comm, in, &inAddr));
+  ZCOLL_CHECK(tradeAddresses(st, comm, out, &outAddr));
+  ZCOLL_CHECK(readAndReduce(comm, st.exec(), inAddr, in, c.byte[me], c.elem[me + 1] - c.elem[me],
+                            a.dtype, a.op, out + c.byte[me]));
+  countPeerReads(comm, c.byte[me + 1] - c.byte[me]);
+  ZCOLL_CHECK(tradeTokens(st, comm, 1));
+  ZCOLL_CHECK(gatherChunks(comm, outAddr, c, out));
+  return tradeTokens(st, comm, 2);
+}
+
+}  // namespace zcoll
