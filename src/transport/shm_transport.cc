@@ -125,13 +125,23 @@ void ShmTransport::complete(Request* req, Result status) {
   req->done = 1;
 }
 
-Result ShmTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
-                              Request* req) {
+Result ShmTransport::checkConnected(int peer) const {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].connected)
     return fail(zcollInternalError, "shm: rank %d is not connected", peer);
+  return zcollSuccess;
+}
+
+Result ShmTransport::bindRequest(int peer, size_t bytes, Request* req) {
+  ZCOLL_CHECK(checkConnected(peer));
   req->transport = this;
   req->peer = peer;
   req->bytes = bytes;
+  return zcollSuccess;
+}
+
+Result ShmTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
+                              Request* req) {
+  ZCOLL_CHECK(bindRequest(peer, bytes, req));
   Peer& p = peers_[peer];
   Outgoing o{bytes <= shm::kEagerBytes ? shm::kEager : shm::kRndv, tag, buf, bytes, req};
   if (!p.queued.empty() || !trySend(p, o)) p.queued.push_back(o);
@@ -207,11 +217,7 @@ void ShmTransport::finishRendezvous(Peer& p) {
 // ---- Receiving ------------------------------------------------------------------------------
 
 Result ShmTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].connected)
-    return fail(zcollInternalError, "shm: rank %d is not connected", peer);
-  req->transport = this;
-  req->peer = peer;
-  req->bytes = bytes;
+  ZCOLL_CHECK(bindRequest(peer, bytes, req));
   Peer& p = peers_[peer];
   Posted recv{tag, buf, bytes, req};
   // Messages still in the ring are newer than those in `unexpected`: the ring is matched
@@ -322,8 +328,7 @@ void ShmTransport::deliverRendezvous(int peer, const Message& m, const Posted& r
 }
 
 Result ShmTransport::read(int peer, uint64_t addr, void* dst, size_t bytes) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].connected)
-    return fail(zcollInternalError, "shm: rank %d is not connected", peer);
+  ZCOLL_CHECK(checkConnected(peer));
   return readRemote(peers_[peer], addr, dst, bytes);
 }
 

@@ -114,6 +114,9 @@ class ShmTransport final : public Transport {
 
   ShmTransport() = default;
   static void complete(Request* req, Result status);
+  Result checkConnected(int peer) const;
+  // Checks `peer` and makes this transport the owner of `req`.
+  Result bindRequest(int peer, size_t bytes, Request* req);
   shm::RndvTable& myRndv(const Peer& p) const { return own_.rndv(p.local); }
   shm::RndvTable& theirRndv(const Peer& p) const { return p.segment.rndv(myLocal_); }
 
