@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # The intra-node host path side by side, in one run: zcoll over its shm transport, zcoll over
-# UCX (ZCOLL_TRANSPORT=ucx: the path before shm existed) and Open MPI 4.1 (ob1 + vader: shared
-# memory + CMA), one node, float sum, 2 and 4 ranks, 1/4/16/64 MiB per rank, out of place and
+# UCX (ZCOLL_TRANSPORT=ucx: the path before shm existed), Open MPI 4.1 (ob1 + vader: shared
+# memory + CMA) and Gloo (Debian libgloo-dev, TCP on loopback; out of place only), one node, float sum, 2 and 4 ranks, 1/4/16/64 MiB per rank, out of place and
 # in place, all-gather, reduce-scatter and all-reduce. Bus bandwidth as nccl-tests defines it.
 #
 #   bash perf/peers/intra_node.sh [OUT.md]      (default perf/results/intra_node.md)
 #
-# Writes a Markdown table (busbw GB/s per library; ratios zcoll-shm / MPI and / zcoll-ucx) and
-# prints it. Installs Open MPI if missing (Debian: openmpi-bin, libopenmpi-dev). On a 2-core
+# Writes a Markdown table (busbw GB/s per library; ratios zcoll-shm / MPI, / Gloo and /
+# zcoll-ucx) and prints it. Installs Open MPI and Gloo if missing (Debian: openmpi-bin,
+# libopenmpi-dev, libgloo-dev). On a 2-core
 # machine the 4-rank runs are oversubscribed for every library alike.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-perf/results/intra_node.md}
-if ! command -v mpicc >/dev/null; then
+if ! command -v mpicc >/dev/null || [ ! -e /usr/include/gloo/allgather.h ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    openmpi-bin libopenmpi-dev >/dev/null
+    openmpi-bin libopenmpi-dev libgloo-dev >/dev/null
 fi
 [ -x build/perf/all_gather_perf ] || bash tools/build.sh
 mkdir -p build/peers "$(dirname "$out")"
 mpicc -O2 -o build/peers/mpi_coll_bench perf/peers/mpi_coll_bench.c
+g++ -O2 -std=c++17 -o build/peers/gloo_coll_bench perf/peers/gloo_coll_bench.cc -lgloo -lpthread
 export UCX_NET_DEVICES=lo ZCOLL_SOCKET_IFNAME=lo
 
 # zcoll_busbw TRANSPORT N BINARY SIZE ITER_FLAGS -> "out-of-place in-place" busbw
@@ -30,11 +32,22 @@ mpi_busbw() {  # N COLL BYTES ITERS WARMUP [inplace]
   mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np "$1" \
     build/peers/mpi_coll_bench "${@:2}" | awk '{print $4}'
 }
+gloo_busbw() {  # N COLL BYTES ITERS WARMUP (ranks meet in a fresh FileStore directory)
+  local dir out r
+  dir=$(mktemp -d)
+  for ((r = 0; r < $1; ++r)); do
+    build/peers/gloo_coll_bench "$2" "$3" "$4" "$5" "$r" "$1" "$dir" >"$dir.$r" &
+  done
+  wait
+  out=$(awk '{print $4}' "$dir.0")
+  rm -rf "$dir" "$dir".*
+  echo "$out"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 
 {
-  echo "| collective | ranks | per rank | place | zcoll shm | zcoll ucx | Open MPI | shm / MPI | shm / ucx |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| collective | ranks | per rank | place | zcoll shm | zcoll ucx | Open MPI | Gloo | shm / MPI | shm / Gloo | shm / ucx |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for coll in allgather reduce_scatter allreduce; do
     case $coll in
       allgather) bin=all_gather_perf ;;
@@ -51,9 +64,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
         read -r ucx_oop ucx_ip <<<"$(zcoll_busbw ucx "$n" $bin $size "$flags")"
         mpi_oop=$(mpi_busbw "$n" $coll $bytes $iters)
         mpi_ip=$(mpi_busbw "$n" $coll $bytes $iters inplace)
+        gloo_oop=$(gloo_busbw "$n" $coll $bytes $iters)
         for place in out in; do
-          if [ $place = out ]; then s=$shm_oop u=$ucx_oop m=$mpi_oop; else s=$shm_ip u=$ucx_ip m=$mpi_ip; fi
-          echo "| $coll | $n | ${per} MiB | $place | $s | $u | $m | $(ratio "$s" "$m") | $(ratio "$s" "$u") |"
+          if [ $place = out ]; then
+            s=$shm_oop u=$ucx_oop m=$mpi_oop g=$gloo_oop gr=$(ratio "$shm_oop" "$gloo_oop")
+          else
+            s=$shm_ip u=$ucx_ip m=$mpi_ip g=- gr=-
+          fi
+          echo "| $coll | $n | ${per} MiB | $place | $s | $u | $m | $g | $(ratio "$s" "$m") | $gr | $(ratio "$s" "$u") |"
         done
       done
     done
