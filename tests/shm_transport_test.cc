@@ -137,6 +137,16 @@ TEST(Waiting, AnExplicitSpinCountIsKeptAndInherited) {
   });
 }
 
+TEST(Waiting, ASpinCountBelowMinusOneIsRefused) {
+  ScopedEnv spin("ZCOLL_SPIN_COUNT", "-2");
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comm = nullptr;
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "ZCOLL_SPIN_COUNT=-2",
+                    zcollCommInitRank(&comm, 1, id, 0));
+  EXPECT_EQ(comm, nullptr);
+}
+
 // ---- shm_read: the reduce-scatter that reads its peers in place ------------------------------
 
 struct RsResult {

@@ -279,6 +279,9 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   }
   if (out->timeoutSec <= 0)
     return fail(zcollInvalidArgument, "ZCOLL_TIMEOUT must be a positive number of seconds");
+  if (out->spinCount < -1)
+    return fail(zcollInvalidArgument, "ZCOLL_SPIN_COUNT=%lld: use -1 (chosen at init) or a "
+                "number of polls >= 0", static_cast<long long>(out->spinCount));
   if (out->reducePartials != "fp32" && out->reducePartials != "dtype")
     return fail(zcollInvalidArgument, "ZCOLL_REDUCE_PARTIALS=%s: use fp32 or dtype",
                 out->reducePartials.c_str());

@@ -97,9 +97,6 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
   return r;
 }
 
-namespace {
-
-// Gone, or a zombie nobody reaped yet (kill() still succeeds on those).
 bool processGone(int pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
   char path[64];
@@ -112,6 +109,8 @@ bool processGone(int pid) {
   const char* close = std::strrchr(buf, ')');  // the state follows the command name
   return n > 0 && close != nullptr && (close[2] == 'Z' || close[2] == 'X');
 }
+
+namespace {
 
 // A peer is down when it said it closed or failed, its transport says so or, on this machine,
 // its process is gone.

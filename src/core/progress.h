@@ -13,6 +13,10 @@ Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64
                 Request* req);
 Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req);
 
+// Whether process `pid` (on this machine) is gone, or a zombie nobody reaped yet (kill()
+// still succeeds on those).
+bool processGone(int pid);
+
 // Counts `bytes` moved to (sending) or from `peer` outside postSend/postRecv (one-sided reads)
 // in the comm's per-path statistics.
 void countTransfer(zcollComm* comm, int peer, size_t bytes, bool sending);

@@ -1,7 +1,6 @@
 #include "transport/shm_transport.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -9,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+
+#include "core/progress.h"
 
 namespace zcoll {
 
@@ -23,8 +24,6 @@ struct WireAddress {  // what address() publishes
   uint32_t usable;
 };
 static_assert(sizeof(WireAddress) == 16, "fixed wire size");
-
-bool processGone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 }  // namespace
 
@@ -148,31 +147,36 @@ Result ShmTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t 
   return zcollSuccess;
 }
 
-// Posts `o` if its ring has room (and, for a rendezvous, a state is free). An eager send is
-// then complete; a rendezvous completes when the receiver marks it done.
+// Whether `o` fits now: ring slots for it (and, for a rendezvous, a free state).
+bool ShmTransport::hasRoom(const Peer& p, const Outgoing& o) const {
+  const uint32_t slots = o.kind == shm::kEager ? shm::eagerSlots(o.bytes) : 1;
+  if (o.kind == shm::kRndv && p.freeRndv.empty()) return false;
+  return p.head + slots - p.segment.inbound(myLocal_).tail.load(std::memory_order_acquire) <=
+         shm::kSlots;
+}
+
+// Posts `o` if it has room. An eager send is then complete; a rendezvous completes when the
+// receiver marks it done.
 bool ShmTransport::trySend(Peer& p, const Outgoing& o) {
+  if (!hasRoom(p, o)) return false;
   if (o.kind == shm::kEager) {
-    if (!writeSlot(p, o, 0)) return false;
+    writeSlot(p, o, 0);
     complete(o.req, zcollSuccess);
     return true;
   }
-  if (p.freeRndv.empty()) return false;
   uint32_t index = p.freeRndv.back();
   myRndv(p).state[index].store(shm::kPosted, std::memory_order_relaxed);  // published below
-  if (!writeSlot(p, o, index)) {
-    myRndv(p).state[index].store(shm::kFree, std::memory_order_relaxed);
-    return false;
-  }
+  writeSlot(p, o, index);
   p.freeRndv.pop_back();
   p.rndvOwner[index] = o.req;
   p.rndvInFlight.push_back(index);
   return true;
 }
 
-bool ShmTransport::writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex) {
+// Writes `o` into the peer's ring (hasRoom said it fits).
+void ShmTransport::writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex) {
   shm::Ring& ring = p.segment.inbound(myLocal_);
   const uint32_t slots = o.kind == shm::kEager ? shm::eagerSlots(o.bytes) : 1;
-  if (p.head + slots - ring.tail.load(std::memory_order_acquire) > shm::kSlots) return false;
   // Later pieces first; the first slot's seq, published last, makes the whole message visible.
   for (uint32_t i = slots; i-- > 0;) {
     shm::Slot& slot = ring.slots[(p.head + i) % shm::kSlots];
@@ -190,7 +194,6 @@ bool ShmTransport::writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex) {
   }
   p.head += slots;
   shm::ring(p.segment.doorbell());
-  return true;
 }
 
 void ShmTransport::pumpQueued(Peer& p) {
@@ -370,9 +373,7 @@ bool ShmTransport::hasWork() const {
       return true;
     for (uint32_t index : p.rndvInFlight)
       if (myRndv(p).state[index].load(std::memory_order_acquire) == shm::kDone) return true;
-    if (!p.queued.empty() &&
-        p.head - p.segment.inbound(myLocal_).tail.load(std::memory_order_acquire) < shm::kSlots)
-      return true;
+    if (!p.queued.empty() && hasRoom(p, p.queued.front())) return true;
   }
   return false;
 }

@@ -120,8 +120,9 @@ class ShmTransport final : public Transport {
   shm::RndvTable& myRndv(const Peer& p) const { return own_.rndv(p.local); }
   shm::RndvTable& theirRndv(const Peer& p) const { return p.segment.rndv(myLocal_); }
 
+  bool hasRoom(const Peer& p, const Outgoing& o) const;
   bool trySend(Peer& p, const Outgoing& o);
-  bool writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex);
+  void writeSlot(Peer& p, const Outgoing& o, uint32_t rndvIndex);
   void pumpQueued(Peer& p);
   void drainInbound(int peer);
   void readMatched(int peer);
