@@ -1,7 +1,8 @@
 // The shm transport (src/transport/shm_transport.h): its protocol at the edges (eager and
 // rendezvous sizes, a full ring, more large sends than rendezvous states, messages that arrive
-// before their receive, a size mismatch on a rendezvous), and every collective, standard and
-// ZeRO++, giving the same bits over shm only, ucx only and both mixed.
+// before their receive, a size mismatch on a rendezvous), the algorithms that read peers in
+// place, and every collective, standard and ZeRO++, giving the same bits over shm only, ucx only
+// and both mixed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "core/comm.h"
 #include "support/ranks.h"
 #include "transport/shm_segment.h"
+#include "transport/shm_window.h"
 
 namespace zcoll::test {
 namespace {
@@ -225,6 +227,150 @@ TEST(ShmRead, AllReduceIsTheReduceScatterGathered) {
                                            comm, nullptr));
       EXPECT_TRUE(result == want) << "rank " << rank << " in place " << inPlace;
     });
+  }
+}
+
+// ---- qgZ two_hop_shm_read: the intra hop reads the peers' windows in place ------------------
+
+struct QgzRun {
+  std::vector<uint8_t> out;  // every call's output, appended
+  uint64_t intraSent = 0, intraRecv = 0, interSent = 0;
+};
+
+// Several qgZ calls (bf16, INT4 both hops, stochastic rounding: the bits show any difference)
+// with a pipeline of 3 pieces (3 at each count, with 256-element blocks), growing sizes (the window grows between calls), in and out of
+// place, forced to `algo` over `transport`.
+std::vector<QgzRun> qgzRuns(const RankSetup& s, const char* algo, const char* transport) {
+  ScopedEnv forced("ZCOLL_TRANSPORT", transport);
+  ScopedEnv force("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", algo);
+  std::vector<QgzRun> runs(s.nranks);
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    QgzRun& r = runs[rank];
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.rounding = zcollRoundStochastic;
+    q.pipelineDepth = 3;
+    q.blockSize = 256;
+    ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));
+    for (size_t count : {size_t(3000), size_t(70001), size_t(300000)})
+      for (bool inPlace : {false, true}) {
+        std::vector<uint16_t> in(count * s.nranks), out(count);
+        for (size_t i = 0; i < in.size(); ++i)
+          in[i] = static_cast<uint16_t>(0x3c00 + ((i * 2654435761u + rank * 97u) % 0x0900)) |
+                  static_cast<uint16_t>((i + rank) % 3 == 0 ? 0x8000 : 0);
+        uint16_t* result = inPlace ? in.data() + rank * count : out.data();
+        ZCOLL_EXPECT_OK(comm, zcollQuantizedReduceScatter(in.data(), result, count,
+                                                          zcollBfloat16, zcollSum, &q, comm,
+                                                          nullptr));
+        const uint8_t* b = reinterpret_cast<const uint8_t*>(result);
+        r.out.insert(r.out.end(), b, b + count * 2);
+      }
+    zcollStats_t st{};
+    st.size = sizeof(st);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    r.intraSent = st.bytesSent[zcollPathIntra];
+    r.intraRecv = st.bytesRecv[zcollPathIntra];
+    r.interSent = st.bytesSent[zcollPathInter];
+  });
+  return runs;
+}
+
+// Same bits as two_hop's exchange; the quantized pieces are counted as read from the peers
+// (as many bytes as the exchange moves), plus the window references (16 bytes per piece and
+// local peer: 3 pieces x 3 calls x 2 places) and one release token per call and local peer.
+void expectShmReadMatchesExchange(const RankSetup& s, int localPeers) {
+  auto exchange = qgzRuns(s, "two_hop", "");
+  auto read = qgzRuns(s, "two_hop_shm_read", "");
+  const uint64_t extra = uint64_t(localPeers) * (3 * 6 * sizeof(shm::WindowRef) + 6);
+  for (int r = 0; r < s.nranks; ++r) {
+    ASSERT_FALSE(read[r].out.empty());
+    EXPECT_TRUE(read[r].out == exchange[r].out) << "rank " << r;
+    EXPECT_EQ(read[r].intraSent, exchange[r].intraSent + extra) << "rank " << r;
+    EXPECT_EQ(read[r].intraRecv, exchange[r].intraRecv + extra) << "rank " << r;
+    EXPECT_EQ(read[r].interSent, exchange[r].interSent) << "rank " << r;
+  }
+}
+
+TEST(QgzShmRead, SameBitsAsTheExchangeOnOneNode) { expectShmReadMatchesExchange(oneNode(3), 2); }
+
+TEST(QgzShmRead, SameBitsAsTheExchangeOnTwoNodesCyclic) {
+  RankSetup s;
+  s.nranks = 4;
+  s.nodes = 2;
+  s.placement = Placement::kCyclic;
+  s.timeoutSec = 30;
+  expectShmReadMatchesExchange(s, 1);
+}
+
+// Without shm to the local peers it falls back to the exchange, bits and bytes alike.
+TEST(QgzShmRead, OverUcxItIsTheExchange) {
+  RankSetup s = oneNode(2);
+  auto exchange = qgzRuns(s, "two_hop", "ucx");
+  auto read = qgzRuns(s, "two_hop_shm_read", "ucx");
+  for (int r = 0; r < s.nranks; ++r) {
+    EXPECT_TRUE(read[r].out == exchange[r].out) << "rank " << r;
+    EXPECT_EQ(read[r].intraSent, exchange[r].intraSent) << "rank " << r;
+  }
+}
+
+// ---- hpZ's node stage read in place ---------------------------------------------------------
+
+struct HpzRun {
+  std::vector<float> forward, backward;
+  uint64_t intraSent = 0, intraRecv = 0, interSent = 0;
+};
+
+// hpZ forward (INT8 rail) and backward, with the node stage forced to `forward` / `backward`.
+std::vector<HpzRun> hpzRuns(const RankSetup& s, const char* forward, const char* backward) {
+  ScopedEnv fwd("ZCOLL_ALGO_ALLGATHER_HIER", forward);
+  ScopedEnv bwd("ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY", backward);
+  const size_t count = 30001;  // odd, and over the eager limit
+  std::vector<HpzRun> runs(s.nranks);
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    HpzRun& r = runs[rank];
+    std::vector<float> send(count);
+    for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i * 7 + rank * 13) % 101) - 50.f;
+    size_t secCount = 0;
+    ZCOLL_EXPECT_OK(comm, zcollSecondaryShardCount(comm, count, &secCount));
+    std::vector<float> secondary(secCount);
+    r.forward.assign(count * s.nranks, 0.f);
+    r.backward.assign(count * s.nranks, 0.f);
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.bits = 8;
+    ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));
+    ZCOLL_EXPECT_OK(comm, zcollAllGatherHier(send.data(), r.forward.data(), secondary.data(),
+                                             count, zcollFloat32, &q, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollAllGatherFromSecondary(secondary.data(), r.backward.data(), count,
+                                                      zcollFloat32, comm, nullptr));
+    zcollStats_t st{};
+    st.size = sizeof(st);
+    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+    r.intraSent = st.bytesSent[zcollPathIntra];
+    r.intraRecv = st.bytesRecv[zcollPathIntra];
+    r.interSent = st.bytesSent[zcollPathInter];
+  });
+  return runs;
+}
+
+// Same results as the exchange, the same shard bytes (read instead of sent) plus an 8-byte
+// address and a 1-byte token per local peer and call; nothing more between nodes.
+TEST(HpzShmRead, SameResultsAndBytesAsTheExchange) {
+  for (Placement placement : {Placement::kContiguous, Placement::kCyclic}) {
+    RankSetup s;
+    s.nranks = 6;
+    s.nodes = 2;
+    s.placement = placement;
+    s.timeoutSec = 30;
+    auto exchange = hpzRuns(s, "rail_then_node", "node");
+    auto read = hpzRuns(s, "rail_then_node_shm_read", "node_shm_read");
+    for (int r = 0; r < s.nranks; ++r) {
+      ASSERT_FALSE(read[r].forward.empty());
+      EXPECT_TRUE(read[r].forward == exchange[r].forward) << "rank " << r;
+      EXPECT_TRUE(read[r].backward == exchange[r].backward) << "rank " << r;
+      EXPECT_TRUE(read[r].backward == read[r].forward) << "rank " << r;
+      EXPECT_EQ(read[r].intraSent, exchange[r].intraSent + 2 * 2 * 9) << "rank " << r;
+      EXPECT_EQ(read[r].intraRecv, exchange[r].intraRecv + 2 * 2 * 9) << "rank " << r;
+      EXPECT_EQ(read[r].interSent, exchange[r].interSent) << "rank " << r;
+    }
   }
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "coll/coll.h"
 #include "quant/quant.h"
 #include "support/ranks.h"
 #include "support/values.h"
@@ -255,13 +256,30 @@ TEST_P(Qgz, AvgIsSumOverWorldSizeAndBitsAreDeterministic) {
 // ---- Byte counters ----------------------------------------------------------------------------
 
 // Q summed over the pipeline pieces: piece = ceil(C/D) rounded up to whole blocks.
-uint64_t piecedBytes(size_t count, int depth, int bits, int block, bool symmetric) {
+size_t pieceElems(size_t count, int depth, int block) {
   size_t per = (count + depth - 1) / depth;
-  size_t piece = std::max<size_t>(block, (per + block - 1) / block * block);
+  return std::max<size_t>(block, (per + block - 1) / block * block);
+}
+
+uint64_t piecedBytes(size_t count, int depth, int bits, int block, bool symmetric) {
+  const size_t piece = pieceElems(count, depth, block);
   uint64_t total = 0;
   for (size_t k0 = 0; k0 < count; k0 += piece)
     total += documentedWireBytes(std::min(piece, count - k0), block, bits, symmetric);
   return total;
+}
+
+// The hop inside the node reads the peers' windows in place (two_hop_shm_read, the default
+// when every local peer is on shm): a 16-byte window reference per piece and a 1-byte release
+// token per call go to every local peer on top of the quantized pieces they read.
+bool readsInPlace(zcollComm_t comm) {
+  const zcollComm* c = comm;
+  return zcoll::everyPeerOnShm(c, zcoll::makeGroup(c, c->layout.nodeGroup(c->rank)));
+}
+
+uint64_t windowControlBytes(size_t count, int depth, int block) {
+  const size_t piece = pieceElems(count, depth, block);
+  return 16 * ((count + piece - 1) / piece) + 1;
 }
 
 TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {
@@ -282,6 +300,7 @@ TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {
           const int firstBits = (l == 1 && n > 1) ? interBits(cfg) : intraBits(cfg);
           inter = (n - 1) * piecedBytes(count, depth, interBits(cfg), 64, sym);
           intra = uint64_t(l - 1) * n * piecedBytes(count, depth, firstBits, 64, sym);
+          if (l > 1 && readsInPlace(comm)) intra += (l - 1) * windowControlBytes(count, depth, 64);
         }
         ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
         ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));

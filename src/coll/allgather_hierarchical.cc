@@ -12,7 +12,8 @@ namespace zcoll {
 
 Result allGatherHierarchical(zcollComm* comm, const CollArgs& a) {
   if (comm->layout.nodes == 1 || !comm->layout.uniform()) return allGatherRing(comm, a);
-  return hpzAllGatherHier(comm, *a.exec, a.send, a.recv, nullptr, a.count, a.dtype, nullptr);
+  return hpzAllGatherHier(comm, *a.exec, a.send, a.recv, nullptr, a.count, a.dtype, nullptr,
+                          false);
 }
 
 }  // namespace zcoll

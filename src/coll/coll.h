@@ -174,8 +174,9 @@ Result allGatherHierarchical(zcollComm* comm, const CollArgs& a);
 Result reduceScatterRing(zcollComm* comm, const CollArgs& a);
 Result reduceScatterDirect(zcollComm* comm, const CollArgs& a);
 Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a);
-// Every peer of the comm is reached over shm (shm_read can run).
+// Every peer of the comm (of group g) is reached over shm (shm_read can run).
 bool everyPeerOnShm(const zcollComm* comm);
+bool everyPeerOnShm(const zcollComm* comm, const Group& g);
 Result allReduceRing(zcollComm* comm, const CollArgs& a);
 Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a);
 Result allReduceShmRead(zcollComm* comm, const CollArgs& a);
@@ -189,8 +190,11 @@ Result allToAllvPairwise(zcollComm* comm, const CollArgs& a);
 // ZeRO++ (docs/ZEROPP.md), in qwz_allgather.cc, hpz_allgather.cc, qgz_reducescatter.cc, qgz_flat.cc.
 Result quantizedAllGatherRing(zcollComm* comm, const CollArgs& a);
 Result allGatherHierRailThenNode(zcollComm* comm, const CollArgs& a);
+Result allGatherHierRailThenNodeShmRead(zcollComm* comm, const CollArgs& a);
 Result allGatherFromSecondaryNode(zcollComm* comm, const CollArgs& a);
+Result allGatherFromSecondaryNodeShmRead(zcollComm* comm, const CollArgs& a);
 Result quantizedReduceScatterTwoHop(zcollComm* comm, const CollArgs& a);
+Result quantizedReduceScatterTwoHopShmRead(zcollComm* comm, const CollArgs& a);
 Result quantizedReduceScatterFlat(zcollComm* comm, const CollArgs& a);
 Result barrierDissemination(zcollComm* comm);
 

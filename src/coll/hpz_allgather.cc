@@ -5,8 +5,12 @@
 //   stage B (intra-node, over node(r)):  recv[members[m][l'] * C] = sec_{l'}[m]  for all m, l'
 //   Forward = A then B; backward (FromSecondary) = B alone: zero inter-node bytes, same bits.
 //   Inter-node bytes per rank: (N-1) * quantizedBytes(C) (or (N-1)*C*es exact), all in A.
+//   Stage B read in place (the *_shm_read algorithms, every node peer on shm, host buffers): the
+//   members trade the addresses of their secondary shards, each copies every member's N shards
+//   straight into its output (process_vm_readv, one copy), and a token releases the shards.
 #include <vector>
 
+#include "coll/shm_read.h"
 #include "coll/zeropp_allgather.h"
 #include "coll/zeropp_config.h"
 #include "core/dtype.h"
@@ -32,37 +36,71 @@ Result railStage(const Stage& st, zcollComm* comm, const void* send, char* sec, 
   return quantizedRingAllGather(st, rail, send, count, dtype, mine, wire, sec, off.data());
 }
 
-// Stage B: every local member sends its N secondary shards to every other local member;
-// shard m of member l lands at recv[members[m][l] * count]. Placement from the layout only.
-Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* recv, size_t count,
-                 zcollDataType_t dtype) {
-  const NodeLayout& lay = comm->layout;
-  const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
-  const int n = lay.nodes, l = node.size();
-  const size_t bytes = count * dtypeSize(dtype);
-  const char* sec = static_cast<const char*>(secondary);
-  auto dst = [&](int m, int local) {
-    return static_cast<char*>(recv) + static_cast<size_t>(lay.members[m][local]) * bytes;
-  };
-  for (int m = 0; m < n; ++m) ZCOLL_CHECK(st.copy(dst(m, node.me), sec + m * bytes, bytes));
+// Where stage B puts shard m of local member `local`: recv[members[m][local] * count].
+struct Placement {
+  const NodeLayout& lay;
+  char* recv;
+  size_t bytes;  // of one shard
+  char* at(int m, int local) const {
+    return recv + static_cast<size_t>(lay.members[m][local]) * bytes;
+  }
+};
+
+// Stage B read in place: every other member's N shards, straight from its secondary.
+Result readShards(const Stage& st, zcollComm* comm, const Group& node, const char* sec,
+                  const Placement& out) {
+  const int n = comm->layout.nodes;
+  std::vector<uint64_t> addr;
+  ZCOLL_CHECK(tradeAddresses(st, node, sec, &addr));
+  for (int k = 1; k < node.size(); ++k) {
+    int peer = (node.me + k) % node.size();
+    for (int m = 0; m < n; ++m)
+      ZCOLL_CHECK(readPeer(comm, node.ranks[peer], addr[peer] + m * out.bytes, out.at(m, peer),
+                           out.bytes));
+  }
+  countPeerReads(comm, node, n * out.bytes);
+  return tradeTokens(st, node, 1);
+}
+
+// Stage B by messages: this rank's N shards to every other member, theirs from them.
+Result exchangeShards(const Stage& st, const Group& node, int n, const char* sec,
+                      const Placement& out) {
+  const int l = node.size();
   RequestList reqs(2 * static_cast<size_t>(l) * n);
   for (int k = 1; k < l; ++k) {
     int peer = (node.me + k) % l;
     for (int m = 0; m < n; ++m)
-      ZCOLL_CHECK(
-          st.recv(node.at(peer), dst(m, peer), bytes, static_cast<uint32_t>(m), reqs.next()));
+      ZCOLL_CHECK(st.recv(node.at(peer), out.at(m, peer), out.bytes, static_cast<uint32_t>(m),
+                          reqs.next()));
   }
   for (int k = 1; k < l; ++k)
     for (int m = 0; m < n; ++m)
-      ZCOLL_CHECK(st.send(node.at(node.me + k), sec + m * bytes, bytes, static_cast<uint32_t>(m),
-                          reqs.next()));
+      ZCOLL_CHECK(st.send(node.at(node.me + k), sec + m * out.bytes, out.bytes,
+                          static_cast<uint32_t>(m), reqs.next()));
   return st.wait(reqs);
+}
+
+// Stage B: every local member's N secondary shards reach every other local member; shard m of
+// member l lands at recv[members[m][l] * count]. Placement from the layout only. Read in place
+// when asked (shmRead), for host buffers with every node peer on shm.
+Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* recv, size_t count,
+                 zcollDataType_t dtype, bool shmRead) {
+  const NodeLayout& lay = comm->layout;
+  const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
+  const Placement out{lay, static_cast<char*>(recv), count * dtypeSize(dtype)};
+  const char* sec = static_cast<const char*>(secondary);
+  for (int m = 0; m < lay.nodes; ++m)
+    ZCOLL_CHECK(st.copy(out.at(m, node.me), sec + m * out.bytes, out.bytes));
+  if (shmRead && &st.exec() == &hostExecutor() && everyPeerOnShm(comm, node))
+    return readShards(st, comm, node, sec, out);
+  return exchangeShards(st, node, lay.nodes, sec, out);
 }
 
 }  // namespace
 
-Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv, void* secondary,
-                        size_t count, zcollDataType_t dtype, const quant::QuantParams* p) {
+Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv,
+                        void* secondary, size_t count, zcollDataType_t dtype,
+                        const quant::QuantParams* p, bool shmRead) {
   const int n = comm->layout.nodes;
   const size_t secBytes = secondary ? 0 : alignUp(n * count * dtypeSize(dtype));
   const size_t wireBytes = p ? quant::quantizedBytes(count, *p) * n : 0;
@@ -75,23 +113,32 @@ Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void*
         railStage(st, comm, send, sec, count, dtype, p, static_cast<char*>(scratch) + secBytes));
   }
   Stage st(comm, exec);
-  return nodeStage(st, comm, sec, recv, count, dtype);
+  return nodeStage(st, comm, sec, recv, count, dtype, shmRead);
 }
 
-Result hpzAllGatherFromSecondary(zcollComm* comm, Executor& exec, const void* secondary, void* recv, size_t count,
-                                 zcollDataType_t dtype) {
+Result hpzAllGatherFromSecondary(zcollComm* comm, Executor& exec, const void* secondary,
+                                 void* recv, size_t count, zcollDataType_t dtype, bool shmRead) {
   Stage st(comm, exec);
-  return nodeStage(st, comm, secondary, recv, count, dtype);
+  return nodeStage(st, comm, secondary, recv, count, dtype, shmRead);
 }
 
 // Registry entries (registry.cc).
 Result allGatherHierRailThenNode(zcollComm* comm, const CollArgs& a) {
   return hpzAllGatherHier(comm, *a.exec, a.send, a.recv, a.secondary, a.count, a.dtype,
-                          a.quant != nullptr ? &a.quant->inter : nullptr);
+                          a.quant != nullptr ? &a.quant->inter : nullptr, false);
+}
+
+Result allGatherHierRailThenNodeShmRead(zcollComm* comm, const CollArgs& a) {
+  return hpzAllGatherHier(comm, *a.exec, a.send, a.recv, a.secondary, a.count, a.dtype,
+                          a.quant != nullptr ? &a.quant->inter : nullptr, true);
 }
 
 Result allGatherFromSecondaryNode(zcollComm* comm, const CollArgs& a) {
-  return hpzAllGatherFromSecondary(comm, *a.exec, a.send, a.recv, a.count, a.dtype);
+  return hpzAllGatherFromSecondary(comm, *a.exec, a.send, a.recv, a.count, a.dtype, false);
+}
+
+Result allGatherFromSecondaryNodeShmRead(zcollComm* comm, const CollArgs& a) {
+  return hpzAllGatherFromSecondary(comm, *a.exec, a.send, a.recv, a.count, a.dtype, true);
 }
 
 }  // namespace zcoll

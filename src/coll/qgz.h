@@ -20,13 +20,16 @@ struct QgzArgs {
   QuantSettings quant;
   int pipelineDepth;  // >= 1, already resolved from the default
   Executor* exec;     // the data work (quantize, dequantize-reduce-requantize, dequantize-sum)
+  bool shmRead = false;  // two-hop: the intra hop reads the local peers' windows in place
 };
 
 inline QgzArgs qgzArgsOf(const CollArgs& a) {
   return QgzArgs{a.send, a.recv, a.count, a.dtype, a.op, *a.quant, a.pipelineDepth, a.exec};
 }
 
-// Hierarchical two-hop algorithm (qgz_reducescatter.cc): requires a uniform node layout.
+// Hierarchical two-hop algorithm (qgz_reducescatter.cc): requires a uniform node layout. With
+// a.shmRead, host buffers and every node peer on shm, its intra hop reads the peers' quantized
+// pieces in place from their windows instead of exchanging them (the same bits).
 Result qgzHierarchical(zcollComm* comm, const QgzArgs& a);
 // Flat quantized all-to-all reduce-scatter (qgz_flat.cc): any layout.
 Result qgzFlat(zcollComm* comm, const QgzArgs& a);

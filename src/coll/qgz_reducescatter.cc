@@ -10,12 +10,20 @@
 //   The inter hop of piece k (4) is in flight while piece k+1 runs 1-3; its sum (5) follows.
 //   Qa uses the intra bits, except when L = 1 (2-3 vanish, 1 writes Qe straight into the inter
 //   send buffer). N = 1: 3-4 vanish and 5 sums the intra pieces (intra bits).
+//   Read in place (shmRead, every node peer on shm, host buffers): step 1 writes into this
+//   rank's shm window (transport/shm_window.h), alternating between two regions by piece, and
+//   step 2 only trades window references; step 3 reads the peers' pieces straight from their
+//   mapped windows. A peer's reference for piece k+1 also says it has finished reading piece k,
+//   so a region is rewritten (piece k+2) only once every peer is done with it; a last token
+//   releases the windows. No quantized byte is copied inside the node; the bits are the same.
 #include <algorithm>
 #include <vector>
 
 #include "coll/qgz.h"
+#include "coll/shm_read.h"
 #include "core/dtype.h"
 #include "quant/quant.h"
+#include "transport/shm_transport.h"
 
 namespace zcoll {
 namespace {
@@ -26,6 +34,7 @@ struct Plan {
   int node = 0, lidx = 0;           // this rank's node and local index
   size_t count = 0, pieceElems = 0, es = 0;
   int pieces = 1;
+  bool inPlace = false;  // the intra hop reads the local peers' windows
   quant::QuantParams first, intra, inter;  // first: the bits of step 1
   Group nodeG, railG;                      // index p = local index p; index m = node m
   std::vector<int> slotOf;                 // rank t -> slot of its chunk in step 1's output
@@ -40,12 +49,15 @@ struct Piece {
 };
 
 // Scratch, one region: step 1's output (W slots), the intra receive area (W slots), and the
-// inter send/receive areas (N slots each), double buffered across pieces.
+// inter send/receive areas (N slots each), double buffered across pieces. Read in place, step
+// 1's output is two regions of this rank's window (by piece parity) and there is no receive area.
 struct Buffers {
-  char* swz = nullptr;
+  char* swz[2] = {nullptr, nullptr};
   char* intraRecv = nullptr;
   char* interSend[2] = {nullptr, nullptr};
   char* interRecv[2] = {nullptr, nullptr};
+  shm::WindowRef ref;               // read in place: this rank's window
+  std::vector<const char*> window;  // read in place: local peer l's window, mapped here
 };
 
 Plan makePlan(zcollComm* comm, const QgzArgs& a) {
@@ -62,9 +74,10 @@ Plan makePlan(zcollComm* comm, const QgzArgs& a) {
   p.intra = a.quant.intra;
   p.inter = a.quant.inter;
   p.first = (p.local == 1 && p.nodes > 1) ? p.inter : p.intra;
+  p.nodeG = makeGroup(comm, lay.nodeGroup(comm->rank));
+  p.inPlace = a.shmRead && p.local > 1 && a.exec == &hostExecutor() && everyPeerOnShm(comm, p.nodeG);
   p.pieceElems = qgzPieceElems(a.count, a.pipelineDepth, p.first.blockSize);
   p.pieces = static_cast<int>((a.count + p.pieceElems - 1) / p.pieceElems);
-  p.nodeG = makeGroup(comm, lay.nodeGroup(comm->rank));
   p.railG = makeGroup(comm, lay.railGroup(comm->rank));
   p.slotOf.resize(p.w);
   for (int t = 0; t < p.w; ++t) p.slotOf[t] = lay.localOf[t] * p.nodes + lay.nodeOf[t];
@@ -88,12 +101,17 @@ Result carve(zcollComm* comm, const Plan& p, Buffers* b) {
   void* base = nullptr;
   ZCOLL_CHECK(scratchGet(comm, 2 * q1 + 4 * q2, &base));
   char* c = static_cast<char*>(base);
-  b->swz = c;
+  b->swz[0] = b->swz[1] = c;
   b->intraRecv = c + q1;
   for (int i = 0; i < 2; ++i) {
     b->interSend[i] = c + 2 * q1 + i * q2;
     b->interRecv[i] = c + 2 * q1 + (2 + i) * q2;
   }
+  if (!p.inPlace) return zcollSuccess;
+  char* window = nullptr;
+  ZCOLL_CHECK(comm->shm->ownWindow(2 * q1, &window, &b->ref));
+  b->swz[0] = window;
+  b->swz[1] = window + q1;
   return zcollSuccess;
 }
 
@@ -115,20 +133,31 @@ Result quantizePiece(const Plan& p, const QgzArgs& a, const Piece& pc, char* out
   return zcollSuccess;
 }
 
-// The N step-1 slots local peer `l` sent to this rank (this rank's own: read in place).
+// Where step 1 of piece pc writes this rank's W slots.
+char* ownSlots(const Buffers& b, const Piece& pc) { return b.swz[pc.k % 2]; }
+
+// The N step-1 slots local peer `l` made for this rank: in its window (read in place), else as
+// received (this rank's own: in place).
 const char* localGroup(const Plan& p, const Buffers& b, const Piece& pc, int l) {
-  const char* base = l == p.lidx ? b.swz : b.intraRecv;
-  return base + size_t(l) * p.nodes * pc.q1;
+  const size_t group = size_t(p.nodes) * pc.q1;
+  if (p.inPlace) return b.window[l] + (b.swz[pc.k % 2] - b.swz[0]) + p.lidx * group;
+  return (l == p.lidx ? ownSlots(b, pc) : b.intraRecv) + l * group;
 }
 
-// Step 2: group l of the step-1 output to local peer l, for every l (blocking).
-Result intraExchange(const Stage& st, const Plan& p, const Buffers& b, const Piece& pc) {
+// Step 2: group l of the step-1 output to local peer l, for every l (blocking); read in place,
+// only the window references travel (and this piece's pieces are counted as read).
+Result intraHop(const Stage& st, const Plan& p, Buffers& b, const Piece& pc) {
   const size_t bytes = size_t(p.nodes) * pc.q1;
+  if (p.inPlace) {
+    ZCOLL_CHECK(shareWindows(st, p.nodeG, b.ref, b.swz[0], 0, &b.window));
+    countPeerReads(st.comm(), p.nodeG, bytes);
+    return zcollSuccess;
+  }
   RequestList reqs(2 * p.local);
   for (int i = 1; i < p.local; ++i) {
     int to = (p.lidx + i) % p.local, from = (p.lidx - i + p.local) % p.local;
     ZCOLL_CHECK(st.recv(p.nodeG.ranks[from], b.intraRecv + from * bytes, bytes, 0, reqs.next()));
-    ZCOLL_CHECK(st.send(p.nodeG.ranks[to], b.swz + to * bytes, bytes, 0, reqs.next()));
+    ZCOLL_CHECK(st.send(p.nodeG.ranks[to], ownSlots(b, pc) + to * bytes, bytes, 0, reqs.next()));
   }
   return st.wait(reqs);
 }
@@ -176,12 +205,12 @@ Result finishIntra(const Plan& p, const QgzArgs& a, const Buffers& b, const Piec
 }
 
 // Steps 1-3 of one piece; the result (N slots) is in `interSend`, or in the output when N = 1.
-Result firstHop(const Stage& st, const Plan& p, const QgzArgs& a, const Buffers& b,
-                const Piece& pc, char* interSend) {
+Result firstHop(const Stage& st, const Plan& p, const QgzArgs& a, Buffers& b, const Piece& pc,
+                char* interSend) {
   const bool direct = p.local == 1 && p.nodes > 1;
-  ZCOLL_CHECK(quantizePiece(p, a, pc, direct ? interSend : b.swz));
+  ZCOLL_CHECK(quantizePiece(p, a, pc, direct ? interSend : ownSlots(b, pc)));
   if (direct) return zcollSuccess;
-  if (p.local > 1) ZCOLL_CHECK(intraExchange(st, p, b, pc));
+  if (p.local > 1) ZCOLL_CHECK(intraHop(st, p, b, pc));
   if (p.nodes == 1) return finishIntra(p, a, b, pc);
   return requantPiece(*a.exec, p, b, pc, interSend);
 }
@@ -212,7 +241,9 @@ Result qgzHierarchical(zcollComm* comm, const QgzArgs& a) {
     inflight[j].clear();
     ZCOLL_CHECK(finishInter(p, a, pieceOf(p, k - 1), b.interSend[j], b.interRecv[j]));
   }
-  return zcollSuccess;
+  // Built either way, so nodes that differ in reading in place keep one stage sequence.
+  Stage release(comm, *a.exec);
+  return p.inPlace ? tradeTokens(release, p.nodeG, 0) : zcollSuccess;  // windows free again
 }
 
 // Registry entry (registry.cc): the two hops need the same number of ranks on every node.
@@ -221,6 +252,13 @@ Result quantizedReduceScatterTwoHop(zcollComm* comm, const CollArgs& a) {
     return fail(zcollInvalidUsage, "the two_hop quantized reduce-scatter needs the same number "
                 "of ranks on every node (this communicator's nodes differ): use flat");
   return qgzHierarchical(comm, qgzArgsOf(a));
+}
+
+Result quantizedReduceScatterTwoHopShmRead(zcollComm* comm, const CollArgs& a) {
+  if (!comm->layout.uniform()) return quantizedReduceScatterTwoHop(comm, a);  // its message
+  QgzArgs args = qgzArgsOf(a);
+  args.shmRead = true;
+  return qgzHierarchical(comm, args);
 }
 
 }  // namespace zcoll

@@ -48,11 +48,20 @@ const std::vector<Algorithm> kAlgorithms = {
     {CollKind::kAllGatherHier, "rail_then_node", allGatherHierRailThenNode,
      "hpZ forward: a rail all-gather (optionally quantized) fills the per-node secondary shard, "
      "then an all-gather inside the node"},
+    {CollKind::kAllGatherHier, "rail_then_node_shm_read", allGatherHierRailThenNodeShmRead,
+     "hpZ forward as rail_then_node, each rank reading its node peers' secondary shards in place "
+     "(every node peer on shm; else rail_then_node)"},
     {CollKind::kAllGatherFromSecondary, "node", allGatherFromSecondaryNode,
      "hpZ backward: an all-gather inside the node from the secondary shard; no inter-node bytes"},
+    {CollKind::kAllGatherFromSecondary, "node_shm_read", allGatherFromSecondaryNodeShmRead,
+     "hpZ backward as node, each rank reading its node peers' secondary shards in place (every "
+     "node peer on shm; else node)"},
     {CollKind::kQuantizedReduceScatter, "two_hop", quantizedReduceScatterTwoHop,
      "qgZ: quantized all-to-all inside the node, dequantize-reduce-requantize, quantized "
      "all-to-all between nodes, dequantize-sum; pipelined (equal nodes only)"},
+    {CollKind::kQuantizedReduceScatter, "two_hop_shm_read", quantizedReduceScatterTwoHopShmRead,
+     "qgZ two_hop whose intra-node hop reads the local peers' quantized pieces in place from "
+     "their shm windows (no copy inside the node; else two_hop's exchange)"},
     {CollKind::kQuantizedReduceScatter, "flat", quantizedReduceScatterFlat,
      "qgZ on any layout: one quantized all-to-all among all ranks, then dequantize-sum"},
 };
@@ -99,7 +108,12 @@ const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesP
     case CollKind::kQuantizedAllGather: return "ring";
     case CollKind::kAllGatherHier: return "rail_then_node";
     case CollKind::kAllGatherFromSecondary: return "node";
-    case CollKind::kQuantizedReduceScatter: return comm->layout.uniform() ? "two_hop" : "flat";
+    // The intra hop read in place: 1.05-1.8x two_hop's exchange on one node (perf/RESULTS.md).
+    case CollKind::kQuantizedReduceScatter:
+      if (!comm->layout.uniform()) return "flat";
+      return everyPeerOnShm(comm, makeGroup(comm, comm->layout.nodeGroup(comm->rank)))
+                 ? "two_hop_shm_read"
+                 : "two_hop";
     default: return "";
   }
 }

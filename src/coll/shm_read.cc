@@ -12,10 +12,9 @@ namespace {
 
 constexpr size_t kPieceBytes = 128 * 1024;  // a piece and its accumulator stay in L2
 
-}  // namespace
-
-Result readPeer(zcollComm* comm, int peer, uint64_t addr, void* dst, size_t bytes) {
-  Result r = comm->shm->read(peer, addr, dst, bytes);
+// A failed one-sided operation breaks the comm and tells the peers (they may be waiting for
+// this rank's token).
+Result breakAndTell(zcollComm* comm, Result r) {
   if (r != zcollSuccess) {
     breakComm(comm, r);
     sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
@@ -23,37 +22,66 @@ Result readPeer(zcollComm* comm, int peer, uint64_t addr, void* dst, size_t byte
   return r;
 }
 
-bool everyPeerOnShm(const zcollComm* comm) {
+}  // namespace
+
+Result readPeer(zcollComm* comm, int peer, uint64_t addr, void* dst, size_t bytes) {
+  return breakAndTell(comm, comm->shm->read(peer, addr, dst, bytes));
+}
+
+bool everyPeerOnShm(const zcollComm* comm, const Group& g) {
   if (!comm->shm) return false;
-  for (int p = 0; p < comm->nranks; ++p)
+  for (int p : g.ranks)
     if (p != comm->rank && comm->route[p] != comm->shm.get()) return false;
   return true;
 }
 
-Result tradeAddresses(const Stage& st, zcollComm* comm, const void* mine,
-                      std::vector<uint64_t>* addr) {
-  const int w = comm->nranks, me = comm->rank;
-  addr->assign(w, 0);
-  (*addr)[me] = reinterpret_cast<uintptr_t>(mine);
-  RequestList reqs(2 * static_cast<size_t>(w));
-  for (int k = 1; k < w; ++k) {
-    int p = (me + k) % w;
-    ZCOLL_CHECK(st.recv(p, &(*addr)[p], sizeof(uint64_t), 0, reqs.next()));
-    ZCOLL_CHECK(st.send(p, &(*addr)[me], sizeof(uint64_t), 0, reqs.next()));
+bool everyPeerOnShm(const zcollComm* comm) { return everyPeerOnShm(comm, worldGroup(comm)); }
+
+// Sends this member's item (items + g.me * itemBytes) to every other member of g and receives
+// member p's into items + p * itemBytes.
+Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, size_t itemBytes) {
+  char* at = static_cast<char*>(items);
+  RequestList reqs(2 * static_cast<size_t>(g.size()));
+  for (int k = 1; k < g.size(); ++k) {
+    int p = (g.me + k) % g.size();
+    ZCOLL_CHECK(st.recv(g.ranks[p], at + p * itemBytes, itemBytes, step, reqs.next()));
+    ZCOLL_CHECK(st.send(g.ranks[p], at + g.me * itemBytes, itemBytes, step, reqs.next()));
   }
   return st.wait(reqs);
 }
 
+Result tradeAddresses(const Stage& st, const Group& g, const void* mine,
+                      std::vector<uint64_t>* addr) {
+  addr->assign(g.size(), 0);
+  (*addr)[g.me] = reinterpret_cast<uintptr_t>(mine);
+  return tradeItems(st, g, 0, addr->data(), sizeof(uint64_t));
+}
+
+Result tradeAddresses(const Stage& st, zcollComm* comm, const void* mine,
+                      std::vector<uint64_t>* addr) {
+  return tradeAddresses(st, worldGroup(comm), mine, addr);
+}
+
+Result tradeTokens(const Stage& st, const Group& g, uint32_t step) {
+  std::vector<uint8_t> tokens(g.size(), 1);
+  return tradeItems(st, g, step, tokens.data(), 1);
+}
+
 Result tradeTokens(const Stage& st, zcollComm* comm, uint32_t step) {
-  const int w = comm->nranks, me = comm->rank;
-  std::vector<uint8_t> tokens(w, 1);
-  RequestList reqs(2 * static_cast<size_t>(w));
-  for (int k = 1; k < w; ++k) {
-    int p = (me + k) % w;
-    ZCOLL_CHECK(st.recv(p, &tokens[p], 1, step, reqs.next()));
-    ZCOLL_CHECK(st.send(p, &tokens[me], 1, step, reqs.next()));
-  }
-  return st.wait(reqs);
+  return tradeTokens(st, worldGroup(comm), step);
+}
+
+Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine, const char* myBase,
+                    uint32_t step, std::vector<const char*>* base) {
+  std::vector<shm::WindowRef> refs(g.size());
+  refs[g.me] = mine;
+  ZCOLL_CHECK(tradeItems(st, g, step, refs.data(), sizeof(shm::WindowRef)));
+  base->assign(g.size(), myBase);
+  zcollComm* comm = st.comm();
+  for (int p = 0; p < g.size(); ++p)
+    if (p != g.me)
+      ZCOLL_CHECK(breakAndTell(comm, comm->shm->peerWindow(g.ranks[p], refs[p], &(*base)[p])));
+  return zcollSuccess;
 }
 
 Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>& addr,
@@ -84,12 +112,14 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>&
   return zcollSuccess;
 }
 
-void countPeerReads(zcollComm* comm, size_t bytes) {
-  for (int p = 0; p < comm->nranks; ++p) {
+void countPeerReads(zcollComm* comm, const Group& g, size_t bytes) {
+  for (int p : g.ranks) {
     if (p == comm->rank) continue;
     countTransfer(comm, p, bytes, false);
     countTransfer(comm, p, bytes, true);
   }
 }
+
+void countPeerReads(zcollComm* comm, size_t bytes) { countPeerReads(comm, worldGroup(comm), bytes); }
 
 }  // namespace zcoll

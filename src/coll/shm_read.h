@@ -1,22 +1,33 @@
 // What the algorithms that read their peers in place share (reducescatter_shm_read.cc,
-// allreduce_shm_read.cc): every peer must be on shm (everyPeerOnShm, coll.h). Buffers are
-// published by address (tradeAddresses), read with one-sided ShmTransport::read, and released
-// with a token to and from every peer (tradeTokens): after it, no peer reads them any more.
+// allreduce_shm_read.cc, qgz_reducescatter.cc): every peer must be on shm (everyPeerOnShm,
+// coll.h). The caller's buffers are published by address (tradeAddresses) and read with the
+// one-sided ShmTransport::read (a copy by the kernel); zcoll's own intermediate data lives in
+// windows (transport/shm_window.h) that peers map and read with no copy (shareWindows). Either
+// is released with a token to and from every peer (tradeTokens): after it, no peer reads it.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "coll/coll.h"
+#include "transport/shm_window.h"
 
 namespace zcoll {
 
-// (*addr)[p] = the address rank p published (`mine` for this rank).
+// (*addr)[p] = the address rank p (member p of g) published (`mine` for this rank).
 Result tradeAddresses(const Stage& st, zcollComm* comm, const void* mine,
                       std::vector<uint64_t>* addr);
+Result tradeAddresses(const Stage& st, const Group& g, const void* mine,
+                      std::vector<uint64_t>* addr);
 
-// A one-byte token to and from every peer, as step `step` of the stage.
+// A one-byte token to and from every peer (of group g), as step `step` of the stage.
 Result tradeTokens(const Stage& st, zcollComm* comm, uint32_t step);
+Result tradeTokens(const Stage& st, const Group& g, uint32_t step);
+
+// Sends `mine` (this rank's window, at `myBase` here) to every member of g and maps theirs:
+// (*base)[i] = the start of member i's window in this process. As step `step` of the stage.
+Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine, const char* myBase,
+                    uint32_t step, std::vector<const char*>* base);
 
 // out[0..m) = op over ranks 0..W-1 (in that order) of the m elements at byte `offset` in every
 // rank's input (`in` here, at addr[p] in peer p), read a cache-sized piece at a time.
@@ -28,7 +39,8 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>&
 // peers (they may be waiting for this rank's token).
 Result readPeer(zcollComm* comm, int peer, uint64_t addr, void* dst, size_t bytes);
 
-// Counts `bytes` read from every peer and as many read by every peer from this rank.
+// Counts `bytes` read from every peer (of group g) and as many read by every peer from this rank.
 void countPeerReads(zcollComm* comm, size_t bytes);
+void countPeerReads(zcollComm* comm, const Group& g, size_t bytes);
 
 }  // namespace zcoll

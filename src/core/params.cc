@@ -83,12 +83,17 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_ALGO_QUANTIZED_ALLGATHER", ParamType::kString, "",
      "Force the qwZ quantized all-gather algorithm (ring)."},
     {"ZCOLL_ALGO_ALLGATHER_HIER", ParamType::kString, "",
-     "Force the hpZ hierarchical all-gather algorithm (rail_then_node)."},
+     "Force the hpZ hierarchical all-gather algorithm (rail_then_node, rail_then_node_shm_read: "
+     "the node stage reads the local peers' secondaries in place when all are on shm). Empty: "
+     "rail_then_node."},
     {"ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY", ParamType::kString, "",
-     "Force the hpZ all-gather from the secondary shard (node)."},
+     "Force the hpZ all-gather from the secondary shard (node, node_shm_read: reads the local "
+     "peers' secondaries in place when all are on shm). Empty: node."},
     {"ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", ParamType::kString, "",
-     "Force the qgZ quantized reduce-scatter algorithm (two_hop, flat). Empty: two_hop when "
-     "every node has the same number of ranks, else flat."},
+     "Force the qgZ quantized reduce-scatter algorithm (two_hop, two_hop_shm_read: the intra "
+     "hop reads the local peers' quantized pieces from their shm windows, flat). Empty: "
+     "two_hop_shm_read when every node has the same number of ranks and every local peer is on "
+     "shm, two_hop on equal nodes otherwise, else flat."},
     {"ZCOLL_QUANT_ISA", ParamType::kString, "",
      "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512) for every "
      "operation. Empty: per operation, the fastest vector variant this CPU supports, measured "

@@ -24,17 +24,6 @@ int pidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)
 
 int pidfdGetfd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
 
-// A copy of process `pid`'s descriptor `fd` in this process, or -1 with errno set.
-int copyFd(int pid, int fd) {
-  int pidfd = pidfdOpen(pid);
-  if (pidfd < 0) return -1;
-  int copy = pidfdGetfd(pidfd, fd);
-  int saved = errno;
-  close(pidfd);
-  errno = saved;
-  return copy;
-}
-
 // Yama's ptrace_scope 1 lets a process be read only by its ancestors unless it names a tracer.
 void allowPeersToRead() {
   FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
@@ -46,6 +35,16 @@ void allowPeersToRead() {
 }
 
 }  // namespace
+
+int copyFd(int pid, int fd) {
+  int pidfd = pidfdOpen(pid);
+  if (pidfd < 0) return -1;
+  int copy = pidfdGetfd(pidfd, fd);
+  int saved = errno;
+  close(pidfd);
+  errno = saved;
+  return copy;
+}
 
 size_t segmentBytes(uint32_t localRanks) {
   return kDoorbellBytes + localRanks * (sizeof(Ring) + sizeof(RndvTable));

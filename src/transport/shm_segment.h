@@ -80,6 +80,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must b
 
 size_t segmentBytes(uint32_t localRanks);
 
+// A copy of process `pid`'s descriptor `fd` in this process (pidfd_getfd), or -1 with errno set.
+int copyFd(int pid, int fd);
+
 // Ring slots an eager message of `bytes` takes.
 constexpr uint32_t eagerSlots(size_t bytes) {
   return bytes <= kSlotPayload ? 1 : static_cast<uint32_t>((bytes + kSlotPayload - 1) / kSlotPayload);

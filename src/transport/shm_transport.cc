@@ -335,6 +335,18 @@ Result ShmTransport::read(int peer, uint64_t addr, void* dst, size_t bytes) {
   return readRemote(peers_[peer], addr, dst, bytes);
 }
 
+Result ShmTransport::ownWindow(size_t bytes, char** base, shm::WindowRef* ref) {
+  ZCOLL_CHECK(window_.reserve(bytes));
+  *base = window_.base();
+  *ref = window_.ref();
+  return zcollSuccess;
+}
+
+Result ShmTransport::peerWindow(int peer, const shm::WindowRef& ref, const char** base) {
+  ZCOLL_CHECK(checkConnected(peer));
+  return peers_[peer].window.map(peers_[peer].pid, ref, base);
+}
+
 Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {
   size_t done = 0;
   while (done < bytes) {

@@ -22,6 +22,7 @@
 
 #include "core/node_layout.h"
 #include "transport/shm_segment.h"
+#include "transport/shm_window.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -45,6 +46,11 @@ class ShmTransport final : public Transport {
   // One-sided: copies `bytes` at `addr` in connected peer `peer`'s memory into `dst` (the peer
   // must keep them unchanged until told the read is over: coll/reducescatter_shm_read.cc).
   Result read(int peer, uint64_t addr, void* dst, size_t bytes);
+  // Windows (transport/shm_window.h): this rank's, grown to at least `bytes` (*base: its start
+  // here, *ref: what peers need to map it), and connected peer `peer`'s, from the reference it
+  // sent (*base: its start here, read-only).
+  Result ownWindow(size_t bytes, char** base, shm::WindowRef* ref);
+  Result peerWindow(int peer, const shm::WindowRef& ref, const char** base);
   // Progresses until queued sends (e.g. close notices) are out or `waitMs` passes.
   void flushQueued(int waitMs);
 
@@ -95,6 +101,7 @@ class ShmTransport final : public Transport {
     int pid = -1;
     int local = -1;         // its index on the node
     shm::Segment segment;   // its segment, mapped here
+    shm::PeerWindow window;  // its window, mapped here once it sent a reference
     uint64_t head = 0;      // messages sent to it
     uint64_t tail = 0;      // messages received from it
     std::deque<Outgoing> queued;  // waiting for ring space or a rendezvous state, in order
@@ -138,6 +145,7 @@ class ShmTransport final : public Transport {
   std::string why_;  // the probe's result
   uint32_t uid_ = 0;
   shm::Segment own_;
+  shm::OwnWindow window_;
   int myLocal_ = -1;
   std::vector<PeerAddress> addresses_;
   std::vector<Peer> peers_;        // by comm rank
