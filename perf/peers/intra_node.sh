@@ -7,9 +7,11 @@
 #   bash perf/peers/intra_node.sh [OUT.md]      (default perf/results/intra_node.md)
 #
 # Writes a Markdown table (busbw GB/s per library; ratios zcoll-shm / MPI, / Gloo and /
-# zcoll-ucx) and prints it. Installs Open MPI and Gloo if missing (Debian: openmpi-bin,
-# libopenmpi-dev, libgloo-dev). On a 2-core
-# machine the 4-rank runs are oversubscribed for every library alike.
+# zcoll-ucx) and prints it, then plots it as OUT.png (perf/peers/plot_intra_node.py: busbw vs
+# size, one panel per collective and rank count; matplotlib is pip-installed into python3 if
+# missing, as for perf/zero_train's plots; if that fails the PNG is skipped, the table kept).
+# Installs Open MPI and Gloo if missing (Debian: openmpi-bin, libopenmpi-dev, libgloo-dev). On
+# a 2-core machine the 4-rank runs are oversubscribed for every library alike.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-perf/results/intra_node.md}
@@ -77,3 +79,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
     done
   done
 } | tee "$out"
+
+png=${out%.md}.png
+if ! err=$(python3 -c 'import matplotlib' 2>&1 || python3 -m pip install -q matplotlib 2>&1); then
+  echo "intra_node.sh: $png skipped: matplotlib missing and pip install failed: $(tail -n1 <<<"$err")" >&2
+elif ! python3 perf/peers/plot_intra_node.py "$out" "$png"; then
+  echo "intra_node.sh: $png skipped: plot_intra_node.py failed (the table is in $out)" >&2
+fi
