@@ -14,6 +14,9 @@
 #include <vector>
 
 #include <sched.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include "core/comm.h"
 #include "support/ranks.h"
@@ -372,6 +375,73 @@ TEST(HpzShmRead, SameResultsAndBytesAsTheExchange) {
       EXPECT_EQ(read[r].interSent, exchange[r].interSent) << "rank " << r;
     }
   }
+}
+
+// ---- Short of shared memory: a clear error, never a SIGBUS ----------------------------------
+
+// RLIMIT_FSIZE caps how far this process may size a memfd (ftruncate and fallocate fail with
+// EFBIG; SIGXFSZ is ignored meanwhile), standing in for a machine without the memory: every
+// reservation must fail with a message before anything maps memory that is not there.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    oldHandler_ = std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    rlimit r = saved_;
+    r.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &r);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, oldHandler_);
+  }
+
+ private:
+  rlimit saved_{};
+  void (*oldHandler_)(int) = SIG_DFL;
+};
+
+TEST(ShmMemory, ASegmentThatCannotBeReservedFailsInitOnEveryRank) {
+  ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
+  FileSizeLimit limit(shm::segmentBytes(2) / 2);
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+      config.timeoutSec = 20;
+      zcollComm_t comm = nullptr;
+      EXPECT_FAILS_WITH(nullptr, zcollSystemError, "cannot reserve",
+                        zcollCommInitRankConfig(&comm, 2, id, r, &config));
+      EXPECT_EQ(comm, nullptr);
+    });
+  for (std::thread& t : ranks) t.join();
+}
+
+// qgZ's window grows with the call: one that cannot grow fails the call with a message on every
+// rank (no SIGBUS, no wait for the timeout) and breaks the comm; smaller calls before it ran.
+TEST(ShmMemory, AWindowThatCannotGrowFailsTheCallOnEveryRank) {
+  ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
+  ScopedEnv force("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "two_hop_shm_read");
+  FileSizeLimit limit(4u << 20);  // the segments fit, a window of 8 MiB does not
+  RankSetup s = oneNode(2);
+  runRanks(s, [&](int, zcollComm_t comm) {
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.pipelineDepth = 1;
+    std::vector<uint16_t> in(2 * 65536, 0x3c00), out(65536);
+    ZCOLL_EXPECT_OK(comm, zcollQuantizedReduceScatter(in.data(), out.data(), 65536,
+                                                      zcollBfloat16, zcollSum, &q, comm, nullptr));
+    const size_t big = size_t(4) << 20;  // 2 x Q(4M elements) ~ 4.1 MiB per region
+    in.assign(2 * big, 0x3c00);
+    out.assign(big, 0);
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_FAILS_WITH(comm, zcollSystemError, "shm window: cannot reserve",
+                      zcollQuantizedReduceScatter(in.data(), out.data(), big, zcollBfloat16,
+                                                  zcollSum, &q, comm, nullptr));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    EXPECT_NE(zcollBarrier(comm, nullptr), zcollSuccess);  // the comm is broken
+  });
 }
 
 // ---- Every collective, same bits over every transport -------------------------------------

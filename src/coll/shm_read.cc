@@ -12,8 +12,8 @@ namespace {
 
 constexpr size_t kPieceBytes = 128 * 1024;  // a piece and its accumulator stay in L2
 
-// A failed one-sided operation breaks the comm and tells the peers (they may be waiting for
-// this rank's token).
+}  // namespace
+
 Result breakAndTell(zcollComm* comm, Result r) {
   if (r != zcollSuccess) {
     breakComm(comm, r);
@@ -21,8 +21,6 @@ Result breakAndTell(zcollComm* comm, Result r) {
   }
   return r;
 }
-
-}  // namespace
 
 Result readPeer(zcollComm* comm, int peer, uint64_t addr, void* dst, size_t bytes) {
   return breakAndTell(comm, comm->shm->read(peer, addr, dst, bytes));
