@@ -47,6 +47,14 @@ RankSetup oneNode(int nranks) {
   return s;
 }
 
+// Emulated nodes, ranks not node-contiguous (ranks dealt to the nodes in turn).
+RankSetup cyclicNodes(int nranks, int nodes) {
+  RankSetup s = oneNode(nranks);
+  s.nodes = nodes;
+  s.placement = Placement::kCyclic;
+  return s;
+}
+
 TEST(ShmProtocol, EverySizeAroundTheEagerLimitBothWays) {
   ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
   runRanks(oneNode(2), [](int rank, zcollComm_t comm) {
@@ -152,11 +160,23 @@ TEST(Waiting, ASpinCountBelowMinusOneIsRefused) {
   EXPECT_EQ(comm, nullptr);
 }
 
+// Bytes by path since the last stats reset.
+struct PathBytes {
+  uint64_t intraSent = 0, intraRecv = 0, interSent = 0;
+};
+
+PathBytes pathBytes(zcollComm_t comm) {
+  zcollStats_t st{};
+  st.size = sizeof(st);
+  ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
+  return {st.bytesSent[zcollPathIntra], st.bytesRecv[zcollPathIntra], st.bytesSent[zcollPathInter]};
+}
+
 // ---- shm_read: the reduce-scatter that reads its peers in place ------------------------------
 
 struct RsResult {
   std::vector<uint16_t> out;
-  uint64_t intraSent = 0, intraRecv = 0;
+  PathBytes bytes;
 };
 
 // bf16 sum (where the order of additions shows in the bits), 3 pieces and a bit per chunk.
@@ -174,11 +194,7 @@ std::vector<RsResult> reduceScatterWith(const char* algo, int nranks) {
     ZCOLL_EXPECT_OK(comm, zcollCommResetStats(comm));
     ZCOLL_EXPECT_OK(comm, zcollReduceScatter(in.data(), r.out.data(), n, zcollBfloat16, zcollSum,
                                              comm, nullptr));
-    zcollStats_t st{};
-    st.size = sizeof(st);
-    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
-    r.intraSent = st.bytesSent[zcollPathIntra];
-    r.intraRecv = st.bytesRecv[zcollPathIntra];
+    r.bytes = pathBytes(comm);
   });
   return results;
 }
@@ -192,9 +208,9 @@ TEST(ShmRead, ReduceScatterHasTheDirectAlgorithmsBitsAndBytes) {
       // Each peer's chunk crosses once each way: as much as the direct algorithm sends, plus
       // the 8-byte addresses and 1-byte tokens the reads need.
       uint64_t chunk = (3 * 65536 + 77) * 2 * uint64_t(nranks - 1);
-      EXPECT_EQ(direct[r].intraSent, chunk);
-      EXPECT_EQ(read[r].intraSent, chunk + 9 * uint64_t(nranks - 1));
-      EXPECT_EQ(read[r].intraRecv, chunk + 9 * uint64_t(nranks - 1));
+      EXPECT_EQ(direct[r].bytes.intraSent, chunk);
+      EXPECT_EQ(read[r].bytes.intraSent, chunk + 9 * uint64_t(nranks - 1));
+      EXPECT_EQ(read[r].bytes.intraRecv, chunk + 9 * uint64_t(nranks - 1));
     }
   }
 }
@@ -237,7 +253,7 @@ TEST(ShmRead, AllReduceIsTheReduceScatterGathered) {
 
 struct QgzRun {
   std::vector<uint8_t> out;  // every call's output, appended
-  uint64_t intraSent = 0, intraRecv = 0, interSent = 0;
+  PathBytes bytes;
 };
 
 // Several qgZ calls (bf16, INT4 both hops, stochastic rounding: the bits show any difference)
@@ -267,12 +283,7 @@ std::vector<QgzRun> qgzRuns(const RankSetup& s, const char* algo, const char* tr
         const uint8_t* b = reinterpret_cast<const uint8_t*>(result);
         r.out.insert(r.out.end(), b, b + count * 2);
       }
-    zcollStats_t st{};
-    st.size = sizeof(st);
-    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
-    r.intraSent = st.bytesSent[zcollPathIntra];
-    r.intraRecv = st.bytesRecv[zcollPathIntra];
-    r.interSent = st.bytesSent[zcollPathInter];
+    r.bytes = pathBytes(comm);
   });
   return runs;
 }
@@ -287,21 +298,16 @@ void expectShmReadMatchesExchange(const RankSetup& s, int localPeers) {
   for (int r = 0; r < s.nranks; ++r) {
     ASSERT_FALSE(read[r].out.empty());
     EXPECT_TRUE(read[r].out == exchange[r].out) << "rank " << r;
-    EXPECT_EQ(read[r].intraSent, exchange[r].intraSent + extra) << "rank " << r;
-    EXPECT_EQ(read[r].intraRecv, exchange[r].intraRecv + extra) << "rank " << r;
-    EXPECT_EQ(read[r].interSent, exchange[r].interSent) << "rank " << r;
+    EXPECT_EQ(read[r].bytes.intraSent, exchange[r].bytes.intraSent + extra) << "rank " << r;
+    EXPECT_EQ(read[r].bytes.intraRecv, exchange[r].bytes.intraRecv + extra) << "rank " << r;
+    EXPECT_EQ(read[r].bytes.interSent, exchange[r].bytes.interSent) << "rank " << r;
   }
 }
 
 TEST(QgzShmRead, SameBitsAsTheExchangeOnOneNode) { expectShmReadMatchesExchange(oneNode(3), 2); }
 
 TEST(QgzShmRead, SameBitsAsTheExchangeOnTwoNodesCyclic) {
-  RankSetup s;
-  s.nranks = 4;
-  s.nodes = 2;
-  s.placement = Placement::kCyclic;
-  s.timeoutSec = 30;
-  expectShmReadMatchesExchange(s, 1);
+  expectShmReadMatchesExchange(cyclicNodes(4, 2), 1);
 }
 
 // Without shm to the local peers it falls back to the exchange, bits and bytes alike.
@@ -311,7 +317,7 @@ TEST(QgzShmRead, OverUcxItIsTheExchange) {
   auto read = qgzRuns(s, "two_hop_shm_read", "ucx");
   for (int r = 0; r < s.nranks; ++r) {
     EXPECT_TRUE(read[r].out == exchange[r].out) << "rank " << r;
-    EXPECT_EQ(read[r].intraSent, exchange[r].intraSent) << "rank " << r;
+    EXPECT_EQ(read[r].bytes.intraSent, exchange[r].bytes.intraSent) << "rank " << r;
   }
 }
 
@@ -319,7 +325,7 @@ TEST(QgzShmRead, OverUcxItIsTheExchange) {
 
 struct HpzRun {
   std::vector<float> forward, backward;
-  uint64_t intraSent = 0, intraRecv = 0, interSent = 0;
+  PathBytes bytes;
 };
 
 // hpZ forward (INT8 rail) and backward, with the node stage forced to `forward` / `backward`.
@@ -344,12 +350,7 @@ std::vector<HpzRun> hpzRuns(const RankSetup& s, const char* forward, const char*
                                              count, zcollFloat32, &q, comm, nullptr));
     ZCOLL_EXPECT_OK(comm, zcollAllGatherFromSecondary(secondary.data(), r.backward.data(), count,
                                                       zcollFloat32, comm, nullptr));
-    zcollStats_t st{};
-    st.size = sizeof(st);
-    ZCOLL_EXPECT_OK(comm, zcollCommGetStats(comm, &st));
-    r.intraSent = st.bytesSent[zcollPathIntra];
-    r.intraRecv = st.bytesRecv[zcollPathIntra];
-    r.interSent = st.bytesSent[zcollPathInter];
+    r.bytes = pathBytes(comm);
   });
   return runs;
 }
@@ -358,11 +359,8 @@ std::vector<HpzRun> hpzRuns(const RankSetup& s, const char* forward, const char*
 // address and a 1-byte token per local peer and call; nothing more between nodes.
 TEST(HpzShmRead, SameResultsAndBytesAsTheExchange) {
   for (Placement placement : {Placement::kContiguous, Placement::kCyclic}) {
-    RankSetup s;
-    s.nranks = 6;
-    s.nodes = 2;
+    RankSetup s = cyclicNodes(6, 2);
     s.placement = placement;
-    s.timeoutSec = 30;
     auto exchange = hpzRuns(s, "rail_then_node", "node");
     auto read = hpzRuns(s, "rail_then_node_shm_read", "node_shm_read");
     for (int r = 0; r < s.nranks; ++r) {
@@ -370,9 +368,9 @@ TEST(HpzShmRead, SameResultsAndBytesAsTheExchange) {
       EXPECT_TRUE(read[r].forward == exchange[r].forward) << "rank " << r;
       EXPECT_TRUE(read[r].backward == exchange[r].backward) << "rank " << r;
       EXPECT_TRUE(read[r].backward == read[r].forward) << "rank " << r;
-      EXPECT_EQ(read[r].intraSent, exchange[r].intraSent + 2 * 2 * 9) << "rank " << r;
-      EXPECT_EQ(read[r].intraRecv, exchange[r].intraRecv + 2 * 2 * 9) << "rank " << r;
-      EXPECT_EQ(read[r].interSent, exchange[r].interSent) << "rank " << r;
+      EXPECT_EQ(read[r].bytes.intraSent, exchange[r].bytes.intraSent + 2 * 2 * 9) << "rank " << r;
+      EXPECT_EQ(read[r].bytes.intraRecv, exchange[r].bytes.intraRecv + 2 * 2 * 9) << "rank " << r;
+      EXPECT_EQ(read[r].bytes.interSent, exchange[r].bytes.interSent) << "rank " << r;
     }
   }
 }
@@ -517,11 +515,7 @@ TEST(ShmCollectives, SameBitsOverShmAndUcxOnOneNode) {
 
 // Emulated 2x2 nodes, ranks not node-contiguous: local peers over shm, the others over ucx.
 TEST(ShmCollectives, SameBitsMixedAndUcxOnTwoNodesCyclic) {
-  RankSetup s;
-  s.nranks = 4;
-  s.nodes = 2;
-  s.placement = Placement::kCyclic;
-  s.timeoutSec = 30;
+  RankSetup s = cyclicNodes(4, 2);
   auto mixed = outputsOver(s, "");
   auto ucx = outputsOver(s, "ucx");
   for (int r = 0; r < s.nranks; ++r) {
