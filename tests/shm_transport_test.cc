@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -417,29 +418,41 @@ TEST(ShmMemory, ASegmentThatCannotBeReservedFailsInitOnEveryRank) {
   for (std::thread& t : ranks) t.join();
 }
 
-// qgZ's window grows with the call: one that cannot grow fails the call with a message on every
-// rank (no SIGBUS, no wait for the timeout) and breaks the comm; smaller calls before it ran.
-TEST(ShmMemory, AWindowThatCannotGrowFailsTheCallOnEveryRank) {
+// qgZ's window grows with the call. Rank 0's is grown beforehand, so only rank 1 cannot grow
+// its own: rank 1 fails with the reason, rank 0 (waiting for rank 1's window reference) learns
+// at once rather than at its timeout, and the comm is broken on both.
+TEST(ShmMemory, AWindowThatCannotGrowOnOneRankFailsTheCallOnEveryRank) {
   ScopedEnv shmOnly("ZCOLL_TRANSPORT", "shm");
   ScopedEnv force("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "two_hop_shm_read");
-  FileSizeLimit limit(4u << 20);  // the segments fit, a window of 8 MiB does not
   RankSetup s = oneNode(2);
-  runRanks(s, [&](int, zcollComm_t comm) {
+  s.timeoutSec = 60;
+  std::unique_ptr<FileSizeLimit> limit;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    if (rank == 0) {
+      char* base = nullptr;
+      shm::WindowRef ref;
+      ASSERT_EQ(comm->shm->ownWindow(size_t(32) << 20, &base, &ref), zcollSuccess);
+    }
+    ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
+    if (rank == 0) limit = std::make_unique<FileSizeLimit>(4u << 20);  // a window of 8 MiB: no
+    ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
     zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
     q.pipelineDepth = 1;
-    std::vector<uint16_t> in(2 * 65536, 0x3c00), out(65536);
-    ZCOLL_EXPECT_OK(comm, zcollQuantizedReduceScatter(in.data(), out.data(), 65536,
-                                                      zcollBfloat16, zcollSum, &q, comm, nullptr));
-    const size_t big = size_t(4) << 20;  // 2 x Q(4M elements) ~ 4.1 MiB per region
-    in.assign(2 * big, 0x3c00);
-    out.assign(big, 0);
+    const size_t count = size_t(4) << 20;  // 2 x Q(4M elements) ~ 4.1 MiB per region
+    std::vector<uint16_t> in(2 * count, 0x3c00), out(count);
     auto start = std::chrono::steady_clock::now();
-    EXPECT_FAILS_WITH(comm, zcollSystemError, "shm window: cannot reserve",
-                      zcollQuantizedReduceScatter(in.data(), out.data(), big, zcollBfloat16,
-                                                  zcollSum, &q, comm, nullptr));
+    if (rank == 1)
+      EXPECT_FAILS_WITH(comm, zcollSystemError, "shm window: cannot reserve",
+                        zcollQuantizedReduceScatter(in.data(), out.data(), count, zcollBfloat16,
+                                                    zcollSum, &q, comm, nullptr));
+    else
+      EXPECT_FAILS_WITH(comm, zcollRemoteError, "rank 1",
+                        zcollQuantizedReduceScatter(in.data(), out.data(), count, zcollBfloat16,
+                                                    zcollSum, &q, comm, nullptr));
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     EXPECT_NE(zcollBarrier(comm, nullptr), zcollSuccess);  // the comm is broken
   });
+  limit.reset();
 }
 
 // ---- Every collective, same bits over every transport -------------------------------------

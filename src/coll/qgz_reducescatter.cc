@@ -109,7 +109,7 @@ Result carve(zcollComm* comm, const Plan& p, Buffers* b) {
   }
   if (!p.inPlace) return zcollSuccess;
   char* window = nullptr;
-  ZCOLL_CHECK(breakAndTell(comm, comm->shm->ownWindow(2 * q1, &window, &b->ref)));
+  ZCOLL_CHECK(comm->shm->ownWindow(2 * q1, &window, &b->ref));  // failed: the peers are told
   b->swz[0] = window;
   b->swz[1] = window + q1;
   return zcollSuccess;

@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/peer_notice.h"
 
 namespace zcoll {
 
@@ -170,7 +171,15 @@ Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t
   ZCOLL_CHECK(selectAlgorithm(comm, kind, bytesPerRank, &algo));
   ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
                   comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
-  ZCOLL_CHECK(algo->run(comm, args));
+  Result r = algo->run(comm, args);
+  if (r == zcollSystemError || r == zcollInternalError) {
+    // A failure of this rank alone mid-collective (memory, a system call) leaves its peers
+    // waiting for it: break the comm and tell them, as a failed transfer does. Usage errors
+    // are found alike on every rank before anything is sent, and leave the comm usable.
+    breakComm(comm, r);
+    sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
+  }
+  ZCOLL_CHECK(r);
   comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
   return zcollSuccess;
 }

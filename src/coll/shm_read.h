@@ -35,8 +35,9 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>&
                      const char* in, size_t offset, size_t m, zcollDataType_t dtype,
                      zcollRedOp_t op, char* out);
 
-// A failure on this rank alone, mid-collective (a one-sided read, a window that cannot grow):
-// breaks the comm and tells the peers, who may be waiting for this rank's token. Returns r.
+// A failure of a one-sided operation on this rank alone, mid-collective: breaks the comm and
+// tells the peers, who may be waiting for this rank's token (runAlgorithm does the same for
+// system and internal errors; a failed read is a zcollRemoteError). Returns r.
 Result breakAndTell(zcollComm* comm, Result r);
 
 // One-sided read of `bytes` at `addr` in peer `peer`; a failure breaks the comm and tells the
