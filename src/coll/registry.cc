@@ -172,10 +172,11 @@ Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t
   ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
                   comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
   Result r = algo->run(comm, args);
-  if (r == zcollSystemError || r == zcollInternalError) {
+  if (r != zcollSuccess && r != zcollInvalidArgument && r != zcollInvalidUsage) {
     // A failure of this rank alone mid-collective (memory, a system call) leaves its peers
-    // waiting for it: break the comm and tell them, as a failed transfer does. Usage errors
-    // are found alike on every rank before anything is sent, and leave the comm usable.
+    // waiting for it: break the comm and tell them, as a failed transfer does (zcoll.h: the
+    // error state). Usage errors are found alike on every rank before anything is sent, and
+    // leave the comm usable.
     breakComm(comm, r);
     sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
   }
