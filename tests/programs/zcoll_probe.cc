@@ -1,6 +1,6 @@
 // A rank program for process-level tests (tests/process_test.cc). Links the public library
 // only. Initializes from the environment, then acts out a scenario:
-//   zcoll_probe ok              all-reduce a few times, check the result, exit 0
+//   zcoll_probe ok              all-reduce and qgZ a few times, check the results, exit 0
 //   zcoll_probe die RANK        RANK kills itself (SIGKILL) mid-way; the others must get
 //                               zcollRemoteError (exit 3) and never hang
 //   zcoll_probe destroy RANK    RANK destroys its comm mid-way and stays alive 5 s; the
@@ -45,21 +45,46 @@ int leave(zcollComm_t comm, Leave how) {
   _exit(0);
 }
 
-int allReduceLoop(zcollComm_t comm, int rank, int nranks, int dieRank, Leave how) {
-  std::vector<float> buf(1 << 16);
+// All-reduce of every rank's rank+1: each element must be the exact sum.
+int allReduceOnce(zcollComm_t comm, int rank, int nranks, int iter) {
+  std::vector<float> buf(1 << 16, float(rank + 1));
+  zcollResult_t r = zcollAllReduce(buf.data(), buf.data(), buf.size(), zcollFloat32, zcollSum,
+                                   comm, nullptr);
+  if (r != zcollSuccess) return report("all-reduce", r, comm);
+  const float want = float(nranks * (nranks + 1) / 2);
+  for (size_t i = 0; i < buf.size(); ++i) {
+    if (buf[i] == want) continue;
+    std::fprintf(stderr, "probe: all-reduce %d returned success but element %zu is %g, not %g\n",
+                 iter, i, double(buf[i]), double(want));
+    return 6;
+  }
+  return 0;
+}
+
+// qgZ of every rank's rank+1 (over shm its intra-node hop reads the peers' windows in place):
+// each element within INT4's bound of the sum (docs/ZEROPP.md: F = 0.148 on both hops).
+int quantizedReduceScatterOnce(zcollComm_t comm, int rank, int nranks, int iter) {
+  const size_t count = 1 << 15;
+  std::vector<float> in(count * nranks, float(rank + 1)), out(count);
+  zcollResult_t r = zcollQuantizedReduceScatter(in.data(), out.data(), count, zcollFloat32,
+                                                zcollSum, nullptr, comm, nullptr);
+  if (r != zcollSuccess) return report("quantized reduce-scatter", r, comm);
+  const double want = nranks * (nranks + 1) / 2.0;
+  for (size_t i = 0; i < count; ++i) {
+    if (out[i] >= 0.85 * want && out[i] <= 1.15 * want) continue;
+    std::fprintf(stderr, "probe: qgZ %d returned success but element %zu is %g, not about %g\n",
+                 iter, i, double(out[i]), want);
+    return 6;
+  }
+  return 0;
+}
+
+int collectivesLoop(zcollComm_t comm, int rank, int nranks, int dieRank, Leave how) {
   for (int iter = 0; iter < 50; ++iter) {
     if (rank == dieRank && iter == 5) return leave(comm, how);
-    for (size_t i = 0; i < buf.size(); ++i) buf[i] = float(rank + 1);
-    zcollResult_t r = zcollAllReduce(buf.data(), buf.data(), buf.size(), zcollFloat32, zcollSum,
-                                     comm, nullptr);
-    if (r != zcollSuccess) return report("all-reduce", r, comm);
-    const float want = float(nranks * (nranks + 1) / 2);
-    for (size_t i = 0; i < buf.size(); ++i) {
-      if (buf[i] == want) continue;
-      std::fprintf(stderr, "probe: all-reduce %d returned success but element %zu is %g, not %g\n",
-                   iter, i, double(buf[i]), double(want));
-      return 6;
-    }
+    int code = allReduceOnce(comm, rank, nranks, iter);
+    if (code == 0) code = quantizedReduceScatterOnce(comm, rank, nranks, iter);
+    if (code != 0) return code;
   }
   return 0;
 }
@@ -93,15 +118,15 @@ int main(int argc, char** argv) {
   int code = 2;
   const char* mode = argv[1];
   int victim = argc > 2 ? std::atoi(argv[2]) : -1;
-  if (std::strcmp(mode, "ok") == 0) code = allReduceLoop(comm, rank, nranks, -1, Leave::kKill);
+  if (std::strcmp(mode, "ok") == 0) code = collectivesLoop(comm, rank, nranks, -1, Leave::kKill);
   else if (std::strcmp(mode, "die") == 0 && argc > 2)
-    code = allReduceLoop(comm, rank, nranks, victim, Leave::kKill);
+    code = collectivesLoop(comm, rank, nranks, victim, Leave::kKill);
   else if (std::strcmp(mode, "destroy") == 0 && argc > 2)
-    code = allReduceLoop(comm, rank, nranks, victim, Leave::kDestroy);
+    code = collectivesLoop(comm, rank, nranks, victim, Leave::kDestroy);
   else if (std::strcmp(mode, "exit") == 0 && argc > 2)
-    code = allReduceLoop(comm, rank, nranks, victim, Leave::kExit);
+    code = collectivesLoop(comm, rank, nranks, victim, Leave::kExit);
   else if (std::strcmp(mode, "abort") == 0 && argc > 2)
-    code = allReduceLoop(comm, rank, nranks, victim, Leave::kAbort);
+    code = collectivesLoop(comm, rank, nranks, victim, Leave::kAbort);
   else if (std::strcmp(argv[1], "info") == 0) code = printInfo(comm);
   zcollCommDestroy(comm);
   return code;
