@@ -75,7 +75,8 @@ Plan makePlan(zcollComm* comm, const QgzArgs& a) {
   p.inter = a.quant.inter;
   p.first = (p.local == 1 && p.nodes > 1) ? p.inter : p.intra;
   p.nodeG = makeGroup(comm, lay.nodeGroup(comm->rank));
-  p.inPlace = a.shmRead && p.local > 1 && a.exec == &hostExecutor() && everyPeerOnShm(comm, p.nodeG);
+  p.inPlace = a.shmRead && p.local > 1 && a.exec == &hostExecutor() &&
+              everyPeerOnShm(comm, p.nodeG);
   p.pieceElems = qgzPieceElems(a.count, a.pipelineDepth, p.first.blockSize);
   p.pieces = static_cast<int>((a.count + p.pieceElems - 1) / p.pieceElems);
   p.railG = makeGroup(comm, lay.railGroup(comm->rank));
@@ -98,16 +99,19 @@ Piece pieceOf(const Plan& p, int k) {
 Result carve(zcollComm* comm, const Plan& p, Buffers* b) {
   const size_t q1 = quant::quantizedBytes(p.pieceElems, p.first) * p.w;
   const size_t q2 = quant::quantizedBytes(p.pieceElems, p.inter) * p.nodes;
+  const size_t intra = p.inPlace ? 0 : 2 * q1;  // read in place: step 1 writes the window
   void* base = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, 2 * q1 + 4 * q2, &base));
+  ZCOLL_CHECK(scratchGet(comm, intra + 4 * q2, &base));
   char* c = static_cast<char*>(base);
-  b->swz[0] = b->swz[1] = c;
-  b->intraRecv = c + q1;
   for (int i = 0; i < 2; ++i) {
-    b->interSend[i] = c + 2 * q1 + i * q2;
-    b->interRecv[i] = c + 2 * q1 + (2 + i) * q2;
+    b->interSend[i] = c + intra + i * q2;
+    b->interRecv[i] = c + intra + (2 + i) * q2;
   }
-  if (!p.inPlace) return zcollSuccess;
+  if (!p.inPlace) {
+    b->swz[0] = b->swz[1] = c;
+    b->intraRecv = c + q1;
+    return zcollSuccess;
+  }
   char* window = nullptr;
   ZCOLL_CHECK(comm->shm->ownWindow(2 * q1, &window, &b->ref));  // failed: the peers are told
   b->swz[0] = window;
