@@ -1,11 +1,15 @@
 #include "transport/ucx_transport.h"
 
 #include <poll.h>
+#include <sys/statvfs.h>
 
 #include <chrono>
-#include <memory>
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
+
+#include "core/log.h"
 
 namespace zcoll {
 
@@ -15,32 +19,67 @@ Result ucxFail(ucs_status_t st, const char* what) {
   return fail(zcollSystemError, "UCX %s failed: %s", what, ucs_status_string(st));
 }
 
-void tuneConfig(ucp_config_t*) {}
+// Free space in /dev/shm, for the messages ("unknown" where it cannot be read).
+std::string devShmFree() {
+  struct statvfs v;
+  if (statvfs("/dev/shm", &v) != 0) return "unknown";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%llu KiB",
+                static_cast<unsigned long long>(v.f_bavail) * v.f_frsize / 1024);
+  return buf;
+}
 
 }  // namespace
 
-Result UcxTransport::create(const std::string& commName, UcxTransport** out) {
-  *out = nullptr;
-  std::unique_ptr<UcxTransport> t(new UcxTransport());
+ucs_status_t UcxTransport::open(const std::string& commName, const char* tls, const char** step) {
   ucp_config_t* config = nullptr;
+  *step = "config read";
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
-  if (st != UCS_OK) return ucxFail(st, "config read");
-  tuneConfig(config);
+  if (st != UCS_OK) return st;
+  if (tls != nullptr) st = ucp_config_modify(config, "TLS", tls);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.name = commName.c_str();
-  st = ucp_init(&params, config, &t->context_);
+  if (st == UCS_OK) {
+    *step = "init";
+    st = ucp_init(&params, config, &context_);
+  }
   ucp_config_release(config);
-  if (st != UCS_OK) return ucxFail(st, "init");
-
+  if (st != UCS_OK) return st;
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
   wp.events = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV;
-  st = ucp_worker_create(t->context_, &wp, &t->worker_);
-  if (st != UCS_OK) return ucxFail(st, "worker create");
+  *step = "worker create";
+  return ucp_worker_create(context_, &wp, &worker_);
+}
 
+void UcxTransport::release() {
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+  worker_ = nullptr;
+  context_ = nullptr;
+}
+
+Result UcxTransport::create(const std::string& commName, UcxTransport** out) {
+  *out = nullptr;
+  std::unique_ptr<UcxTransport> t(new UcxTransport());
+  const char* step = "";
+  ucs_status_t st = t->open(commName, nullptr, &step);
+  if (st != UCS_OK && std::getenv("UCX_TLS") == nullptr) {
+    ZCOLL_WARN(LogSubsys::kNet, "UCX %s failed (%s) with its shared-memory transports "
+               "(/dev/shm: %s free); starting it without them (UCX_TLS=^sm): node peers go over "
+               "zcoll's shm transport (memfd, not /dev/shm) or UCX's network transports. A "
+               "larger /dev/shm (docker run --shm-size) gives UCX its shared memory back",
+               step, ucs_status_string(st), devShmFree().c_str());
+    t->release();
+    st = t->open(commName, "^sm", &step);
+  }
+  if (st != UCS_OK)
+    return fail(zcollSystemError, "UCX %s failed: %s (/dev/shm: %s free; UCX_TLS=%s)", step,
+                ucs_status_string(st), devShmFree().c_str(),
+                std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "^sm, after the default failed");
   if (ucp_worker_get_efd(t->worker_, &t->eventFd_) != UCS_OK) t->eventFd_ = -1;
 
   ucp_address_t* addr = nullptr;
@@ -62,8 +101,7 @@ UcxTransport::~UcxTransport() {
     }
     delete s;
   }
-  if (worker_ != nullptr) ucp_worker_destroy(worker_);
-  if (context_ != nullptr) ucp_cleanup(context_);
+  release();
 }
 
 bool UcxTransport::canConnect(const PeerReach& peer, std::string* why) const {

@@ -1,6 +1,9 @@
-// Inter-node (and, until the shm path exists, every non-self) transport over UCX's UCP tag API:
-// one UCP context and worker per communicator, one endpoint per peer, peer error handling on,
-// so a peer that dies or disconnects turns pending work into zcollRemoteError instead of a hang.
+// Inter-node transport (and intra-node where the shm transport cannot run, or with
+// ZCOLL_TRANSPORT=ucx) over UCX's UCP tag API: one UCP context and worker per communicator, one
+// endpoint per peer, peer error handling on, so a peer that dies or disconnects turns pending
+// work into zcollRemoteError instead of a hang. UCX's own shared-memory transports need room in
+// /dev/shm, which containers keep small: when UCX cannot start with them and UCX_TLS is not set,
+// it starts without them (UCX_TLS=^sm), with a warning.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -42,6 +45,11 @@ class UcxTransport final : public Transport {
   void closeEndpoints(int waitMs);
 
  private:
+  // Context and worker, UCX's transport list replaced by `tls` unless null; *step names what
+  // failed. release() undoes a partial open.
+  ucs_status_t open(const std::string& commName, const char* tls, const char** step);
+  void release();
+
   // user_data of a UCX request: lets a cancelled Request be freed before UCX calls back.
   struct Slot {
     UcxTransport* transport;
