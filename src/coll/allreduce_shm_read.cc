@@ -20,7 +20,7 @@ Result gatherChunks(zcollComm* comm, const std::vector<uint64_t>& outAddr,
     int p = (comm->rank + k) % comm->nranks;
     size_t bytes = c.byte[p + 1] - c.byte[p];
     if (bytes == 0) continue;
-    ZCOLL_CHECK(readPeer(comm, p, outAddr[p] + c.byte[p], out + c.byte[p], bytes));
+    ZCOLL_CHECK(comm->shm->read(p, outAddr[p] + c.byte[p], out + c.byte[p], bytes));
     countTransfer(comm, p, bytes, false);
     countTransfer(comm, p, c.byte[comm->rank + 1] - c.byte[comm->rank], true);
   }
@@ -35,16 +35,17 @@ Result allReduceShmRead(zcollComm* comm, const CollArgs& a) {
   const BalancedChunks c = balancedChunks(a.count, comm->nranks, dtypeSize(a.dtype));
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
+  const Group world = worldGroup(comm);
   Stage st(comm, *a.exec);
   std::vector<uint64_t> inAddr, outAddr;
-  ZCOLL_CHECK(tradeAddresses(st, comm, in, &inAddr));
-  ZCOLL_CHECK(tradeAddresses(st, comm, out, &outAddr));
+  ZCOLL_CHECK(tradeAddresses(st, world, in, &inAddr));
+  ZCOLL_CHECK(tradeAddresses(st, world, out, &outAddr));
   ZCOLL_CHECK(readAndReduce(comm, st.exec(), inAddr, in, c.byte[me], c.elem[me + 1] - c.elem[me],
                             a.dtype, a.op, out + c.byte[me]));
-  countPeerReads(comm, c.byte[me + 1] - c.byte[me]);
-  ZCOLL_CHECK(tradeTokens(st, comm, 1));
+  countPeerReads(comm, world, c.byte[me + 1] - c.byte[me]);
+  ZCOLL_CHECK(tradeTokens(st, world, 1));
   ZCOLL_CHECK(gatherChunks(comm, outAddr, c, out));
-  return tradeTokens(st, comm, 2);
+  return tradeTokens(st, world, 2);
 }
 
 }  // namespace zcoll

@@ -55,8 +55,8 @@ Result readShards(const Stage& st, zcollComm* comm, const Group& node, const cha
   for (int k = 1; k < node.size(); ++k) {
     int peer = (node.me + k) % node.size();
     for (int m = 0; m < n; ++m)
-      ZCOLL_CHECK(readPeer(comm, node.ranks[peer], addr[peer] + m * out.bytes, out.at(m, peer),
-                           out.bytes));
+      ZCOLL_CHECK(comm->shm->read(node.ranks[peer], addr[peer] + m * out.bytes, out.at(m, peer),
+                                  out.bytes));
   }
   countPeerReads(comm, node, n * out.bytes);
   return tradeTokens(st, node, 1);

@@ -18,13 +18,14 @@ Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a) {
   const size_t es = dtypeSize(a.dtype);
   const size_t chunk = a.count * es;
   const char* in = static_cast<const char*>(a.send);
+  const Group world = worldGroup(comm);
   Stage st(comm, *a.exec);
   std::vector<uint64_t> addr;
-  ZCOLL_CHECK(tradeAddresses(st, comm, in, &addr));
+  ZCOLL_CHECK(tradeAddresses(st, world, in, &addr));
   ZCOLL_CHECK(readAndReduce(comm, st.exec(), addr, in, comm->rank * chunk, a.count, a.dtype,
                             a.op, static_cast<char*>(a.recv)));
-  countPeerReads(comm, chunk);
-  return tradeTokens(st, comm, 1);
+  countPeerReads(comm, world, chunk);
+  return tradeTokens(st, world, 1);
 }
 
 }  // namespace zcoll

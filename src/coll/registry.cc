@@ -6,7 +6,6 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/params.h"
-#include "core/peer_notice.h"
 
 namespace zcoll {
 
@@ -172,14 +171,12 @@ Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t
   ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
                   comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
   Result r = algo->run(comm, args);
-  if (r != zcollSuccess && r != zcollInvalidArgument && r != zcollInvalidUsage) {
-    // A failure of this rank alone mid-collective (memory, a system call) leaves its peers
-    // waiting for it: break the comm and tell them, as a failed transfer does (zcoll.h: the
-    // error state). Usage errors are found alike on every rank before anything is sent, and
-    // leave the comm usable.
-    breakComm(comm, r);
-    sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
-  }
+  // A failure of this rank alone mid-collective (memory, a system call, a one-sided read)
+  // leaves its peers waiting for it: break the comm and tell them, as a failed transfer does
+  // (zcoll.h: the error state). Usage errors are found alike on every rank before anything is
+  // sent, and leave the comm usable.
+  if (r != zcollSuccess && r != zcollInvalidArgument && r != zcollInvalidUsage)
+    breakAndNotify(comm, r);
   ZCOLL_CHECK(r);
   comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
   return zcollSuccess;

@@ -4,7 +4,7 @@
 
 #include "coll/reduce_kernels.h"
 #include "core/dtype.h"
-#include "core/peer_notice.h"
+#include "transport/shm_transport.h"
 
 namespace zcoll {
 
@@ -13,18 +13,6 @@ namespace {
 constexpr size_t kPieceBytes = 128 * 1024;  // a piece and its accumulator stay in L2
 
 }  // namespace
-
-Result breakAndTell(zcollComm* comm, Result r) {
-  if (r != zcollSuccess) {
-    breakComm(comm, r);
-    sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
-  }
-  return r;
-}
-
-Result readPeer(zcollComm* comm, int peer, uint64_t addr, void* dst, size_t bytes) {
-  return breakAndTell(comm, comm->shm->read(peer, addr, dst, bytes));
-}
 
 bool everyPeerOnShm(const zcollComm* comm, const Group& g) {
   if (!comm->shm) return false;
@@ -55,18 +43,9 @@ Result tradeAddresses(const Stage& st, const Group& g, const void* mine,
   return tradeItems(st, g, 0, addr->data(), sizeof(uint64_t));
 }
 
-Result tradeAddresses(const Stage& st, zcollComm* comm, const void* mine,
-                      std::vector<uint64_t>* addr) {
-  return tradeAddresses(st, worldGroup(comm), mine, addr);
-}
-
 Result tradeTokens(const Stage& st, const Group& g, uint32_t step) {
   std::vector<uint8_t> tokens(g.size(), 1);
   return tradeItems(st, g, step, tokens.data(), 1);
-}
-
-Result tradeTokens(const Stage& st, zcollComm* comm, uint32_t step) {
-  return tradeTokens(st, worldGroup(comm), step);
 }
 
 Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine, const char* myBase,
@@ -75,10 +54,8 @@ Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine,
   refs[g.me] = mine;
   ZCOLL_CHECK(tradeItems(st, g, step, refs.data(), sizeof(shm::WindowRef)));
   base->assign(g.size(), myBase);
-  zcollComm* comm = st.comm();
   for (int p = 0; p < g.size(); ++p)
-    if (p != g.me)
-      ZCOLL_CHECK(breakAndTell(comm, comm->shm->peerWindow(g.ranks[p], refs[p], &(*base)[p])));
+    if (p != g.me) ZCOLL_CHECK(st.comm()->shm->peerWindow(g.ranks[p], refs[p], &(*base)[p]));
   return zcollSuccess;
 }
 
@@ -99,7 +76,7 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>&
     for (int p = 0; p < w; ++p) {
       const void* piece = in + at;
       if (p != me) {
-        ZCOLL_CHECK(readPeer(comm, p, addr[p] + at, buf, k * es));
+        ZCOLL_CHECK(comm->shm->read(p, addr[p] + at, buf, k * es));
         piece = buf;
       }
       ZCOLL_CHECK(p == 0 ? ex.toAcc(acc, piece, dtype, k)
@@ -117,7 +94,5 @@ void countPeerReads(zcollComm* comm, const Group& g, size_t bytes) {
     countTransfer(comm, p, bytes, true);
   }
 }
-
-void countPeerReads(zcollComm* comm, size_t bytes) { countPeerReads(comm, worldGroup(comm), bytes); }
 
 }  // namespace zcoll

@@ -4,6 +4,8 @@
 // one-sided ShmTransport::read (a copy by the kernel); zcoll's own intermediate data lives in
 // windows (transport/shm_window.h) that peers map and read with no copy (shareWindows). Either
 // is released with a token to and from every peer (tradeTokens): after it, no peer reads it.
+// A failed read or mapping fails the algorithm, and runAlgorithm then breaks the comm and tells
+// the peers (they may be waiting for this rank's token).
 #pragma once
 
 #include <cstdint>
@@ -14,14 +16,11 @@
 
 namespace zcoll {
 
-// (*addr)[p] = the address rank p (member p of g) published (`mine` for this rank).
-Result tradeAddresses(const Stage& st, zcollComm* comm, const void* mine,
-                      std::vector<uint64_t>* addr);
+// (*addr)[p] = the address member p of g published (`mine` for this rank).
 Result tradeAddresses(const Stage& st, const Group& g, const void* mine,
                       std::vector<uint64_t>* addr);
 
-// A one-byte token to and from every peer (of group g), as step `step` of the stage.
-Result tradeTokens(const Stage& st, zcollComm* comm, uint32_t step);
+// A one-byte token to and from every other member of g, as step `step` of the stage.
 Result tradeTokens(const Stage& st, const Group& g, uint32_t step);
 
 // Sends `mine` (this rank's window, at `myBase` here) to every member of g and maps theirs:
@@ -35,17 +34,7 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>&
                      const char* in, size_t offset, size_t m, zcollDataType_t dtype,
                      zcollRedOp_t op, char* out);
 
-// A failure of a one-sided operation on this rank alone, mid-collective: breaks the comm and
-// tells the peers, who may be waiting for this rank's token (runAlgorithm does the same for
-// system and internal errors; a failed read is a zcollRemoteError). Returns r.
-Result breakAndTell(zcollComm* comm, Result r);
-
-// One-sided read of `bytes` at `addr` in peer `peer`; a failure breaks the comm and tells the
-// peers (they may be waiting for this rank's token).
-Result readPeer(zcollComm* comm, int peer, uint64_t addr, void* dst, size_t bytes);
-
-// Counts `bytes` read from every peer (of group g) and as many read by every peer from this rank.
-void countPeerReads(zcollComm* comm, size_t bytes);
+// Counts `bytes` read from every other member of g and as many read by each from this rank.
 void countPeerReads(zcollComm* comm, const Group& g, size_t bytes);
 
 }  // namespace zcoll

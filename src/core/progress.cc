@@ -60,8 +60,7 @@ Result explainPeerFailure(zcollComm* comm, int peer, Result error) {
 // A post to `peer` failed: explain it, break the comm and tell every peer.
 Result postFailed(zcollComm* comm, int peer, Result error) {
   Result r = explainPeerFailure(comm, peer, error);
-  breakComm(comm, r);
-  sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
+  breakAndNotify(comm, r);
   return r;
 }
 
@@ -76,6 +75,11 @@ void countTransfer(zcollComm* comm, int peer, size_t bytes, bool sending) {
 void breakComm(zcollComm* comm, Result error) {
   int expected = zcollSuccess;
   comm->asyncError.compare_exchange_strong(expected, error);
+}
+
+void breakAndNotify(zcollComm* comm, Result error) {
+  breakComm(comm, error);
+  sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
 }
 
 Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64_t tag,
@@ -236,8 +240,7 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
     if (r != zcollSuccess) {
       cancelPending(reqs, n);
       recordFailureCause(comm, comm->rank, false);  // if nobody else was to blame
-      breakComm(comm, r);
-      sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
+      breakAndNotify(comm, r);
       return r;
     }
     backoff(comm, reqs, n, polls, spinCount);

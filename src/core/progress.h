@@ -28,6 +28,9 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n);
 
 // Puts the communicator in the error state (first error wins).
 void breakComm(zcollComm* comm, Result error);
+// breakComm, then the failure notice to every peer (once per comm): peers blocked on this rank
+// in the same collective learn at once instead of at their timeout.
+void breakAndNotify(zcollComm* comm, Result error);
 
 }  // namespace zcoll
 

@@ -65,9 +65,10 @@ void UcxTransport::release() {
 Result UcxTransport::create(const std::string& commName, UcxTransport** out) {
   *out = nullptr;
   std::unique_ptr<UcxTransport> t(new UcxTransport());
+  const char* userTls = std::getenv("UCX_TLS");
   const char* step = "";
   ucs_status_t st = t->open(commName, nullptr, &step);
-  if (st != UCS_OK && std::getenv("UCX_TLS") == nullptr) {
+  if (st != UCS_OK && userTls == nullptr) {
     ZCOLL_WARN(LogSubsys::kNet, "UCX %s failed (%s) with its shared-memory transports "
                "(/dev/shm: %s free); starting it without them (UCX_TLS=^sm): node peers go over "
                "zcoll's shm transport (memfd, not /dev/shm) or UCX's network transports. A "
@@ -79,7 +80,7 @@ Result UcxTransport::create(const std::string& commName, UcxTransport** out) {
   if (st != UCS_OK)
     return fail(zcollSystemError, "UCX %s failed: %s (/dev/shm: %s free; UCX_TLS=%s)", step,
                 ucs_status_string(st), devShmFree().c_str(),
-                std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "^sm, after the default failed");
+                userTls ? userTls : "^sm, after the default failed");
   if (ucp_worker_get_efd(t->worker_, &t->eventFd_) != UCS_OK) t->eventFd_ = -1;
 
   ucp_address_t* addr = nullptr;
