@@ -15,11 +15,28 @@ Result cudaResult(cudaError_t err, const char* what) {
               cudaGetErrorString(err));
 }
 
+Result deviceAlloc(size_t bytes, void** out) {
+  // cudaMalloc aligns to at least 256 bytes.
+  return cudaResult(cudaMalloc(out, bytes == 0 ? 1 : bytes), "cudaMalloc (zcoll scratch)");
+}
+void deviceRelease(void* p) { (void)cudaFree(p); }
+Result pinnedAlloc(size_t bytes, void** out) {
+  return cudaResult(cudaHostAlloc(out, bytes == 0 ? 1 : bytes, cudaHostAllocPortable),
+                    "cudaHostAlloc (zcoll staging)");
+}
+void pinnedRelease(void* p) { (void)cudaFreeHost(p); }
+
+const MemoryOps& cudaMemory() {
+  static const MemoryOps ops{"cuda", deviceAlloc, deviceRelease, pinnedAlloc, pinnedRelease};
+  return ops;
+}
+
 class CudaExecutor final : public Executor {
  public:
   explicit CudaExecutor(cudaStream_t stream) : stream_(stream) {}
   const char* name() const override { return "cuda"; }
   MemKind memKind() const override { return MemKind::kDevice; }
+  const MemoryOps& memory() const override { return cudaMemory(); }
 
   Result copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0 || dst == src) return zcollSuccess;

@@ -15,10 +15,6 @@
 
 #include "support/ranks.h"
 
-#ifdef ZCOLL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 using namespace zcoll::test;
 
 namespace {
@@ -344,27 +340,6 @@ TEST(Errors, AbortFromAnotherThreadReturnsPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(waiting.get(), zcollRemoteError);
   EXPECT_EQ(zcollCommDestroy(comms[1]), zcollSuccess);
-}
-
-TEST(Errors, DeviceBuffersAreUnsupportedNotMisread) {
-#ifndef ZCOLL_HAVE_CUDA
-  GTEST_SKIP() << "built without CUDA";
-#else
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    GTEST_SKIP() << "no GPU on this machine";
-  }
-  void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, 64 * sizeof(float)), cudaSuccess);
-  RankSetup s;
-  s.nranks = 1;
-  runRanks(s, [&](int, zcollComm_t comm) {
-    EXPECT_FAILS_WITH(comm, zcollUnsupported, "device",
-                      zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, nullptr));
-  });
-  cudaFree(dev);
-#endif
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 // operation a pointer array that died before the flush, gives different bytes or crashes.
 // With a GPU, the CUDA executor's operations are checked byte for byte against the host's.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "exec/executor.h"
+#include "support/fake_device.h"
 #include "support/ranks.h"
 #include "support/values.h"
 
@@ -34,80 +36,12 @@
 namespace zcoll {
 namespace {
 
+using test::DeferredExecutor;
+using test::FakeDeviceArena;
+using test::FakeDeviceExecutor;
 using test::Placement;
 using test::RankSetup;
 using test::runRanks;
-
-// Records operations; runs them, in issue order, at flush().
-class DeferredExecutor final : public Executor {
- public:
-  const char* name() const override { return "deferred"; }
-  MemKind memKind() const override { return MemKind::kHost; }
-  int issued() const { return issued_; }
-
-  Result copy(void* dst, const void* src, size_t bytes) override {
-    return defer([=](Executor& h) { return h.copy(dst, src, bytes); });
-  }
-  Result toAcc(void* acc, const void* in, zcollDataType_t dt, size_t n) override {
-    return defer([=](Executor& h) { return h.toAcc(acc, in, dt, n); });
-  }
-  Result accumulate(void* acc, const void* in, bool inIsAcc, zcollDataType_t dt, zcollRedOp_t op,
-                    size_t n) override {
-    return defer([=](Executor& h) { return h.accumulate(acc, in, inIsAcc, dt, op, n); });
-  }
-  Result combine(void* out, const void* a, const void* b, zcollDataType_t dt, zcollRedOp_t op,
-                 int div, size_t n) override {
-    return defer([=](Executor& h) { return h.combine(out, a, b, dt, op, div, n); });
-  }
-  Result fromAcc(void* out, const void* acc, zcollDataType_t dt, zcollRedOp_t op, int nranks,
-                 size_t n) override {
-    return defer([=](Executor& h) { return h.fromAcc(out, acc, dt, op, nranks, n); });
-  }
-  Result quantize(const void* in, zcollDataType_t dt, size_t n, const quant::QuantParams& p,
-                  void* out) override {
-    return defer([=](Executor& h) { return h.quantize(in, dt, n, p, out); });
-  }
-  Result quantizeChunks(const void* in, zcollDataType_t dt, size_t chunkElems, size_t nChunks,
-                        const int* destOrder, const quant::QuantParams& p, void* out) override {
-    // The order array is read now (the contract): the caller may free it after the call.
-    std::vector<int> order = destOrder ? std::vector<int>(destOrder, destOrder + nChunks)
-                                       : std::vector<int>();
-    return defer([=](Executor& h) {
-      return h.quantizeChunks(in, dt, chunkElems, nChunks, order.empty() ? nullptr : order.data(),
-                              p, out);
-    });
-  }
-  Result dequantize(const void* q, size_t n, const quant::QuantParams& p, void* out,
-                    zcollDataType_t dt) override {
-    return defer([=](Executor& h) { return h.dequantize(q, n, p, out, dt); });
-  }
-  Result dequantizeSum(const void* const* chunks, int k, size_t n, const quant::QuantParams& p,
-                       float scale, void* out, zcollDataType_t dt) override {
-    std::vector<const void*> c(chunks, chunks + k);
-    return defer([=](Executor& h) { return h.dequantizeSum(c.data(), k, n, p, scale, out, dt); });
-  }
-  Result dequantReduceRequant(const void* const* chunks, int k, size_t n,
-                              const quant::QuantParams& in, const quant::QuantParams& out,
-                              void* outQ) override {
-    std::vector<const void*> c(chunks, chunks + k);
-    return defer([=](Executor& h) { return h.dequantReduceRequant(c.data(), k, n, in, out, outQ); });
-  }
-
-  Result flush() override {
-    for (auto& op : pending_) ZCOLL_CHECK(op(hostExecutor()));
-    pending_.clear();
-    return zcollSuccess;
-  }
-
- private:
-  Result defer(std::function<Result(Executor&)> op) {
-    pending_.push_back(std::move(op));
-    ++issued_;
-    return zcollSuccess;
-  }
-  std::vector<std::function<Result(Executor&)>> pending_;
-  int issued_ = 0;
-};
 
 constexpr int kRoot = 1;
 
@@ -223,6 +157,40 @@ TEST(Executor, EveryAlgorithmThroughADeferredExecutorGivesTheHostBytes) {
     for (int r = 0; r < s.nranks; ++r) total += issued[r][i];
     EXPECT_GT(total, 0) << collKindName(algos[i].kind) << " " << algos[i].name;
   }
+}
+
+TEST(Executor, EveryAlgorithmOnDeviceBuffersStagesThroughHostAndGivesTheHostBytes) {
+  // 2 nodes x 2: every route (self, shm inside a node, ucx between nodes) carries staged bytes.
+  const RankSetup s{4, 2, Placement::kCyclic};
+  const std::vector<Algorithm>& algos = allAlgorithms();
+  runRanks(s, [&](int, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    for (const Algorithm& algo : algos) {
+      for (zcollDataType_t t : {zcollFloat32, zcollBfloat16}) {
+        const size_t count = 300;
+        Call host, dev;
+        makeCall(algo.kind, comm, t, zcollSum, count, &host);
+        makeCall(algo.kind, comm, t, zcollSum, count, &dev);
+        void* dsend = arena.alloc(dev.send.size());
+        void* drecv = arena.alloc(dev.recv.size());
+        arena.upload(dsend, dev.send);
+        arena.upload(drecv, dev.recv);
+        FakeDeviceExecutor exec;
+        dev.args.send = dsend;
+        dev.args.recv = drecv;
+        dev.args.exec = &exec;
+        ASSERT_EQ(algo.run(comm, host.args), zcollSuccess) << algo.name << ": " << threadLastError();
+        ASSERT_EQ(algo.run(comm, dev.args), zcollSuccess) << algo.name << ": " << threadLastError();
+        ASSERT_EQ(exec.flush(), zcollSuccess);
+        EXPECT_EQ(arena.download(drecv, dev.recv.size()), host.recv)
+            << collKindName(algo.kind) << " " << algo.name << " " << dtypeName(t) << " rank "
+            << comm->rank;
+      }
+    }
+    // Staging blocks went back to the comm's pool for the next call.
+    EXPECT_GT(comm->staging.freeBlocks(), 0u);
+  });
 }
 
 TEST(Executor, HostBuffersGetTheHostExecutorAndDeviceBuffersAClearAnswer) {

@@ -14,6 +14,7 @@
 
 #include "coll/coll.h"
 #include "core/comm.h"
+#include "core/memory.h"
 #include "core/params.h"
 #include "exec/executor.h"
 #include "quant/isa.h"
@@ -52,8 +53,12 @@ void printBuild() {
   std::printf("  CUDA kernels: not built\n");
 #endif
   std::printf("  executors: %s\n", zcoll::executorSummary().c_str());
-  std::printf("  device buffers in collectives: not yet (zcollUnsupported): no transport "
-              "carries device memory yet\n");
+  const zcoll::DeviceComponent* device = zcoll::deviceComponent();
+  if (device != nullptr)
+    std::printf("  device buffers: %s, on the call's stream; sent through pinned host staging "
+                "(no cuda_ipc transport yet)\n", device->name);
+  else
+    std::printf("  device buffers: none recognised here (no CUDA device, or CUDA not built)\n");
   std::string why;
   bool shm = zcoll::shm::probeSharing(&why);
   std::printf("  transports: self, shm (%s: %s)%s\n", shm ? "usable" : "unusable here",

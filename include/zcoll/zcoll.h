@@ -10,7 +10,19 @@
  *    which returns the calling thread's last message).
  *  - Buffers are owned by the caller and must stay valid until the call completes.
  *  - Host buffers: the call blocks until the local part of the collective is done; `stream`
- *    must be NULL. Device (CUDA) buffers: not supported yet, the call returns zcollUnsupported.
+ *    must be NULL.
+ *  - Device (CUDA) buffers (cudaMalloc'd or managed memory of the calling thread's current
+ *    device), in a build with CUDA on a machine with a device: every collective, the ZeRO++
+ *    ones and zcollSend/zcollRecv take them, with `stream` the CUDA stream that orders them
+ *    (NULL: the default stream). The data work (copies, reductions, quantization) runs as
+ *    kernels on `stream`; bytes that leave the device go through pinned host memory, and for the
+ *    ZeRO++ collectives only their quantized form does. The call returns once the operation is
+ *    complete (it synchronizes `stream`, so work queued on it before the call completes too):
+ *    stronger than NCCL, whose calls return once enqueued. A CUDA failure returns
+ *    zcollCudaError. Without a device (or CUDA support, see zcoll_info) device pointers are
+ *    not recognised: pass host buffers.
+ *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
+ *    otherwise), and every rank passes the same kind to a call.
  *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort is the one call
  *    that may be made from another thread while a collective is running.
  *  - After any error other than zcollInvalidArgument / zcollInvalidUsage detected before
@@ -317,7 +329,7 @@ ZCOLL_API zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendco
                                        zcollDataType_t datatype, zcollComm_t comm,
                                        zcollStream_t stream);
 
-/* Returns once every rank has entered the barrier. */
+/* Returns once every rank has entered the barrier. A host call: `stream` must be NULL. */
 ZCOLL_API zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream);
 
 /* Point to point. Matched in order per (sender, receiver) pair; count and type must agree: a

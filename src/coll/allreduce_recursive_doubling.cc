@@ -38,7 +38,7 @@ Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a) {
   const size_t n = a.count;
   const size_t bytes = n * accSize(a.dtype);
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, 2 * bytes, &scratch));
+  ZCOLL_CHECK(scratchGet(comm, *a.exec, 2 * bytes, &scratch));
   char* acc = static_cast<char*>(scratch);
   char* other = acc + bytes;
   const Shape s = shapeOf(w);

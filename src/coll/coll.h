@@ -7,12 +7,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/comm.h"
 #include "core/progress.h"
 #include "core/tags.h"
 #include "exec/executor.h"
+#include "exec/staging.h"
 
 namespace zcoll {
 
@@ -53,24 +55,23 @@ class RequestList {
 
 class Stage {
  public:
-  Stage(zcollComm* comm, Executor& exec) : comm_(comm), exec_(&exec), seq_(comm->collSeq++) {}
+  // Device executors get a Staging: transports carry host memory only (exec/staging.h).
+  Stage(zcollComm* comm, Executor& exec);
   zcollComm* comm() const { return comm_; }
   Executor& exec() const { return *exec_; }
 
   // A local copy by the executor, counted as self-path bytes (no-op when dst == src).
   Result copy(void* dst, const void* src, size_t bytes) const;
-  // Posts after the executor's work issued so far is done (it may be writing `buf`).
-  Result send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const {
-    ZCOLL_CHECK(exec_->flush());
-    return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req);
-  }
-  // Posts after the executor's work issued so far is done (it may be reading `buf`).
-  Result recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const {
-    ZCOLL_CHECK(exec_->flush());
-    return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req);
-  }
-  Result wait(Request* reqs, size_t n) const { return waitAll(comm_, reqs, n); }
-  Result wait(RequestList& l) const { return waitAll(comm_, l.data(), l.size()); }
+  // Posts after the executor's work issued so far is done (it may be writing `buf`). A device
+  // buffer is sent from a host copy.
+  Result send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const;
+  // Posts after the executor's work issued so far is done (it may be reading `buf`). A device
+  // buffer is received into host memory and copied into place by wait().
+  Result recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const;
+  // Waits for the requests; receives into device buffers are then copied into place (issued on
+  // the executor, so its later operations see them).
+  Result wait(Request* reqs, size_t n) const;
+  Result wait(RequestList& l) const { return wait(l.data(), l.size()); }
   // One send and one receive, then wait for both (the ring step).
   Result exchange(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
                   size_t rbytes, uint32_t step) const;
@@ -79,6 +80,7 @@ class Stage {
   zcollComm* comm_;
   Executor* exec_;
   uint32_t seq_;
+  std::unique_ptr<Staging> staging_;  // device executors only
 };
 
 struct QuantSettings;  // coll/zeropp_config.h

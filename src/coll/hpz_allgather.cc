@@ -105,7 +105,7 @@ Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void*
   const size_t secBytes = secondary ? 0 : alignUp(n * count * dtypeSize(dtype));
   const size_t wireBytes = p ? quant::quantizedBytes(count, *p) * n : 0;
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, secBytes + wireBytes, &scratch));  // [secondary?][wire?]
+  ZCOLL_CHECK(scratchGet(comm, exec, secBytes + wireBytes, &scratch));  // [secondary?][wire?]
   char* sec = secondary ? static_cast<char*>(secondary) : static_cast<char*>(scratch);
   {
     Stage st(comm, exec);

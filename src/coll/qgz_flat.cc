@@ -17,7 +17,7 @@ Result qgzFlat(zcollComm* comm, const QgzArgs& a) {
   qp.elementOffset = qgzFirstIndex(w, a.count, me, 0);
   const size_t q = quant::quantizedBytes(a.count, qp);
   void* base = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, 2 * w * q, &base));
+  ZCOLL_CHECK(scratchGet(comm, *a.exec, 2 * w * q, &base));
   char* send = static_cast<char*>(base);
   char* recv = send + w * q;
   ZCOLL_CHECK(a.exec->quantizeChunks(a.send, a.dtype, a.count, w, nullptr, qp, send));

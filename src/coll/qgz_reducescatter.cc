@@ -96,12 +96,12 @@ Piece pieceOf(const Plan& p, int k) {
   return pc;
 }
 
-Result carve(zcollComm* comm, const Plan& p, Buffers* b) {
+Result carve(zcollComm* comm, const Executor& exec, const Plan& p, Buffers* b) {
   const size_t q1 = quant::quantizedBytes(p.pieceElems, p.first) * p.w;
   const size_t q2 = quant::quantizedBytes(p.pieceElems, p.inter) * p.nodes;
   const size_t intra = p.inPlace ? 0 : 2 * q1;  // read in place: step 1 writes the window
   void* base = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, intra + 4 * q2, &base));
+  ZCOLL_CHECK(scratchGet(comm, exec, intra + 4 * q2, &base));
   char* c = static_cast<char*>(base);
   for (int i = 0; i < 2; ++i) {
     b->interSend[i] = c + intra + i * q2;
@@ -224,7 +224,7 @@ Result firstHop(const Stage& st, const Plan& p, const QgzArgs& a, Buffers& b, co
 Result qgzHierarchical(zcollComm* comm, const QgzArgs& a) {
   const Plan p = makePlan(comm, a);
   Buffers b;
-  ZCOLL_CHECK(carve(comm, p, &b));
+  ZCOLL_CHECK(carve(comm, *a.exec, p, &b));
   // Every rank constructs the same stages in the same order: (intra, inter) per piece.
   std::vector<Stage> stages;
   stages.reserve(2 * p.pieces);

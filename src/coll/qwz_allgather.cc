@@ -52,7 +52,7 @@ Result qwzAllGather(zcollComm* comm, Executor& exec, const void* send, void* rec
                     zcollDataType_t dtype, const quant::QuantParams& p) {
   const Group g = nodeOrderedRing(comm);
   void* wire = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, quant::quantizedBytes(count, p) * g.size(), &wire));
+  ZCOLL_CHECK(scratchGet(comm, exec, quant::quantizedBytes(count, p) * g.size(), &wire));
   std::vector<size_t> outElem(g.size());
   for (int i = 0; i < g.size(); ++i) outElem[i] = static_cast<size_t>(g.ranks[i]) * count;
   quant::QuantParams mine = p;

@@ -17,7 +17,7 @@ Result reduceScatterDirect(zcollComm* comm, const CollArgs& a) {
   // The accumulator follows the pieces, aligned for its type (w * n 16-bit pieces may end at an
   // odd multiple of 2 bytes).
   const size_t accOffset = (w * n * es + 63) / 64 * 64;
-  ZCOLL_CHECK(scratchGet(comm, accOffset + n * accSize(a.dtype), &scratch));
+  ZCOLL_CHECK(scratchGet(comm, *a.exec, accOffset + n * accSize(a.dtype), &scratch));
   char* pieces = static_cast<char*>(scratch);  // piece from rank p at p * n * es
   char* acc = pieces + accOffset;
 

@@ -33,7 +33,7 @@ Result ringPartialsInDtype(const Stage& st, const Group& g, const char* in, void
   const int w = g.size();
   const size_t es = dtypeSize(dtype);
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(st.comm(), 2 * rc.maxChunk(w) * es, &scratch));
+  ZCOLL_CHECK(scratchGet(st.comm(), st.exec(), 2 * rc.maxChunk(w) * es, &scratch));
   // Two partial buffers used in turn: step s receives into bufs[s % 2] while the partial it
   // reduced the step before (in bufs[(s + 1) % 2]) goes out.
   char* bufs[2] = {static_cast<char*>(scratch), static_cast<char*>(scratch) + rc.maxChunk(w) * es};
@@ -61,7 +61,7 @@ Result ringPartialsInFp32(const Stage& st, const Group& g, const char* in, void*
   const size_t es = dtypeSize(dtype), as = accSize(dtype);
   const size_t slot = rc.maxChunk(w) * as;
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(st.comm(), 2 * slot, &scratch));
+  ZCOLL_CHECK(scratchGet(st.comm(), st.exec(), 2 * slot, &scratch));
   // Hop 0 receives the neighbour's input into bufs[1] and reduces into bufs[0]; from then on
   // step s receives an fp32 partial into bufs[s % 2] and reduces it in place while the other
   // buffer's partial (step s-1) goes out.

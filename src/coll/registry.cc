@@ -171,6 +171,10 @@ Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t
   ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
                   comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
   Result r = algo->run(comm, args);
+  // Device calls complete before they return: the executor's work (on the caller's stream) is
+  // waited for, also after a failure, so no copy still touches a buffer the caller may free.
+  Result flushed = args.exec->flush();
+  if (r == zcollSuccess) r = flushed;
   // A failure of this rank alone mid-collective (memory, a system call, a one-sided read)
   // leaves its peers waiting for it: break the comm and tell them, as a failed transfer does
   // (zcoll.h: the error state). Usage errors are found alike on every rank before anything is

@@ -67,7 +67,7 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>&
   const size_t pieceElems = std::max<size_t>(1, kPieceBytes / es);
   const size_t accOffset = (pieceElems * es + 63) / 64 * 64;
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, accOffset + pieceElems * accSize(dtype), &scratch));
+  ZCOLL_CHECK(scratchGet(comm, ex, accOffset + pieceElems * accSize(dtype), &scratch));
   char* buf = static_cast<char*>(scratch);
   char* acc = buf + accOffset;
   for (size_t done = 0; done < m; done += pieceElems) {

@@ -14,14 +14,22 @@ using namespace zcoll;
 
 namespace {
 
-// Common checks: dtype, op (if any), buffers, host call, not in a group, sizes.
+// Common checks: not in a group, dtype, buffers, their memory kind and the stream (which
+// give the call's executor).
 Result checkCommon(const char* fn, const void* send, size_t sendElems, const void* recv,
-                   size_t recvElems, zcollDataType_t dtype, zcollStream_t stream) {
+                   size_t recvElems, zcollDataType_t dtype, zcollStream_t stream,
+                   CallExecutor* ce) {
   ZCOLL_CHECK(checkNotInGroup(fn));
   ZCOLL_CHECK(checkDtype(dtype, fn));
   ZCOLL_CHECK(checkBuffer(send, sendElems, "sendbuff", fn));
   ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));
-  return checkHostCall(send, recv, stream, fn);
+  // A buffer this rank does not use (a broadcast's sendbuff off the root, ...) is not looked at.
+  return checkCallMemory(sendElems ? send : nullptr, recvElems ? recv : nullptr, stream, fn, ce);
+}
+
+CollArgs onExecutor(CollArgs a, const CallExecutor& ce) {
+  a.exec = ce.exec;
+  return a;
 }
 
 Result checkRoot(int root, int nranks, const char* fn) {
@@ -78,14 +86,14 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
   const char* fn = "zcollAllGather";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, dtypeSize(datatype), fn));
+    CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendcount, recvbuff, sendcount * comm->nranks, datatype,
-                            stream));
+                            stream, &ce));
     const size_t bytes = sendcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllGather, datatype, sendcount), fn));
     if (sendcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllGather,
-                        {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes);
+    return runAlgorithm(comm, CollKind::kAllGather, onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, ce), bytes);
   });
 }
 
@@ -95,16 +103,16 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
   const char* fn = "zcollReduceScatter";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(recvcount, comm->nranks, dtypeSize(datatype), fn));
+    CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, recvcount * comm->nranks, recvbuff, recvcount, datatype,
-                            stream));
+                            stream, &ce));
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = recvcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kReduceScatter, datatype, recvcount, op), fn));
     if (recvcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kReduceScatter,
-                        {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes);
+    return runAlgorithm(comm, CollKind::kReduceScatter, onExecutor({sendbuff, recvbuff, recvcount, datatype, op, 0}, ce), bytes);
   });
 }
 
@@ -114,7 +122,8 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   const char* fn = "zcollAllReduce";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
-    ZCOLL_CHECK(checkCommon(fn, sendbuff, count, recvbuff, count, datatype, stream));
+    CallExecutor ce;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, count, recvbuff, count, datatype, stream, &ce));
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = count * dtypeSize(datatype);
     if (sendbuff != recvbuff)
@@ -122,7 +131,7 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                "in place only when sendbuff == recvbuff"));
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllReduce, datatype, count, op), fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllReduce, {sendbuff, recvbuff, count, datatype, op, 0},
+    return runAlgorithm(comm, CollKind::kAllReduce, onExecutor({sendbuff, recvbuff, count, datatype, op, 0}, ce),
                         bytes);
   });
 }
@@ -133,12 +142,13 @@ zcollResult_t zcollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(count, comm->nranks, dtypeSize(datatype), fn));
     const size_t total = count * comm->nranks;
-    ZCOLL_CHECK(checkCommon(fn, sendbuff, total, recvbuff, total, datatype, stream));
+    CallExecutor ce;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, total, recvbuff, total, datatype, stream, &ce));
     const size_t bytes = total * dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn, "all-to-all is never in place"));
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAll, datatype, count), fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllToAll, {sendbuff, recvbuff, count, datatype, zcollSum, 0},
+    return runAlgorithm(comm, CollKind::kAllToAll, onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, 0}, ce),
                         count * dtypeSize(datatype));
   });
 }
@@ -151,7 +161,8 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
     const size_t sendElems = comm->rank == root ? count : 0;  // sendbuff is read on root only
-    ZCOLL_CHECK(checkCommon(fn, sendbuff, sendElems, recvbuff, count, datatype, stream));
+    CallExecutor ce;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, sendElems, recvbuff, count, datatype, stream, &ce));
     const size_t bytes = count * dtypeSize(datatype);
     if (comm->rank == root && sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
@@ -159,7 +170,7 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kBroadcast, datatype, count, -1, root), fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kBroadcast, {sendbuff, recvbuff, count, datatype, zcollSum, root},
+    return runAlgorithm(comm, CollKind::kBroadcast, onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, root}, ce),
                         bytes);
   });
 }
@@ -172,7 +183,8 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
     const bool isRoot = comm->rank == root;
-    ZCOLL_CHECK(checkCommon(fn, sendbuff, count, recvbuff, isRoot ? count : 0, datatype, stream));
+    CallExecutor ce;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, count, recvbuff, isRoot ? count : 0, datatype, stream, &ce));
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = count * dtypeSize(datatype);
     if (isRoot && sendbuff != recvbuff)
@@ -181,7 +193,7 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kReduce, datatype, count, op, root),
                                  fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kReduce, {sendbuff, recvbuff, count, datatype, op, root},
+    return runAlgorithm(comm, CollKind::kReduce, onExecutor({sendbuff, recvbuff, count, datatype, op, root}, ce),
                         bytes);
   });
 }
@@ -194,16 +206,16 @@ zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, dtypeSize(datatype), fn));
     const bool isRoot = comm->rank == root;
+    CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendcount, recvbuff,
-                            isRoot ? sendcount * comm->nranks : 0, datatype, stream));
+                            isRoot ? sendcount * comm->nranks : 0, datatype, stream, &ce));
     const size_t bytes = sendcount * dtypeSize(datatype);
     if (isRoot)
       ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kGather, datatype, sendcount, -1, root), fn));
     if (sendcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kGather,
-                        {sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, bytes);
+    return runAlgorithm(comm, CollKind::kGather, onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, ce), bytes);
   });
 }
 
@@ -215,16 +227,16 @@ zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(recvcount, comm->nranks, dtypeSize(datatype), fn));
     const bool isRoot = comm->rank == root;
+    CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, isRoot ? recvcount * comm->nranks : 0, recvbuff,
-                            recvcount, datatype, stream));
+                            recvcount, datatype, stream, &ce));
     const size_t bytes = recvcount * dtypeSize(datatype);
     if (isRoot)
       ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kScatter, datatype, recvcount, -1, root), fn));
     if (recvcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kScatter,
-                        {sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, bytes);
+    return runAlgorithm(comm, CollKind::kScatter, onExecutor({sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, ce), bytes);
   });
 }
 
@@ -240,7 +252,8 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
     size_t sendSpan = 0, recvSpan = 0;
     ZCOLL_CHECK(checkAllToAllvLayout(comm, sendcounts, sdispls, recvcounts, rdispls, es,
                                      &sendSpan, &recvSpan, fn));
-    ZCOLL_CHECK(checkCommon(fn, sendbuff, sendSpan, recvbuff, recvSpan, datatype, stream));
+    CallExecutor ce;
+    ZCOLL_CHECK(checkCommon(fn, sendbuff, sendSpan, recvbuff, recvSpan, datatype, stream, &ce));
     ZCOLL_CHECK(checkOverlap(sendbuff, sendSpan * es, recvbuff, recvSpan * es, fn,
                              "all-to-all-v is never in place"));
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAllv, datatype, 0), fn));
@@ -251,6 +264,7 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
     args.sendDispls = sdispls;
     args.recvCounts = recvcounts;
     args.recvDispls = rdispls;
+    args.exec = ce.exec;
     return runAlgorithm(comm, CollKind::kAllToAllv, args, 0);
   });
 }
@@ -259,7 +273,9 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
   const char* fn = "zcollBarrier";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkNotInGroup(fn));
-    ZCOLL_CHECK(checkHostCall(nullptr, nullptr, stream, fn));
+    if (stream != nullptr)
+      return fail(zcollInvalidArgument, "%s: stream must be NULL (the barrier blocks the calling "
+                  "thread; it orders no stream)", fn);
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0), fn));
     ZCOLL_CHECK(barrierDissemination(comm));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);

@@ -14,15 +14,18 @@ using namespace zcoll;
 namespace {
 
 // Not in a group, dtype (one that can be quantized when `quantized`, else any), buffers (the
-// input one named `sendName`), host call.
+// input one named `sendName`, and hpZ's secondary shard when given), their memory kind and the
+// stream (which give the call's executor).
 Result checkArgs(const char* fn, bool quantized, const void* send, const char* sendName,
                  size_t sendElems, const void* recv, size_t recvElems, zcollDataType_t dtype,
-                 zcollStream_t stream) {
+                 zcollStream_t stream, CallExecutor* ce, const void* secondary = nullptr) {
   ZCOLL_CHECK(checkNotInGroup(fn));
   ZCOLL_CHECK(quantized ? checkQuantDtype(dtype, fn) : checkDtype(dtype, fn));
   ZCOLL_CHECK(checkBuffer(send, sendElems, sendName, fn));
   ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));
-  return checkHostCall(send, recv, stream, fn);
+  const void* bufs[] = {sendElems ? send : nullptr, recvElems ? recv : nullptr, secondary};
+  const char* names[] = {sendName, "recvbuff", "secondary"};
+  return checkCallMemory(bufs, names, 3, stream, fn, ce);
 }
 
 
@@ -40,7 +43,6 @@ Result checkSecondary(const zcollComm* comm, const void* secondary, const void* 
   const size_t es = dtypeSize(dtype);
   const size_t secBytes = comm->layout.nodes * count * es;
   if (secondary == nullptr) return zcollSuccess;
-  ZCOLL_CHECK(checkHostCall(secondary, nullptr, nullptr, fn));
   ZCOLL_CHECK(checkOverlap(secondary, secBytes, recv, count * comm->nranks * es, fn,
                            "secondary must not overlap recvbuff"));
   return checkOverlap(secondary, secBytes, send, count * es, fn,
@@ -57,8 +59,9 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
   const char* fn = "zcollQuantizedAllGather";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
+    CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, true, sendbuff, "sendbuff", sendcount, recvbuff,
-                          sendcount * comm->nranks, datatype, stream));
+                          sendcount * comm->nranks, datatype, stream, &ce));
     QuantSettings qs;
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
@@ -69,6 +72,7 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
     if (sendcount == 0) return zcollSuccess;
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = &qs;
+    a.exec = ce.exec;
     return runAlgorithm(comm, CollKind::kQuantizedAllGather, a, sendcount * dtypeSize(datatype));
   });
 }
@@ -90,8 +94,9 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
   const char* fn = "zcollAllGatherHier";
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
+    CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, quant != nullptr, sendbuff, "sendbuff", sendcount, recvbuff,
-                          sendcount * comm->nranks, datatype, stream));
+                          sendcount * comm->nranks, datatype, stream, &ce, secondary));
     QuantSettings qs;
     if (quant != nullptr)
       ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
@@ -106,6 +111,7 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = quant != nullptr ? &qs : nullptr;
     a.secondary = secondary;
+    a.exec = ce.exec;
     return runAlgorithm(comm, CollKind::kAllGatherHier, a, sendcount * dtypeSize(datatype));
   });
 }
@@ -117,8 +123,9 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
     const size_t secElems = sendcount * comm->layout.nodes;
+    CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, false, secondary, "secondary", secElems, recvbuff,
-                          sendcount * comm->nranks, datatype, stream));
+                          sendcount * comm->nranks, datatype, stream, &ce));
     ZCOLL_CHECK(checkUniform(comm, fn));
     const size_t es = dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,
@@ -127,6 +134,7 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
         comm, describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount), fn));
     if (sendcount == 0) return zcollSuccess;
     CollArgs a{secondary, recvbuff, sendcount, datatype, zcollSum, -1};
+    a.exec = ce.exec;
     return runAlgorithm(comm, CollKind::kAllGatherFromSecondary, a, sendcount * es);
   });
 }

@@ -32,14 +32,15 @@ int defaultDepth(size_t count) {
 }
 
 Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
-                 zcollDataType_t dtype, zcollRedOp_t op, zcollComm* comm, zcollStream_t stream) {
+                 zcollDataType_t dtype, zcollRedOp_t op, zcollComm* comm, zcollStream_t stream,
+                 CallExecutor* ce) {
   ZCOLL_CHECK(checkNotInGroup(fn));
   ZCOLL_CHECK(checkQuantDtype(dtype, fn));
   ZCOLL_CHECK(checkQgzOp(op, fn));
   ZCOLL_CHECK(checkSize(count, comm->nranks, dtypeSize(dtype), fn));
   ZCOLL_CHECK(checkBuffer(send, count * comm->nranks, "sendbuff", fn));
   ZCOLL_CHECK(checkBuffer(recv, count, "recvbuff", fn));
-  ZCOLL_CHECK(checkHostCall(send, recv, stream, fn));
+  ZCOLL_CHECK(checkCallMemory(count ? send : nullptr, count ? recv : nullptr, stream, fn, ce));
   const size_t bytes = count * dtypeSize(dtype);
   return checkScatterInPlace(send, recv, bytes, comm->rank, comm->nranks, fn);
 }
@@ -54,7 +55,8 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
                                           zcollStream_t stream) {
   const char* fn = "zcollQuantizedReduceScatter";
   return commCall(comm, fn, [&]() -> Result {
-    ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+    CallExecutor ce;
+    ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, &ce));
     QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1, &hostExecutor()};
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
     a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
@@ -69,6 +71,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     CollArgs args{sendbuff, recvbuff, recvcount, datatype, op, -1};
     args.quant = &a.quant;
     args.pipelineDepth = a.pipelineDepth;
+    args.exec = ce.exec;
     return runAlgorithm(comm, CollKind::kQuantizedReduceScatter, args,
                         recvcount * dtypeSize(datatype));
   });

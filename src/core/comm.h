@@ -10,6 +10,8 @@
 #include "core/node_layout.h"
 #include "core/result.h"
 #include "exec/engine.h"
+#include "exec/scratch.h"
+#include "exec/staging.h"
 #include "topology/topology.h"
 #include "transport/self_transport.h"
 #include "transport/shm_transport.h"
@@ -38,18 +40,6 @@ struct Counters {
     }
     ops.store(0);
   }
-};
-
-// Grows on demand and is reused across calls: collectives need temporary space, and
-// allocating it per call would put malloc/page faults on the hot path.
-class Scratch {
- public:
-  void* get(size_t bytes);
-  void release();
-
- private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
 };
 
 // Close/failure notices to and from every peer (core/peer_notice.h).
@@ -106,7 +96,9 @@ struct zcollComm {
   std::vector<uint32_t> recvSeq;
 
   zcoll::Counters stats;
-  zcoll::Scratch scratch;
+  zcoll::Scratch scratch;        // host scratch
+  zcoll::Scratch deviceScratch;  // scratch of the device calls (exec/executor.h MemoryOps)
+  zcoll::StagingPool staging;    // host memory device bytes travel through (exec/staging.h)
 
   std::mutex lastErrorMu;
   std::string lastError;

@@ -402,6 +402,8 @@ void destroyComm(zcollComm* comm, int flushMs) {
   comm->net.reset();
   comm->shm.reset();
   comm->scratch.release();
+  comm->deviceScratch.release();
+  comm->staging.release();
   comm->magic = kCommDeadMagic;
   delete comm;
 }

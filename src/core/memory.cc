@@ -1,14 +1,19 @@
 #include "core/memory.h"
 
+#include <atomic>
+
 #ifdef ZCOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "cuda/executor_cuda.h"
 #endif
 
 namespace zcoll {
 
-#ifdef ZCOLL_HAVE_CUDA
 namespace {
-bool anyDevice() {
+
+#ifdef ZCOLL_HAVE_CUDA
+bool anyCudaDevice() {
   static const bool present = [] {
     int n = 0;
     bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -17,20 +22,48 @@ bool anyDevice() {
   }();
   return present;
 }
-}  // namespace
 
-MemKind memoryKind(const void* ptr) {
-  if (ptr == nullptr || !anyDevice()) return MemKind::kHost;
+bool cudaOwns(const void* ptr) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     cudaGetLastError();
-    return MemKind::kHost;
+    return false;
   }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? MemKind::kDevice
-                                                                                 : MemKind::kHost;
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
-#else
-MemKind memoryKind(const void*) { return MemKind::kHost; }
+
+Result cudaExecutorOn(zcollStream_t stream, std::unique_ptr<Executor>* out) {
+  *out = makeCudaExecutor(reinterpret_cast<cudaStream_t>(stream));
+  return zcollSuccess;
+}
+
+const DeviceComponent kCuda{"cuda", cudaOwns, cudaExecutorOn};
 #endif
+
+const DeviceComponent* builtIn() {
+#ifdef ZCOLL_HAVE_CUDA
+  if (anyCudaDevice()) return &kCuda;
+#endif
+  return nullptr;
+}
+
+std::atomic<const DeviceComponent*> gReplaced{nullptr};
+
+}  // namespace
+
+const DeviceComponent* deviceComponent() {
+  const DeviceComponent* c = gReplaced.load(std::memory_order_acquire);
+  return c != nullptr ? c : builtIn();
+}
+
+void setDeviceComponent(const DeviceComponent* c) {
+  gReplaced.store(c, std::memory_order_release);
+}
+
+MemKind memoryKind(const void* ptr) {
+  if (ptr == nullptr) return MemKind::kHost;
+  const DeviceComponent* c = deviceComponent();
+  return c != nullptr && c->owns(ptr) ? MemKind::kDevice : MemKind::kHost;
+}
 
 }  // namespace zcoll

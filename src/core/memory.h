@@ -1,12 +1,37 @@
-// Where a buffer lives. Host buffers run on the caller's thread; device buffers (CUDA) need
-// the device path, which is not implemented yet.
+// Where a buffer lives, and who works on it. Host buffers run on the caller's thread with the
+// host executor; device buffers belong to the device memory component (UCC's mc shape), which
+// recognises its pointers and makes the executor for a call on a stream. The built-in component
+// is CUDA's (when built, and a device is present); another can be put in its place, as the tests
+// do to run the whole device path on a CPU with a stand-in device.
 #pragma once
+
+#include <memory>
+
+#include "core/result.h"
+#include "zcoll/zcoll.h"
 
 namespace zcoll {
 
+class Executor;
+
 enum class MemKind { kHost, kDevice };
 
-// kHost when built without CUDA, when no GPU is present, or for memory CUDA does not know.
+struct DeviceComponent {
+  const char* name;
+  // Whether `ptr` is memory of this device (called with non-NULL pointers only).
+  bool (*owns)(const void* ptr);
+  // The executor for a call whose buffers are this device's, work ordered on `stream`.
+  Result (*makeExecutor)(zcollStream_t stream, std::unique_ptr<Executor>* out);
+};
+
+// The active device component: the one set last, else CUDA's, else none (NULL).
+const DeviceComponent* deviceComponent();
+// Replaces the device component (NULL: back to the built-in one). Not thread-safe against
+// running calls: set it before communicating.
+void setDeviceComponent(const DeviceComponent* c);
+
+// kDevice when the device component owns `ptr`; kHost otherwise (no component, NULL, memory the
+// device does not know).
 MemKind memoryKind(const void* ptr);
 
 }  // namespace zcoll

@@ -3,6 +3,9 @@
 //   they are queued (per thread) and all posted at the outermost zcollGroupEnd, then waited for
 //   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
 //   complete. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
+//   Device buffers travel through host staging (exec/staging.h) and are complete, on their
+//   stream, when the call (or zcollGroupEnd) returns.
+#include <memory>
 #include <vector>
 
 #include "coll/coll.h"
@@ -20,26 +23,50 @@ struct P2pOp {
   void* buf;
   size_t bytes;
   int peer;
+  std::shared_ptr<Executor> ownedExec;  // a device buffer's executor, on the call's stream
+  Executor* exec;
 };
 
 thread_local int tGroupDepth = 0;
 thread_local std::vector<P2pOp> tQueued;
 thread_local Result tGroupError = zcollSuccess;  // first failure while queueing
 
-Result post(const P2pOp& op, Request* req) {
+// Posts `op` from (to) `buf`: its own buffer, or a host staging block for a device one.
+Result post(const P2pOp& op, void* buf, Request* req) {
   zcollComm* c = op.comm;
   if (op.isSend)
-    return postSend(c, op.peer, op.buf, op.bytes, makeP2pTag(c->sendSeq[op.peer]++, c->rank), req);
-  return postRecv(c, op.peer, op.buf, op.bytes, makeP2pTag(c->recvSeq[op.peer]++, op.peer), req);
+    return postSend(c, op.peer, buf, op.bytes, makeP2pTag(c->sendSeq[op.peer]++, c->rank), req);
+  return postRecv(c, op.peer, buf, op.bytes, makeP2pTag(c->recvSeq[op.peer]++, op.peer), req);
 }
 
-// Posts every operation, then waits per communicator.
+// A device buffer's host side: a send's copy (done before it returns), a receive's block.
+Result stage(const P2pOp& op, const Request* req, std::unique_ptr<Staging>* staging,
+             void** wire) {
+  *wire = op.buf;
+  if (op.exec->memKind() == MemKind::kHost || op.bytes == 0) return zcollSuccess;
+  *staging = std::make_unique<Staging>(op.comm->staging, *op.exec);
+  if (!op.isSend) return (*staging)->forRecv(op.buf, op.bytes, req, wire);
+  const void* host = nullptr;
+  ZCOLL_CHECK((*staging)->forSend(op.buf, op.bytes, &host));
+  *wire = const_cast<void*>(host);
+  return op.exec->flush();
+}
+
+// Posts every operation, then waits per communicator; a staged receive is copied into its
+// device buffer, and that copy waited for, once it has arrived.
 Result runOps(const std::vector<P2pOp>& ops) {
   RequestList reqs(ops.size());
-  for (const P2pOp& op : ops) ZCOLL_CHECK(post(op, reqs.next()));
+  std::vector<std::unique_ptr<Staging>> staging(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    void* wire = nullptr;
+    ZCOLL_CHECK(stage(ops[i], reqs.data() + i, &staging[i], &wire));
+    ZCOLL_CHECK(post(ops[i], wire, reqs.next()));
+  }
   Result first = zcollSuccess;
   for (size_t i = 0; i < ops.size(); ++i) {
     Result r = waitAll(ops[i].comm, reqs.data() + i, 1);
+    if (r == zcollSuccess && staging[i]) r = staging[i]->arrived(reqs.data() + i, 1);
+    if (r == zcollSuccess) r = ops[i].exec->flush();
     if (r != zcollSuccess && first == zcollSuccess) first = r;
     if (r == zcollSuccess) ops[i].comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
   }
@@ -54,8 +81,10 @@ zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count
       return fail(zcollInvalidArgument, "%s: peer %d must be in [0, %d)", fn, peer, comm->nranks);
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(dtype), fn));
     ZCOLL_CHECK(checkBuffer(buf, count, isSend ? "sendbuff" : "recvbuff", fn));
-    ZCOLL_CHECK(checkHostCall(buf, nullptr, stream, fn));
-    P2pOp op{comm, isSend, const_cast<void*>(buf), count * dtypeSize(dtype), peer};
+    CallExecutor ce;
+    ZCOLL_CHECK(checkCallMemory(count ? buf : nullptr, nullptr, stream, fn, &ce));
+    P2pOp op{comm, isSend, const_cast<void*>(buf), count * dtypeSize(dtype), peer, nullptr, ce.exec};
+    op.ownedExec = std::move(ce.owned);
     if (tGroupDepth > 0) {
       tQueued.push_back(op);
       return zcollSuccess;

@@ -247,28 +247,11 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
   }
 }
 
-void* Scratch::get(size_t bytes) {
-  if (bytes > size_) {
-    std::free(ptr_);
-    size_t want = bytes + bytes / 4;
-    ptr_ = std::aligned_alloc(64, (want + 63) / 64 * 64);
-    size_ = ptr_ != nullptr ? want : 0;
-  }
-  return ptr_;
-}
-
-void Scratch::release() {
-  std::free(ptr_);
-  ptr_ = nullptr;
-  size_ = 0;
-}
-
 }  // namespace zcoll
 
 namespace zcoll {
-Result scratchGet(zcollComm* comm, size_t bytes, void** out) {
-  *out = comm->scratch.get(bytes == 0 ? 1 : bytes);
-  if (*out == nullptr) return fail(zcollSystemError, "out of memory for %zu bytes of scratch", bytes);
-  return zcollSuccess;
+Result scratchGet(zcollComm* comm, const Executor& exec, size_t bytes, void** out) {
+  Scratch& s = exec.memKind() == MemKind::kHost ? comm->scratch : comm->deviceScratch;
+  return s.get(bytes, exec.memory(), out);
 }
 }  // namespace zcoll

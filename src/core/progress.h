@@ -35,6 +35,7 @@ void breakAndNotify(zcollComm* comm, Result error);
 }  // namespace zcoll
 
 namespace zcoll {
-// Scratch space of at least `bytes` from the comm's reusable arena (one region per call).
-Result scratchGet(zcollComm* comm, size_t bytes, void** out);
+// Scratch space of at least `bytes` that `exec` can work on (host, or device memory for a
+// device executor), from the comm's reusable region of that kind (one region per call).
+Result scratchGet(zcollComm* comm, const Executor& exec, size_t bytes, void** out);
 }  // namespace zcoll

@@ -27,13 +27,37 @@ Result checkBuffer(const void* buf, size_t elements, const char* what, const cha
   return zcollSuccess;
 }
 
-Result checkHostCall(const void* send, const void* recv, zcollStream_t stream, const char* fn) {
-  if (memoryKind(send) == MemKind::kDevice || memoryKind(recv) == MemKind::kDevice)
-    return fail(zcollUnsupported, "%s: device (CUDA) buffers are not supported yet; pass host "
-                "buffers", fn);
-  if (stream != nullptr)
+namespace {
+const char* kindName(MemKind k) { return k == MemKind::kHost ? "host" : "device (CUDA)"; }
+}  // namespace
+
+Result checkCallMemory(const void* const* bufs, const char* const* names, int n,
+                       zcollStream_t stream, const char* fn, CallExecutor* out) {
+  int first = -1;
+  MemKind kind = MemKind::kHost;
+  for (int i = 0; i < n; ++i) {
+    if (bufs[i] == nullptr) continue;
+    const MemKind k = memoryKind(bufs[i]);
+    if (first < 0) {
+      first = i;
+      kind = k;
+    } else if (k != kind) {
+      return fail(zcollInvalidArgument, "%s: %s is %s memory but %s is %s memory; pass every "
+                  "buffer of a call on one side", fn, names[first], kindName(kind), names[i],
+                  kindName(k));
+    }
+  }
+  if (first < 0) return zcollSuccess;  // no buffer to move: nothing runs (host executor)
+  if (kind == MemKind::kHost && stream != nullptr)
     return fail(zcollInvalidArgument, "%s: stream must be NULL for host buffers", fn);
-  return zcollSuccess;
+  return makeExecutor(kind, stream, &out->owned, &out->exec);
+}
+
+Result checkCallMemory(const void* send, const void* recv, zcollStream_t stream, const char* fn,
+                       CallExecutor* out) {
+  const void* bufs[] = {send, recv};
+  const char* names[] = {"sendbuff", "recvbuff"};
+  return checkCallMemory(bufs, names, 2, stream, fn, out);
 }
 
 Result checkSize(size_t a, size_t b, size_t elemSize, const char* fn) {

@@ -1,10 +1,13 @@
 // Argument checks shared by the collective entry points. Each returns zcollInvalidArgument
-// (or zcollUnsupported for device buffers) with a message naming the argument.
+// (or zcollUnsupported where this build or machine cannot serve the call) with a message naming
+// the argument.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "core/comm.h"
+#include "exec/executor.h"
 
 namespace zcoll {
 
@@ -12,8 +15,18 @@ Result checkDtype(zcollDataType_t dtype, const char* fn);
 Result checkOp(zcollRedOp_t op, const char* fn);
 // NULL with elements to move; `elements` = what the buffer must hold.
 Result checkBuffer(const void* buf, size_t elements, const char* what, const char* fn);
-// Host buffers, NULL stream. Device buffers: zcollUnsupported until the device path lands.
-Result checkHostCall(const void* send, const void* recv, zcollStream_t stream, const char* fn);
+// The executor of a collective, from its buffers' memory kind.
+struct CallExecutor {
+  std::unique_ptr<Executor> owned;
+  Executor* exec = &hostExecutor();
+};
+// Host buffers with a NULL stream: the host executor. Device (CUDA) buffers: a CUDA executor on
+// `stream` (NULL: the default stream). The buffers given (NULL ones are skipped) must all be of
+// one kind. `names` name them in messages ("sendbuff", "recvbuff", ...).
+Result checkCallMemory(const void* const* bufs, const char* const* names, int n,
+                       zcollStream_t stream, const char* fn, CallExecutor* out);
+Result checkCallMemory(const void* send, const void* recv, zcollStream_t stream, const char* fn,
+                       CallExecutor* out);
 // total = a * b elements of `elemSize` bytes fits in size_t.
 Result checkSize(size_t a, size_t b, size_t elemSize, const char* fn);
 // [a, a+aBytes) and [b, b+bBytes) are disjoint, or a == b exactly (when allowed).

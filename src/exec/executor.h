@@ -24,12 +24,30 @@
 
 namespace zcoll {
 
+// Memory of one kind, as UCC's memory components (mc) give it: scratch for the algorithms
+// (`alloc`: device memory for CUDA), and the host memory that kind's copies reach fastest
+// (`allocStaging`: pinned for CUDA), through which transports that carry host memory only move
+// device bytes (exec/staging.h). One static object per kind, so memory can outlive the executor
+// that asked for it. alloc/allocStaging return 64-byte aligned memory or an error with a message.
+struct MemoryOps {
+  const char* name;
+  Result (*alloc)(size_t bytes, void** out);
+  void (*release)(void* p);
+  Result (*allocStaging)(size_t bytes, void** out);
+  void (*releaseStaging)(void* p);
+};
+
+// Aligned host memory (the host executor's MemoryOps).
+const MemoryOps& hostMemory();
+
 class Executor {
  public:
   virtual ~Executor() = default;
   virtual const char* name() const = 0;
   // The memory kind every pointer given to this executor must have.
   virtual MemKind memKind() const = 0;
+  // Where this executor's scratch and staging memory come from.
+  virtual const MemoryOps& memory() const = 0;
 
   // dst[0, bytes) = src[0, bytes). dst == src is a no-op; otherwise they must not overlap.
   virtual Result copy(void* dst, const void* src, size_t bytes) = 0;
@@ -68,8 +86,9 @@ class Executor {
 Executor& hostExecutor();
 
 // The executor for a call whose buffers are of `kind`, work ordered on `stream` (device kinds).
-// Host: hostExecutor(). Device: a CUDA executor on `stream` when CUDA support is built and a
-// device is present, else zcollUnsupported with a message saying which is missing.
+// Host: hostExecutor(). Device: the device component's executor (core/memory.h: CUDA's when
+// CUDA support is built and a device is present), else zcollUnsupported with a message saying
+// which is missing.
 Result makeExecutor(MemKind kind, zcollStream_t stream, std::unique_ptr<Executor>* owned,
                     Executor** out);
 

@@ -1,5 +1,6 @@
 // The host executor: the CPU reduction kernels and the SIMD quantization kernels, run on the
 // calling thread. Synchronous, so flush() has nothing to wait for.
+#include <cstdlib>
 #include <cstring>
 
 #include "coll/reduce_kernels.h"
@@ -9,10 +10,19 @@ namespace zcoll {
 
 namespace {
 
+Result hostAlloc(size_t bytes, void** out) {
+  *out = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (*out == nullptr) return fail(zcollSystemError, "out of memory for %zu bytes", bytes);
+  return zcollSuccess;
+}
+
+void hostRelease(void* p) { std::free(p); }
+
 class HostExecutor final : public Executor {
  public:
   const char* name() const override { return "host"; }
   MemKind memKind() const override { return MemKind::kHost; }
+  const MemoryOps& memory() const override { return hostMemory(); }
 
   Result copy(void* dst, const void* src, size_t bytes) override {
     if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
@@ -64,6 +74,11 @@ class HostExecutor final : public Executor {
 };
 
 }  // namespace
+
+const MemoryOps& hostMemory() {
+  static const MemoryOps ops{"host", hostAlloc, hostRelease, hostAlloc, hostRelease};
+  return ops;
+}
 
 Executor& hostExecutor() {
   static HostExecutor* host = new HostExecutor();  // never destroyed: usable during exit

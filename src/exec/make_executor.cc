@@ -1,13 +1,11 @@
-// The executor for a call's memory kind: the host one, or a CUDA executor on the call's stream.
+// The executor for a call's memory kind: the host one, or the device component's (CUDA's) on the
+// call's stream.
 #include "exec/executor.h"
 
 #include <string>
 
 #ifdef ZCOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
-
-#include "cuda/executor_cuda.h"
-#include "cuda/quant_cuda.h"
 #endif
 
 namespace zcoll {
@@ -18,19 +16,19 @@ Result makeExecutor(MemKind kind, zcollStream_t stream, std::unique_ptr<Executor
     *out = &hostExecutor();
     return zcollSuccess;
   }
+  const DeviceComponent* device = deviceComponent();
+  if (device == nullptr) {
 #ifdef ZCOLL_HAVE_CUDA
-  if (!quant::cuda::cudaDeviceAvailable())
     return fail(zcollUnsupported, "device buffers: no CUDA device is available to this process");
-  *owned = makeCudaExecutor(reinterpret_cast<cudaStream_t>(stream));
+#else
+    return fail(zcollUnsupported,
+                "device buffers: this zcoll was built without CUDA (nvcc was not found at build "
+                "time)");
+#endif
+  }
+  ZCOLL_CHECK(device->makeExecutor(stream, owned));
   *out = owned->get();
   return zcollSuccess;
-#else
-  (void)stream;
-  (void)owned;
-  return fail(zcollUnsupported,
-              "device buffers: this zcoll was built without CUDA (nvcc was not found at build "
-              "time)");
-#endif
 }
 
 std::string executorSummary() {

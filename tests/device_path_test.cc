@@ -1,0 +1,279 @@
+// The device path through the public API, on a CPU: a stand-in device (support/fake_device.h)
+// is installed as the device memory component, so arena pointers are device buffers to every
+// entry point. Its memory faults when touched outside its executor's work, as a GPU's would on
+// the host, so these tests fail if an entry point, an algorithm or a transport reads or writes a
+// device buffer directly instead of through the executor and host staging.
+//
+// Every collective, ZeRO++ ones included, and point-to-point calls must give on device buffers
+// exactly the bytes they give on host buffers (the same algorithm, the same kernels); a call
+// mixing host and device buffers, or a host call with a stream, is refused with a message.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#ifdef ZCOLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "support/fake_device.h"
+#include "support/ranks.h"
+#include "support/values.h"
+
+namespace zcoll {
+namespace {
+
+using test::FakeDevice;
+using test::FakeDeviceArena;
+using test::Placement;
+using test::RankSetup;
+using test::runRanks;
+
+using Bytes = std::vector<unsigned char>;
+// A call on buffers p[0..]: the same call is run on host copies and on device copies.
+using Call = std::function<zcollResult_t(const std::vector<void*>& p)>;
+
+Bytes inputOf(int rank, size_t elems, zcollDataType_t t) {
+  Bytes b(elems * dtypeSize(t));
+  for (size_t i = 0; i < elems; ++i)
+    test::setElement(b.data(), t, i, test::inputValue(t, zcollSum, rank, 8, i) / 4);
+  return b;
+}
+
+// Runs `call` on host copies of `bufs`, then on device copies in `arena` (a FakeDeviceArena, or
+// CudaMemory on a GPU); every buffer must end the same.
+template <typename Memory>
+void expectDeviceGivesHostBytes(Memory& arena, const std::vector<Bytes>& bufs, const Call& call,
+                                const char* what, int rank) {
+  std::vector<Bytes> host = bufs;
+  std::vector<void*> hp, dp;
+  for (Bytes& b : host) hp.push_back(b.data());
+  for (const Bytes& b : bufs) {
+    dp.push_back(arena.alloc(b.size()));
+    arena.upload(dp.back(), b);
+  }
+  ASSERT_EQ(call(hp), zcollSuccess) << what << " (host): " << zcollGetLastError(nullptr);
+  ASSERT_EQ(call(dp), zcollSuccess) << what << " (device): " << zcollGetLastError(nullptr);
+  for (size_t i = 0; i < bufs.size(); ++i)
+    EXPECT_EQ(arena.download(dp[i], bufs[i].size()), host[i])
+        << what << ": buffer " << i << " differs on rank " << rank;
+}
+
+// Every collective and ZeRO++ collective on device buffers of `arena`, against host buffers.
+template <typename Memory>
+void everyCollective(Memory& arena, int rank, zcollComm_t comm) {
+    const int w = comm->nranks;
+    const auto f = zcollFloat32, bf = zcollBfloat16;
+    const size_t n = 700, es = 4;  // n: not a multiple of the 256-element quantization block
+    const zcollStream_t st = nullptr;  // the default stream: device calls accept it
+    const Bytes in = inputOf(rank, n, f), inW = inputOf(rank, n * w, f);
+    const Bytes inBf = inputOf(rank, n, bf), inWBf = inputOf(rank, n * w, bf);
+    const Bytes out(n * es), outW(n * w * es), outBf(n * 2), outWBf(n * w * 2);
+    auto run = [&](const char* what, const std::vector<Bytes>& b, const Call& c) {
+      expectDeviceGivesHostBytes(arena, b, c, what, rank);
+    };
+    run("all-gather", {in, outW}, [&](auto& p) {
+      return zcollAllGather(p[0], p[1], n, f, comm, st);
+    });
+    run("reduce-scatter", {inW, out}, [&](auto& p) {
+      return zcollReduceScatter(p[0], p[1], n, f, zcollSum, comm, st);
+    });
+    run("all-reduce bf16 avg", {inBf, outBf}, [&](auto& p) {
+      return zcollAllReduce(p[0], p[1], n, bf, zcollAvg, comm, st);
+    });
+    run("all-reduce in place", {in}, [&](auto& p) {
+      return zcollAllReduce(p[0], p[0], n, f, zcollMax, comm, st);
+    });
+    run("all-reduce large", {inW, outW}, [&](auto& p) {  // the ring's size range
+      return zcollAllReduce(p[0], p[1], n * w, f, zcollSum, comm, st);
+    });
+    run("all-to-all", {inW, outW}, [&](auto& p) {
+      return zcollAllToAll(p[0], p[1], n, f, comm, st);
+    });
+    run("broadcast", {in, out}, [&](auto& p) {
+      return zcollBroadcast(p[0], p[1], n, f, 1, comm, st);
+    });
+    run("reduce", {in, out}, [&](auto& p) {
+      return zcollReduce(p[0], p[1], n, f, zcollSum, 0, comm, st);
+    });
+    run("gather", {in, outW}, [&](auto& p) {
+      return zcollGather(p[0], p[1], n, f, 1, comm, st);
+    });
+    run("scatter", {inW, out}, [&](auto& p) {
+      return zcollScatter(p[0], p[1], n, f, 0, comm, st);
+    });
+    std::vector<size_t> counts(w), displs(w);
+    for (int p = 0; p < w; ++p) {
+      counts[p] = n;  // every pair the same size, so the receive counts mirror the send counts
+      displs[p] = p * n;
+    }
+    run("all-to-all-v", {inW, outW}, [&](auto& p) {
+      return zcollAllToAllv(p[0], counts.data(), displs.data(), p[1], counts.data(),
+                            displs.data(), f, comm, st);
+    });
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    run("qwZ", {inBf, outWBf}, [&](auto& p) {
+      return zcollQuantizedAllGather(p[0], p[1], n, bf, &q, comm, st);
+    });
+    if (comm->layout.uniform()) {
+      size_t secElems = 0;
+      ASSERT_EQ(zcollSecondaryShardCount(comm, n, &secElems), zcollSuccess);
+      const Bytes sec(secElems * 2);
+      run("hpZ forward, secondary on the device", {inBf, outWBf, sec}, [&](auto& p) {
+        return zcollAllGatherHier(p[0], p[1], p[2], n, bf, &q, comm, st);
+      });
+      run("hpZ forward, secondary in zcoll's scratch", {inBf, outWBf}, [&](auto& p) {
+        return zcollAllGatherHier(p[0], p[1], nullptr, n, bf, nullptr, comm, st);
+      });
+      const Bytes secIn = inputOf(rank, secElems, bf);
+      run("hpZ backward", {secIn, outWBf}, [&](auto& p) {
+        return zcollAllGatherFromSecondary(p[0], p[1], n, bf, comm, st);
+      });
+    }
+    run("qgZ", {inWBf, outBf}, [&](auto& p) {
+      return zcollQuantizedReduceScatter(p[0], p[1], n, bf, zcollAvg, nullptr, comm, st);
+    });
+    run("qgZ in place", {inWBf}, [&](auto& p) {
+      return zcollQuantizedReduceScatter(p[0], static_cast<char*>(p[0]) + rank * n * 2, n, bf,
+                                         zcollSum, nullptr, comm, st);
+    });
+}
+
+// Point-to-point on device buffers of `arena`, against host buffers.
+template <typename Memory>
+void sendRecvAndGroups(Memory& arena, int rank, zcollComm_t comm) {
+    const int w = comm->nranks, next = (rank + 1) % w, prev = (rank + w - 1) % w;
+    const size_t n = 5000;  // past the shm transport's eager limit: the rendezvous path too
+    const Bytes in = inputOf(rank, n, zcollFloat32), out(n * 4), self(n * 4);
+    expectDeviceGivesHostBytes(arena, {in, out, self}, [&](auto& p) {
+      // A ring shift and a message to itself, in one group.
+      zcollGroupStart();
+      zcollSend(p[0], n, zcollFloat32, next, comm, nullptr);
+      zcollRecv(p[1], n, zcollFloat32, prev, comm, nullptr);
+      zcollSend(p[0], n, zcollFloat32, rank, comm, nullptr);
+      zcollRecv(p[2], n, zcollFloat32, rank, comm, nullptr);
+      return zcollGroupEnd();
+    }, "group", rank);
+    // Outside a group: even ranks send first, odd ones receive first.
+    expectDeviceGivesHostBytes(arena, {in, out}, [&](auto& p) {
+      const int peer = rank ^ 1;
+      if (peer >= w) return zcollSuccess;
+      if (rank % 2 == 0) {
+        zcollResult_t r = zcollSend(p[0], n, zcollFloat32, peer, comm, nullptr);
+        return r != zcollSuccess ? r : zcollRecv(p[1], n, zcollFloat32, peer, comm, nullptr);
+      }
+      zcollResult_t r = zcollRecv(p[1], n, zcollFloat32, peer, comm, nullptr);
+      return r != zcollSuccess ? r : zcollSend(p[0], n, zcollFloat32, peer, comm, nullptr);
+    }, "send/recv", rank);
+}
+
+class DevicePath : public test::LayoutTest {};
+
+TEST_P(DevicePath, EveryCollectiveGivesTheHostBytesOnDeviceBuffers) {
+  FakeDevice device;
+  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    everyCollective(arena, rank, comm);
+  });
+}
+
+TEST_P(DevicePath, SendRecvAndGroupsGiveTheHostBytesOnDeviceBuffers) {
+  FakeDevice device;
+  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    sendRecvAndGroups(arena, rank, comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DevicePath,
+                         testing::Values(RankSetup{2, 1}, RankSetup{4, 2, Placement::kCyclic},
+                                         RankSetup{3, 2}),
+                         test::layoutName);
+
+TEST(DevicePathErrors, MixedKindsAndHostStreamsAreRefusedWithAMessage) {
+  FakeDevice device;
+  runRanks(RankSetup{}, [&](int, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    std::vector<float> host(64);
+    void* dev = arena.alloc(64 * 4);
+    auto stream = reinterpret_cast<zcollStream_t>(0x1234);
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sendbuff is device (CUDA) memory but recvbuff is host",
+                      zcollAllReduce(dev, host.data(), 64, zcollFloat32, zcollSum, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "secondary is host",
+                      zcollAllGatherHier(dev, arena.alloc(64 * 4), host.data(), 64,
+                                         zcollFloat32, nullptr, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "stream must be NULL for host buffers",
+                      zcollAllGather(host.data(), host.data(), 64, zcollFloat32, comm, stream));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "stream must be NULL",
+                      zcollBarrier(comm, stream));
+    // A mistake found before anything moves leaves the comm usable, on device buffers too.
+    EXPECT_EQ(zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, stream), zcollSuccess)
+        << zcollGetLastError(comm);
+  });
+}
+
+#ifdef ZCOLL_HAVE_CUDA
+// ---- The same on a GPU, with CUDA's device component (skipped without a GPU) ------------------
+// Ranks are threads sharing the one GPU of the test machines.
+class CudaMemory {
+ public:
+  ~CudaMemory() {
+    for (void* p : allocs_) cudaFree(p);
+  }
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 1 : bytes), cudaSuccess);
+    allocs_.push_back(p);
+    return p;
+  }
+  void upload(void* dev, const Bytes& h) {
+    EXPECT_EQ(cudaMemcpy(dev, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  Bytes download(const void* dev, size_t bytes) {
+    Bytes h(bytes);
+    EXPECT_EQ(cudaMemcpy(h.data(), dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+
+ private:
+  std::vector<void*> allocs_;
+};
+
+class CudaDevicePath : public test::LayoutTest {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+      cudaGetLastError();
+      GTEST_SKIP() << "no CUDA device available";
+    }
+  }
+};
+
+TEST_P(CudaDevicePath, EveryCollectiveGivesTheHostBytesOnCudaBuffers) {
+  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    CudaMemory mem;
+    everyCollective(mem, rank, comm);
+  });
+}
+
+TEST_P(CudaDevicePath, SendRecvAndGroupsGiveTheHostBytesOnCudaBuffers) {
+  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    CudaMemory mem;
+    sendRecvAndGroups(mem, rank, comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CudaDevicePath,
+                         testing::Values(RankSetup{1, 1}, RankSetup{2, 1},
+                                         RankSetup{4, 2, Placement::kCyclic}),
+                         test::layoutName);
+#endif
+
+}  // namespace
+}  // namespace zcoll
