@@ -217,6 +217,26 @@ TEST(DevicePathErrors, MixedKindsAndHostStreamsAreRefusedWithAMessage) {
   });
 }
 
+TEST(DevicePathErrors, RanksPassingDifferentKindsFailEverywhereWithTheCallCheck) {
+  // Host calls and device calls may pick different algorithms (the in-place readers serve host
+  // memory only), so a rank on host buffers and one on device buffers must not run together.
+  test::ScopedEnv check("ZCOLL_CHECK_CALLS", "on");
+  FakeDevice device;
+  runRanks(RankSetup{3, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    std::vector<float> host(64, 1.0f);
+    void* buf = rank == 1 ? arena.alloc(64 * 4) : host.data();
+    if (rank == 1) arena.upload(buf, Bytes(64 * 4));
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "rank 1 has device buffers, rank 0 host buffers",
+                      zcollAllReduce(buf, buf, 64, zcollFloat32, zcollSum, comm, nullptr));
+    // Nothing moved, the comm stays usable.
+    EXPECT_EQ(zcollAllReduce(host.data(), host.data(), 64, zcollFloat32, zcollSum, comm, nullptr),
+              zcollSuccess) << zcollGetLastError(comm);
+    EXPECT_EQ(host[0], 3.0f);
+  });
+}
+
 #ifdef ZCOLL_HAVE_CUDA
 // ---- The same on a GPU, with CUDA's device component (skipped without a GPU) ------------------
 // Ranks are threads sharing the one GPU of the test machines.

@@ -22,7 +22,8 @@
  *    zcollCudaError. Without a device (or CUDA support, see zcoll_info) device pointers are
  *    not recognised: pass host buffers.
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
- *    otherwise), and every rank passes the same kind to a call.
+ *    otherwise), and every rank passes the same kind to a call (checked with
+ *    ZCOLL_CHECK_CALLS=on, below).
  *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort is the one call
  *    that may be made from another thread while a collective is running.
  *  - After any error other than zcollInvalidArgument / zcollInvalidUsage detected before
@@ -31,11 +32,11 @@
  *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
  *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.
  *  - Every rank must make the same collective calls in the same order with the same count,
- *    datatype, op, root and quantization settings. With ZCOLL_CHECK_CALLS=on (read at init) a
- *    call that differs fails on every rank with zcollInvalidUsage naming the first differing
- *    field and a rank, before any data moves (cost: one 48-byte all-gather per collective). Off
- *    (the default), a mismatched call is undefined: it may fail on some ranks only, time out, or
- *    leave wrong data.
+ *    datatype, op, root, quantization settings and buffer kind (host or device). With
+ *    ZCOLL_CHECK_CALLS=on (read at init) a call that differs fails on every rank with
+ *    zcollInvalidUsage naming the first differing field and a rank, before any data moves
+ *    (cost: one 48-byte all-gather per collective). Off (the default), a mismatched call is
+ *    undefined: it may fail on some ranks only, time out, or leave wrong data.
  */
 #ifndef ZCOLL_ZCOLL_H_
 #define ZCOLL_ZCOLL_H_

@@ -91,7 +91,7 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
                             stream, &ce));
     const size_t bytes = sendcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllGather, datatype, sendcount), fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllGather, datatype, sendcount), *ce.exec, fn));
     if (sendcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kAllGather, onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, ce), bytes);
   });
@@ -110,7 +110,7 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     const size_t bytes = recvcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kReduceScatter, datatype, recvcount, op), fn));
+        comm, describeCall(CallKind::kReduceScatter, datatype, recvcount, op), *ce.exec, fn));
     if (recvcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kReduceScatter, onExecutor({sendbuff, recvbuff, recvcount, datatype, op, 0}, ce), bytes);
   });
@@ -129,7 +129,7 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllReduce, datatype, count, op), fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllReduce, datatype, count, op), *ce.exec, fn));
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kAllReduce, onExecutor({sendbuff, recvbuff, count, datatype, op, 0}, ce),
                         bytes);
@@ -146,7 +146,7 @@ zcollResult_t zcollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCommon(fn, sendbuff, total, recvbuff, total, datatype, stream, &ce));
     const size_t bytes = total * dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn, "all-to-all is never in place"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAll, datatype, count), fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAll, datatype, count), *ce.exec, fn));
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kAllToAll, onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, 0}, ce),
                         count * dtypeSize(datatype));
@@ -168,7 +168,7 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
     ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kBroadcast, datatype, count, -1, root), fn));
+        comm, describeCall(CallKind::kBroadcast, datatype, count, -1, root), *ce.exec, fn));
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kBroadcast, onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, root}, ce),
                         bytes);
@@ -191,7 +191,7 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kReduce, datatype, count, op, root),
-                                 fn));
+                                 *ce.exec, fn));
     if (count == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kReduce, onExecutor({sendbuff, recvbuff, count, datatype, op, root}, ce),
                         bytes);
@@ -213,7 +213,7 @@ zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount
     if (isRoot)
       ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kGather, datatype, sendcount, -1, root), fn));
+        comm, describeCall(CallKind::kGather, datatype, sendcount, -1, root), *ce.exec, fn));
     if (sendcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kGather, onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, ce), bytes);
   });
@@ -234,7 +234,7 @@ zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
     if (isRoot)
       ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
     ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kScatter, datatype, recvcount, -1, root), fn));
+        comm, describeCall(CallKind::kScatter, datatype, recvcount, -1, root), *ce.exec, fn));
     if (recvcount == 0) return zcollSuccess;
     return runAlgorithm(comm, CollKind::kScatter, onExecutor({sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, ce), bytes);
   });
@@ -256,7 +256,7 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendSpan, recvbuff, recvSpan, datatype, stream, &ce));
     ZCOLL_CHECK(checkOverlap(sendbuff, sendSpan * es, recvbuff, recvSpan * es, fn,
                              "all-to-all-v is never in place"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAllv, datatype, 0), fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAllv, datatype, 0), *ce.exec, fn));
     // Every rank runs the exchange, even with nothing to send or receive: ranks whose counts
     // are all zero still take part in the stage sequence, and mismatches show up.
     CollArgs args{sendbuff, recvbuff, 0, datatype, zcollSum, 0};
@@ -276,7 +276,7 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
     if (stream != nullptr)
       return fail(zcollInvalidArgument, "%s: stream must be NULL (the barrier blocks the calling "
                   "thread; it orders no stream)", fn);
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0), fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0), hostExecutor(), fn));
     ZCOLL_CHECK(barrierDissemination(comm));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
     return zcollSuccess;

@@ -68,7 +68,7 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
                                    comm->nranks, fn));
     CallDescriptor d = describeCall(CallKind::kQuantizedAllGather, datatype, sendcount);
     addQuantSettings(&d, qs.inter, 0, 0);
-    ZCOLL_CHECK(checkCallMatches(comm, d, fn));
+    ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
     if (sendcount == 0) return zcollSuccess;
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = &qs;
@@ -106,7 +106,7 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     ZCOLL_CHECK(checkSecondary(comm, secondary, sendbuff, recvbuff, sendcount, datatype, fn));
     CallDescriptor d = describeCall(CallKind::kAllGatherHier, datatype, sendcount);
     if (quant != nullptr) addQuantSettings(&d, qs.inter, 0, 0);
-    ZCOLL_CHECK(checkCallMatches(comm, d, fn));
+    ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
     if (sendcount == 0) return zcollSuccess;
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = quant != nullptr ? &qs : nullptr;
@@ -131,7 +131,7 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
     ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,
                              "secondary must not overlap recvbuff"));
     ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount), fn));
+        comm, describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount), *ce.exec, fn));
     if (sendcount == 0) return zcollSuccess;
     CollArgs a{secondary, recvbuff, sendcount, datatype, zcollSum, -1};
     a.exec = ce.exec;

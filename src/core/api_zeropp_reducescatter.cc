@@ -62,7 +62,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
     CallDescriptor d = describeCall(CallKind::kQuantizedReduceScatter, datatype, recvcount, op);
     addQuantSettings(&d, a.quant.inter, a.quant.intra.bits, a.pipelineDepth);
-    ZCOLL_CHECK(checkCallMatches(comm, d, fn));
+    ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
     if (recvcount == 0) return zcollSuccess;
     if (!comm->layout.uniform())
       ZCOLL_INFO(LogSubsys::kColl, "%s rank %d: qgZ: nodes hold unequal rank counts, so the "

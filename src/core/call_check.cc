@@ -42,7 +42,15 @@ std::string firstDifference(const CallDescriptor& mine, int me, const CallDescri
   if (mine.callNumber != theirs.callNumber)
     return two("call number (a rank skipped or added a collective)", num(mine.callNumber),
                num(theirs.callNumber));
-  if (mine.kind != theirs.kind) return two("collective", kindName(mine.kind), kindName(theirs.kind));
+  const uint32_t collective = kDeviceBuffers - 1;
+  if ((mine.kind & collective) != (theirs.kind & collective))
+    return two("collective", kindName(mine.kind & collective), kindName(theirs.kind & collective));
+  auto where = [](uint32_t k) {
+    return std::string(k & kDeviceBuffers ? "device" : "host") + " buffers";
+  };
+  if (mine.kind != theirs.kind)
+    return two("memory (every rank passes buffers of one kind)", where(mine.kind),
+               where(theirs.kind));
   if (mine.dtype != theirs.dtype)
     return two("datatype", dtypeName(static_cast<zcollDataType_t>(mine.dtype)),
                dtypeName(static_cast<zcollDataType_t>(theirs.dtype)));
@@ -78,8 +86,9 @@ void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int in
   d->seed = inter.seed;
 }
 
-Result checkCallMatches(zcollComm* comm, CallDescriptor d, const char* fn) {
+Result checkCallMatches(zcollComm* comm, CallDescriptor d, const Executor& exec, const char* fn) {
   d.callNumber = comm->callNumber++;
+  if (exec.memKind() != MemKind::kHost) d.kind |= kDeviceBuffers;
   if (!comm->checkCalls || comm->nranks == 1) return zcollSuccess;
   const int w = comm->nranks;
   std::vector<CallDescriptor> all(w);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/comm.h"
+#include "exec/executor.h"
 #include "quant/quant.h"
 
 namespace zcoll {
@@ -30,7 +31,7 @@ enum class CallKind : uint32_t {
 };
 
 struct CallDescriptor {
-  uint32_t kind = 0;
+  uint32_t kind = 0;  // CallKind, | kDeviceBuffers for a call on device buffers
   int32_t dtype = -1;
   uint64_t count = 0;
   int32_t op = -1;    // -1: the call has no reduction
@@ -39,6 +40,7 @@ struct CallDescriptor {
   uint64_t seed = 0;
   uint64_t callNumber = 0;  // collectives this rank called on the comm before this one
 };
+constexpr uint32_t kDeviceBuffers = 1u << 16;
 static_assert(sizeof(CallDescriptor) == 48, "descriptor layout is part of the wire protocol");
 
 CallDescriptor describeCall(CallKind kind, zcollDataType_t dtype, size_t count, int op = -1,
@@ -50,6 +52,7 @@ void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int in
 // With the check on (comm->checkCalls), exchanges `d` with every rank and fails with
 // zcollInvalidUsage when any rank's descriptor differs: "zcollAllGather: mismatched call: rank 1
 // has count 200, rank 0 count 100". Always counts the call. `fn` names the public function.
-Result checkCallMatches(zcollComm* comm, CallDescriptor d, const char* fn);
+// `exec` gives the kind of the call's buffers, which must match too (host or device).
+Result checkCallMatches(zcollComm* comm, CallDescriptor d, const Executor& exec, const char* fn);
 
 }  // namespace zcoll

@@ -26,7 +26,8 @@ const std::vector<ParamDesc> kParams = {
      "it. zcollrun sets a random one. Empty: the rendezvous is keyed by its address only."},
     {"ZCOLL_CHECK_CALLS", ParamType::kString, "off",
      "on: every collective first checks that all ranks made the same call (kind, count, dtype, "
-     "op, root, quantization settings, call number) and fails on every rank with "
+     "op, root, quantization settings, host or device buffers, call number) and fails on every "
+     "rank with "
      "zcollInvalidUsage naming the first difference; costs one small all-gather per call "
      "(perf/RESULTS.md). off: a mismatched call is undefined (it may hang until ZCOLL_TIMEOUT or "
      "give wrong results). Read at init; all ranks must use the same value."},
