@@ -91,9 +91,12 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
                             stream, &ce));
     const size_t bytes = sendcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllGather, datatype, sendcount), *ce.exec, fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllGather, datatype, sendcount),
+                                 *ce.exec, fn));
     if (sendcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllGather, onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, ce), bytes);
+    return runAlgorithm(comm, CollKind::kAllGather,
+                        onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, ce),
+                        bytes);
   });
 }
 
@@ -112,7 +115,8 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kReduceScatter, datatype, recvcount, op), *ce.exec, fn));
     if (recvcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kReduceScatter, onExecutor({sendbuff, recvbuff, recvcount, datatype, op, 0}, ce), bytes);
+    return runAlgorithm(comm, CollKind::kReduceScatter,
+                        onExecutor({sendbuff, recvbuff, recvcount, datatype, op, 0}, ce), bytes);
   });
 }
 
@@ -129,10 +133,11 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllReduce, datatype, count, op), *ce.exec, fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllReduce, datatype, count, op),
+                                 *ce.exec, fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllReduce, onExecutor({sendbuff, recvbuff, count, datatype, op, 0}, ce),
-                        bytes);
+    return runAlgorithm(comm, CollKind::kAllReduce,
+                        onExecutor({sendbuff, recvbuff, count, datatype, op, 0}, ce), bytes);
   });
 }
 
@@ -146,9 +151,11 @@ zcollResult_t zcollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCommon(fn, sendbuff, total, recvbuff, total, datatype, stream, &ce));
     const size_t bytes = total * dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn, "all-to-all is never in place"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAll, datatype, count), *ce.exec, fn));
+    ZCOLL_CHECK(
+        checkCallMatches(comm, describeCall(CallKind::kAllToAll, datatype, count), *ce.exec, fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllToAll, onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, 0}, ce),
+    return runAlgorithm(comm, CollKind::kAllToAll,
+                        onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, 0}, ce),
                         count * dtypeSize(datatype));
   });
 }
@@ -170,7 +177,8 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kBroadcast, datatype, count, -1, root), *ce.exec, fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kBroadcast, onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, root}, ce),
+    return runAlgorithm(comm, CollKind::kBroadcast,
+                        onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, root}, ce),
                         bytes);
   });
 }
@@ -184,7 +192,8 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
     const bool isRoot = comm->rank == root;
     CallExecutor ce;
-    ZCOLL_CHECK(checkCommon(fn, sendbuff, count, recvbuff, isRoot ? count : 0, datatype, stream, &ce));
+    ZCOLL_CHECK(
+        checkCommon(fn, sendbuff, count, recvbuff, isRoot ? count : 0, datatype, stream, &ce));
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = count * dtypeSize(datatype);
     if (isRoot && sendbuff != recvbuff)
@@ -193,8 +202,8 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kReduce, datatype, count, op, root),
                                  *ce.exec, fn));
     if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kReduce, onExecutor({sendbuff, recvbuff, count, datatype, op, root}, ce),
-                        bytes);
+    return runAlgorithm(comm, CollKind::kReduce,
+                        onExecutor({sendbuff, recvbuff, count, datatype, op, root}, ce), bytes);
   });
 }
 
@@ -215,7 +224,9 @@ zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kGather, datatype, sendcount, -1, root), *ce.exec, fn));
     if (sendcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kGather, onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, ce), bytes);
+    return runAlgorithm(comm, CollKind::kGather,
+                        onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, ce),
+                        bytes);
   });
 }
 
@@ -236,7 +247,9 @@ zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
     ZCOLL_CHECK(checkCallMatches(
         comm, describeCall(CallKind::kScatter, datatype, recvcount, -1, root), *ce.exec, fn));
     if (recvcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kScatter, onExecutor({sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, ce), bytes);
+    return runAlgorithm(comm, CollKind::kScatter,
+                        onExecutor({sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, ce),
+                        bytes);
   });
 }
 
@@ -256,7 +269,8 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendSpan, recvbuff, recvSpan, datatype, stream, &ce));
     ZCOLL_CHECK(checkOverlap(sendbuff, sendSpan * es, recvbuff, recvSpan * es, fn,
                              "all-to-all-v is never in place"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllToAllv, datatype, 0), *ce.exec, fn));
+    ZCOLL_CHECK(
+        checkCallMatches(comm, describeCall(CallKind::kAllToAllv, datatype, 0), *ce.exec, fn));
     // Every rank runs the exchange, even with nothing to send or receive: ranks whose counts
     // are all zero still take part in the stage sequence, and mismatches show up.
     CollArgs args{sendbuff, recvbuff, 0, datatype, zcollSum, 0};
@@ -276,7 +290,8 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
     if (stream != nullptr)
       return fail(zcollInvalidArgument, "%s: stream must be NULL (the barrier blocks the calling "
                   "thread; it orders no stream)", fn);
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0), hostExecutor(), fn));
+    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0),
+                                 hostExecutor(), fn));
     ZCOLL_CHECK(barrierDissemination(comm));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
     return zcollSuccess;

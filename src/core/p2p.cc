@@ -83,7 +83,8 @@ zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count
     ZCOLL_CHECK(checkBuffer(buf, count, isSend ? "sendbuff" : "recvbuff", fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkCallMemory(count ? buf : nullptr, nullptr, stream, fn, &ce));
-    P2pOp op{comm, isSend, const_cast<void*>(buf), count * dtypeSize(dtype), peer, nullptr, ce.exec};
+    P2pOp op{comm,    isSend, const_cast<void*>(buf), count * dtypeSize(dtype), peer,
+             nullptr, ce.exec};
     op.ownedExec = std::move(ce.owned);
     if (tGroupDepth > 0) {
       tQueued.push_back(op);

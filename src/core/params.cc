@@ -27,8 +27,7 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_CHECK_CALLS", ParamType::kString, "off",
      "on: every collective first checks that all ranks made the same call (kind, count, dtype, "
      "op, root, quantization settings, host or device buffers, call number) and fails on every "
-     "rank with "
-     "zcollInvalidUsage naming the first difference; costs one small all-gather per call "
+     "rank with zcollInvalidUsage naming the first difference; costs one small all-gather per call "
      "(perf/RESULTS.md). off: a mismatched call is undefined (it may hang until ZCOLL_TIMEOUT or "
      "give wrong results). Read at init; all ranks must use the same value."},
     {"ZCOLL_REDUCE_PARTIALS", ParamType::kString, "fp32",
