@@ -62,7 +62,7 @@ zcollRedOp_t toZcollOp(const c10d::ReduceOp& op, const at::Tensor& t) {
 
 void checkTensor(const at::Tensor& t) {
   TORCH_CHECK(t.device().is_cpu(), "zcoll: tensors must be on the CPU (got ", t.device(),
-              "); device buffers are not supported by zcoll yet");
+              "); the torch backend does not take CUDA tensors yet");
   TORCH_CHECK(!t.is_sparse(), "zcoll: sparse tensors are not supported");
   toZcollType(t);
 }
