@@ -169,24 +169,25 @@ void sendRecvAndGroups(Memory& arena, int rank, zcollComm_t comm) {
     }, "send/recv", rank);
 }
 
-class DevicePath : public test::LayoutTest {};
-
-TEST_P(DevicePath, EveryCollectiveGivesTheHostBytesOnDeviceBuffers) {
+// Runs body(arena, rank, comm) on every rank with the stand-in device installed.
+void onFakeDevice(const RankSetup& s,
+                  const std::function<void(FakeDeviceArena&, int, zcollComm_t)>& body) {
   FakeDevice device;
-  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+  runRanks(s, [&](int rank, zcollComm_t comm) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
-    everyCollective(arena, rank, comm);
+    body(arena, rank, comm);
   });
 }
 
+class DevicePath : public test::LayoutTest {};
+
+TEST_P(DevicePath, EveryCollectiveGivesTheHostBytesOnDeviceBuffers) {
+  onFakeDevice(setup(), everyCollective<FakeDeviceArena>);
+}
+
 TEST_P(DevicePath, SendRecvAndGroupsGiveTheHostBytesOnDeviceBuffers) {
-  FakeDevice device;
-  runRanks(setup(), [&](int rank, zcollComm_t comm) {
-    FakeDeviceArena arena;
-    FakeDeviceArena::Scope scope(&arena);
-    sendRecvAndGroups(arena, rank, comm);
-  });
+  onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DevicePath,
