@@ -16,11 +16,12 @@
  *    ones and zcollSend/zcollRecv take them, with `stream` the CUDA stream that orders them
  *    (NULL: the default stream). The data work (copies, reductions, quantization) runs as
  *    kernels on `stream`; bytes that leave the device go through pinned host memory, and for the
- *    ZeRO++ collectives only their quantized form does. The call returns once the operation is
- *    complete (it synchronizes `stream`, so work queued on it before the call completes too):
- *    stronger than NCCL, whose calls return once enqueued. A CUDA failure returns
- *    zcollCudaError. Without a device (or CUDA support, see zcoll_info) device pointers are
- *    not recognised: pass host buffers.
+ *    quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their quantized form
+ *    does. The call returns once the operation is complete (a call with data to move
+ *    synchronizes `stream`, so work queued on it before the call completes too): stronger than
+ *    NCCL, whose calls return once enqueued. A CUDA failure returns zcollCudaError. Without a
+ *    device (or CUDA support, see zcoll_info) device pointers are not recognised: pass host
+ *    buffers.
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
  *    otherwise), and every rank passes the same kind to a call (checked with
  *    ZCOLL_CHECK_CALLS=on, below).
