@@ -55,8 +55,10 @@ Result stage(const P2pOp& op, const Request* req, std::unique_ptr<Staging>* stag
 // Posts every operation, then waits per communicator; a staged receive is copied into its
 // device buffer, and that copy waited for, once it has arrived.
 Result runOps(const std::vector<P2pOp>& ops) {
-  RequestList reqs(ops.size());
+  // Declared first so it dies last: requests still in flight are cancelled before their staging
+  // blocks go back to the pool.
   std::vector<std::unique_ptr<Staging>> staging(ops.size());
+  RequestList reqs(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     void* wire = nullptr;
     ZCOLL_CHECK(stage(ops[i], reqs.data() + i, &staging[i], &wire));

@@ -1,7 +1,5 @@
 #include "exec/staging.h"
 
-#include <algorithm>
-
 #include "transport/transport.h"
 
 namespace zcoll {
