@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/executor_cuda.h"
+#include "cuda/quant_cuda.h"
 #endif
 
 namespace zcoll {
@@ -14,12 +15,7 @@ namespace {
 
 #ifdef ZCOLL_HAVE_CUDA
 bool anyCudaDevice() {
-  static const bool present = [] {
-    int n = 0;
-    bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-    cudaGetLastError();  // clear the sticky "no driver" error on machines without a GPU
-    return ok;
-  }();
+  static const bool present = quant::cuda::cudaDeviceAvailable();  // asked once: it costs a call
   return present;
 }
 
