@@ -1,12 +1,19 @@
 #include "exec/scratch.h"
 
+#include <algorithm>
+
 namespace zcoll {
 
 Result Scratch::get(size_t bytes, const MemoryOps& mem, void** out) {
   if (bytes == 0) bytes = 1;
   if (bytes > size_ || mem_ != &mem) {
-    release();
-    const size_t want = bytes + bytes / 4;  // room to grow a little without reallocating
+    size_t want = bytes + bytes / 4;  // room to grow a little without reallocating
+    if (mem_ == &mem && mem.releaseWaitsForDevice) want = std::max(want, 2 * size_);
+    if (ptr_ != nullptr && mem_->releaseWaitsForDevice) outgrown_.push_back({mem_, ptr_});
+    if (ptr_ != nullptr && !mem_->releaseWaitsForDevice) mem_->release(ptr_);
+    ptr_ = nullptr;
+    mem_ = nullptr;
+    size_ = 0;
     Result r = mem.alloc(want, &ptr_);
     if (r != zcollSuccess) {
       ptr_ = nullptr;
@@ -21,6 +28,8 @@ Result Scratch::get(size_t bytes, const MemoryOps& mem, void** out) {
 
 void Scratch::release() {
   if (ptr_ != nullptr) mem_->release(ptr_);
+  for (const Region& r : outgrown_) r.mem->release(r.ptr);
+  outgrown_.clear();
   ptr_ = nullptr;
   mem_ = nullptr;
   size_ = 0;
