@@ -27,13 +27,27 @@ Result pinnedAlloc(size_t bytes, void** out) {
 void pinnedRelease(void* p) { (void)cudaFreeHost(p); }
 
 const MemoryOps& cudaMemory() {
-  static const MemoryOps ops{"cuda", deviceAlloc, deviceRelease, pinnedAlloc, pinnedRelease};
+  static const MemoryOps ops{"cuda",      deviceAlloc,   deviceRelease, pinnedAlloc,
+                             pinnedRelease, /*releaseWaitsForDevice=*/true};
   return ops;
+}
+
+// A host function on a stream that holds it until the gate opens (holdUntil). It owns one
+// reference to the gate.
+void CUDART_CB waitForGate(void* gate) {
+  auto* ref = static_cast<std::shared_ptr<Gate>*>(gate);
+  (void)(*ref)->wait();
+  delete ref;
 }
 
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(cudaStream_t stream) : stream_(stream) {}
+  // On `stream` of `device`; owns the stream (and destroys it) when `owned`.
+  CudaExecutor(cudaStream_t stream, int device, bool owned)
+      : stream_(stream), device_(device), ownsStream_(owned) {}
+  ~CudaExecutor() override {
+    if (ownsStream_) (void)cudaStreamDestroy(stream_);  // its work still completes
+  }
   const char* name() const override { return "cuda"; }
   MemKind memKind() const override { return MemKind::kDevice; }
   const MemoryOps& memory() const override { return cudaMemory(); }
@@ -84,14 +98,55 @@ class CudaExecutor final : public Executor {
 
   Result flush() override { return cudaResult(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
+  Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
+    ZCOLL_CHECK(bindThread());
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    ZCOLL_CHECK(cudaResult(cudaStreamIsCapturing(stream_, &capture), "cudaStreamIsCapturing"));
+    if (capture != cudaStreamCaptureStatusNone)
+      return fail(zcollInvalidUsage, "the stream is being captured into a CUDA graph: zcoll calls "
+                  "cannot be captured (they wait on the host for the network)");
+    cudaStream_t side = nullptr;
+    ZCOLL_CHECK(cudaResult(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking),
+                           "cudaStreamCreateWithFlags"));
+    auto exec = std::make_unique<CudaExecutor>(side, device_, true);
+    cudaEvent_t issued = nullptr;
+    ZCOLL_CHECK(cudaResult(cudaEventCreateWithFlags(&issued, cudaEventDisableTiming),
+                           "cudaEventCreateWithFlags"));
+    Result r = cudaResult(cudaEventRecord(issued, stream_), "cudaEventRecord");
+    if (r == zcollSuccess) r = cudaResult(cudaStreamWaitEvent(side, issued, 0), "cudaStreamWaitEvent");
+    (void)cudaEventDestroy(issued);  // released once the wait has used it
+    ZCOLL_CHECK(r);
+    *out = std::move(exec);
+    return zcollSuccess;
+  }
+
+  Result holdUntil(std::shared_ptr<Gate> gate) override {
+    auto* ref = new std::shared_ptr<Gate>(std::move(gate));
+    Result r = cudaResult(cudaLaunchHostFunc(stream_, waitForGate, ref), "cudaLaunchHostFunc");
+    if (r != zcollSuccess) delete ref;
+    return r;
+  }
+
+  Result bindThread() override {
+    int current = -1;
+    ZCOLL_CHECK(cudaResult(cudaGetDevice(&current), "cudaGetDevice"));
+    if (current == device_) return zcollSuccess;
+    return cudaResult(cudaSetDevice(device_), "cudaSetDevice");
+  }
+
  private:
   cudaStream_t stream_;
+  int device_;
+  bool ownsStream_;
 };
 
 }  // namespace
 
-std::unique_ptr<Executor> makeCudaExecutor(cudaStream_t stream) {
-  return std::make_unique<CudaExecutor>(stream);
+Result makeCudaExecutor(cudaStream_t stream, std::unique_ptr<Executor>* out) {
+  int device = 0;
+  ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
+  *out = std::make_unique<CudaExecutor>(stream, device, false);
+  return zcollSuccess;
 }
 
 }  // namespace zcoll

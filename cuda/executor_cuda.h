@@ -1,6 +1,8 @@
 // The CUDA executor: the data operations of exec/executor.h on device pointers, enqueued on one
 // stream (the call's): copies by cudaMemcpyAsync, reductions by cuda/reduce_cuda.cu, block
-// quantization by the kernels of cuda/quant_*.cu. Same bytes as the host executor.
+// quantization by the kernels of cuda/quant_*.cu. Same bytes as the host executor. A call that
+// returns once enqueued runs on a side stream of zcoll's (makeSideExecutor) that starts after
+// the caller's stream, while a host function holds the caller's stream until the call is done.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,6 +13,7 @@
 
 namespace zcoll {
 
-std::unique_ptr<Executor> makeCudaExecutor(cudaStream_t stream);
+// An executor on `stream` (NULL: the default stream) of the calling thread's current device.
+Result makeCudaExecutor(cudaStream_t stream, std::unique_ptr<Executor>* out);
 
 }  // namespace zcoll

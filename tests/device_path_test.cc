@@ -9,7 +9,10 @@
 // mixing host and device buffers, or a host call with a stream, is refused with a message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #ifdef ZCOLL_HAVE_CUDA
@@ -190,6 +193,11 @@ TEST_P(DevicePath, SendRecvAndGroupsGiveTheHostBytesOnDeviceBuffers) {
   onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
 }
 
+TEST_P(DevicePath, EveryCollectiveGivesTheHostBytesWithSyncDeviceCalls) {
+  test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");
+  onFakeDevice(setup(), everyCollective<FakeDeviceArena>);
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, DevicePath,
                          testing::Values(RankSetup{2, 1}, RankSetup{4, 2, Placement::kCyclic},
                                          RankSetup{3, 2}),
@@ -202,7 +210,8 @@ TEST(DevicePathErrors, MixedKindsAndHostStreamsAreRefusedWithAMessage) {
     FakeDeviceArena::Scope scope(&arena);
     std::vector<float> host(64);
     void* dev = arena.alloc(64 * 4);
-    auto stream = reinterpret_cast<zcollStream_t>(0x1234);
+    test::FakeStream other(&arena);
+    const zcollStream_t stream = other.handle();
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sendbuff is device (CUDA) memory but recvbuff is host",
                       zcollAllReduce(dev, host.data(), 64, zcollFloat32, zcollSum, comm, nullptr));
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "secondary is host",
@@ -215,6 +224,7 @@ TEST(DevicePathErrors, MixedKindsAndHostStreamsAreRefusedWithAMessage) {
     // A mistake found before anything moves leaves the comm usable, on device buffers too.
     EXPECT_EQ(zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, stream), zcollSuccess)
         << zcollGetLastError(comm);
+    EXPECT_EQ(other.synchronize(), zcollSuccess);
   });
 }
 
@@ -222,6 +232,7 @@ TEST(DevicePathErrors, RanksPassingDifferentKindsFailEverywhereWithTheCallCheck)
   // Host calls and device calls may pick different algorithms (the in-place readers serve host
   // memory only), so a rank on host buffers and one on device buffers must not run together.
   test::ScopedEnv check("ZCOLL_CHECK_CALLS", "on");
+  test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");  // queued calls: the test above
   FakeDevice device;
   runRanks(RankSetup{3, 1}, [&](int rank, zcollComm_t comm) {
     FakeDeviceArena arena;
@@ -235,6 +246,111 @@ TEST(DevicePathErrors, RanksPassingDifferentKindsFailEverywhereWithTheCallCheck)
     EXPECT_EQ(zcollAllReduce(host.data(), host.data(), 64, zcollFloat32, zcollSum, comm, nullptr),
               zcollSuccess) << zcollGetLastError(comm);
     EXPECT_EQ(host[0], 3.0f);
+  });
+}
+
+// ---- Stream semantics: a device collective returns once enqueued (core/launch.h) ------------
+
+TEST(DeviceCallsAsync, ACollectiveReturnsBeforeItsStreamReachesItAndItsResultFollowsOnTheStream) {
+  FakeDevice device;
+  runRanks(RankSetup{4, 2, Placement::kCyclic}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 3000;
+    Bytes in = inputOf(rank, n, zcollFloat32), host = in;
+    void* dev = arena.alloc(in.size());
+    arena.upload(dev, in);
+    // Work the caller queued before the call and that has not finished (a long kernel).
+    auto kernel = std::make_shared<Gate>();
+    test::FakeStream* stream = arena.defaultStream();
+    stream->submit([kernel] { return kernel->wait(); }, false);
+    ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess)
+        << zcollGetLastError(comm);
+    // Returned with the stream still on the "kernel": the collective cannot have started.
+    EXPECT_FALSE(stream->idle());
+    kernel->open(zcollSuccess);
+    ASSERT_EQ(zcollAllReduce(host.data(), host.data(), n, zcollFloat32, zcollSum, comm, nullptr),
+              zcollSuccess);
+    EXPECT_EQ(arena.download(dev, in.size()), host) << "rank " << rank;
+  });
+}
+
+TEST(DeviceCallsAsync, CallsQueuedBackToBackRunInOrderAndOwnTheirArguments) {
+  FakeDevice device;
+  runRanks(RankSetup{3, 2}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const int w = comm->nranks;
+    const size_t n = 500;
+    const auto bf = zcollBfloat16;
+    const Bytes in = inputOf(rank, n * w, bf);
+    // The same chain on host buffers (blocking) and on device buffers (queued, one sync).
+    auto chain = [&](void* a, void* b, void* c) {
+      ASSERT_EQ(zcollAllReduce(a, a, n * w, bf, zcollSum, comm, nullptr), zcollSuccess);
+      {
+        // Counts freed as soon as the call returns, and a quantization config likewise.
+        std::vector<size_t> counts(w, n), displs(w);
+        for (int p = 0; p < w; ++p) displs[p] = p * n;
+        ASSERT_EQ(zcollAllToAllv(a, counts.data(), displs.data(), b, counts.data(), displs.data(),
+                                 bf, comm, nullptr), zcollSuccess);
+        std::fill(counts.begin(), counts.end(), size_t(7));  // reused by the caller at once
+        std::fill(displs.begin(), displs.end(), size_t(0));
+        zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+        q.bits = 4;
+        ASSERT_EQ(zcollQuantizedReduceScatter(b, c, n, bf, zcollAvg, &q, comm, nullptr),
+                  zcollSuccess);
+        q.bits = 8;
+        ASSERT_EQ(zcollQuantizedAllGather(c, a, n, bf, &q, comm, nullptr), zcollSuccess);
+      }
+      ASSERT_EQ(zcollAllReduce(a, a, n * w, bf, zcollMax, comm, nullptr), zcollSuccess);
+    };
+    Bytes ha = in, hb(in.size()), hc(n * 2);
+    chain(ha.data(), hb.data(), hc.data());
+    void* da = arena.alloc(in.size());
+    void* db = arena.alloc(in.size());
+    void* dc = arena.alloc(n * 2);
+    arena.upload(da, in);
+    chain(da, db, dc);
+    EXPECT_EQ(arena.download(da, in.size()), ha) << "rank " << rank;
+    EXPECT_EQ(arena.download(dc, n * 2), hc) << "rank " << rank;
+  });
+}
+
+TEST(DeviceCallsAsync, SyncModeReturnsWithTheStreamDone) {
+  test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(4096);
+    arena.upload(dev, Bytes(4096));
+    ASSERT_EQ(zcollAllReduce(dev, dev, 1024, zcollFloat32, zcollSum, comm, nullptr),
+              zcollSuccess);
+    EXPECT_TRUE(arena.defaultStream()->idle());
+  });
+}
+
+TEST(DeviceCallsAsync, AFailureFoundAfterReturningBreaksTheCommAndReleasesTheStream) {
+  // A call-check mismatch on a queued call: the device rank learns it from the comm's async
+  // error and its next call; its stream goes on (nothing waits forever).
+  test::ScopedEnv check("ZCOLL_CHECK_CALLS", "on");
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(64 * 4);
+    arena.upload(dev, Bytes(64 * 4));
+    const size_t count = rank == 0 ? 64 : 32;  // rank 1 disagrees
+    zcollResult_t r = zcollAllReduce(dev, dev, count, zcollFloat32, zcollSum, comm, nullptr);
+    EXPECT_EQ(r, zcollSuccess) << "a queued call reports later: " << zcollGetLastError(comm);
+    EXPECT_EQ(arena.defaultStream()->synchronize(), zcollSuccess);  // released, not stuck
+    zcollResult_t async = zcollSuccess;
+    ASSERT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
+    EXPECT_EQ(async, zcollInvalidUsage);
+    EXPECT_NE(std::string(zcollGetLastError(comm)).find("mismatched call"), std::string::npos)
+        << zcollGetLastError(comm);
+    EXPECT_EQ(zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, nullptr),
+              zcollInvalidUsage);
   });
 }
 

@@ -22,6 +22,7 @@
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "exec/executor.h"
+#include "exec/scratch.h"
 #include "support/fake_device.h"
 #include "support/ranks.h"
 #include "support/values.h"
@@ -229,6 +230,43 @@ TEST(Executor, StageCopyCountsSelfBytesAndSkipsACopyOntoItself) {
   });
 }
 
+// Memory whose release would wait for the device (cudaFree) is never released while scratch
+// grows, since a queued call grows it while its caller's stream waits for that call.
+int gAllocs = 0, gReleases = 0;
+Result countedAlloc(size_t bytes, void** out) {
+  ++gAllocs;
+  return hostMemory().alloc(bytes, out);
+}
+void countedRelease(void* p) {
+  ++gReleases;
+  hostMemory().release(p);
+}
+
+TEST(Scratch, OutgrownDeviceRegionsAreKeptUntilReleaseAndHostOnesFreedAtOnce) {
+  const MemoryOps device{"waits", countedAlloc, countedRelease, countedAlloc, countedRelease,
+                         true};
+  const MemoryOps host{"host-like", countedAlloc, countedRelease, countedAlloc, countedRelease,
+                       false};
+  gAllocs = gReleases = 0;
+  {
+    Scratch s;
+    void* p = nullptr;
+    ASSERT_EQ(s.get(100, device, &p), zcollSuccess);
+    ASSERT_EQ(s.get(100, device, &p), zcollSuccess);  // fits: no new region
+    EXPECT_EQ(gAllocs, 1);
+    for (size_t bytes : {200, 300, 5000, 5001}) ASSERT_EQ(s.get(bytes, device, &p), zcollSuccess);
+    EXPECT_EQ(gAllocs, 4);  // 125, then at least twofold: 250, 500, 6250 (5001 fits)
+    EXPECT_EQ(gReleases, 0);
+    s.release();
+    EXPECT_EQ(gReleases, 4);
+    ASSERT_EQ(s.get(100, host, &p), zcollSuccess);
+    ASSERT_EQ(s.get(1000, host, &p), zcollSuccess);
+    EXPECT_EQ(gReleases, 5);  // the outgrown host region went at once
+  }
+  EXPECT_EQ(gReleases, 6);
+  EXPECT_EQ(gAllocs, 6);
+}
+
 #ifdef ZCOLL_HAVE_CUDA
 // ---- The CUDA executor against the host executor (skipped without a GPU) ----------------------
 
@@ -237,7 +275,7 @@ class CudaExecutorTest : public testing::Test {
   void SetUp() override {
     if (!quant::cuda::cudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device available";
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-    cuda_ = makeCudaExecutor(stream_);
+    ASSERT_EQ(makeCudaExecutor(stream_, &cuda_), zcollSuccess);
   }
   void TearDown() override {
     for (void* p : allocs_) cudaFree(p);

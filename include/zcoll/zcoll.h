@@ -15,11 +15,19 @@
  *    device), in a build with CUDA on a machine with a device: every collective, the ZeRO++
  *    ones and zcollSend/zcollRecv take them, with `stream` the CUDA stream that orders them
  *    (NULL: the default stream). The data work (copies, reductions, quantization) runs as
- *    kernels on `stream`; bytes that leave the device go through pinned host memory, and for the
- *    quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their quantized form
- *    does. The call returns once the operation is complete (a call with data to move
- *    synchronizes `stream`, so work queued on it before the call completes too): stronger than
- *    NCCL, whose calls return once enqueued. A CUDA failure returns zcollCudaError. Without a
+ *    kernels on the device; bytes that leave the device go through pinned host memory, and for
+ *    the quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their quantized
+ *    form does. A collective returns once enqueued, as in NCCL: it starts after the work queued
+ *    on `stream` before it, and work queued on `stream` after it sees its result (its buffers
+ *    must stay valid until then). Arguments are checked before it returns (errors as for host
+ *    calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
+ *    and may be reused at once. A failure found once it runs (a peer, the network, the call
+ *    check below) puts the communicator in the error state: zcollCommGetAsyncError and
+ *    zcollGetLastError(comm) report it, the next call returns it, and `stream` is released
+ *    (the output buffers are then undefined). With ZCOLL_DEVICE_CALLS=sync (read at init) a
+ *    collective returns once complete instead, `stream` synchronized. zcollSend, zcollRecv and
+ *    zcollGroupEnd on device buffers always return once complete. A stream being captured into
+ *    a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a
  *    device (or CUDA support, see zcoll_info) device pointers are not recognised: pass host
  *    buffers.
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
@@ -28,7 +36,8 @@
  *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort is the one call
  *    that may be made from another thread while a collective is running.
  *  - After any error other than zcollInvalidArgument / zcollInvalidUsage detected before
- *    communication started, the communicator is in an error state: every further call returns
+ *    communication started (and after any failure of an enqueued device collective), the
+ *    communicator is in an error state: every further call returns
  *    that error (see zcollCommGetAsyncError), and only zcollCommDestroy / zcollCommAbort work.
  *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
  *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.

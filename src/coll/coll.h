@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -168,6 +169,12 @@ const std::vector<Algorithm>& allAlgorithms();
 // Selects (as above) and runs the algorithm for a call, and counts it in the stats.
 Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank);
 const char* collKindName(CollKind kind);
+// The work of a call that runs `kind` (core/launch.h: CallWork), on the executor it is given.
+// It owns copies of what `args` points to besides the buffers (quantization settings,
+// all-to-all-v counts), so it may run after the entry point returned. Empty when the call
+// moves nothing (count 0; an all-to-all-v always runs: every rank takes part).
+std::function<Result(Executor&)> algorithmWork(zcollComm* comm, CollKind kind,
+                                               const CollArgs& args, size_t bytesPerRank);
 
 // Algorithms (one file each).
 Result allGatherRing(zcollComm* comm, const CollArgs& a);

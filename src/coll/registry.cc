@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "coll/zeropp_config.h"
 
 namespace zcoll {
 
@@ -184,6 +185,35 @@ Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t
   ZCOLL_CHECK(r);
   comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
   return zcollSuccess;
+}
+
+std::function<Result(Executor&)> algorithmWork(zcollComm* comm, CollKind kind,
+                                               const CollArgs& args, size_t bytesPerRank) {
+  if (args.count == 0 && kind != CollKind::kAllToAllv) return {};
+  // What the arguments point to, owned by the work.
+  std::shared_ptr<const QuantSettings> quant;
+  if (args.quant != nullptr) quant = std::make_shared<QuantSettings>(*args.quant);
+  std::shared_ptr<const std::vector<size_t>> v;
+  if (kind == CollKind::kAllToAllv) {
+    const size_t w = comm->nranks;
+    auto arrays = std::make_shared<std::vector<size_t>>();
+    for (const size_t* a : {args.sendCounts, args.sendDispls, args.recvCounts, args.recvDispls})
+      arrays->insert(arrays->end(), a, a + w);
+    v = arrays;
+  }
+  return [comm, kind, args, bytesPerRank, quant, v](Executor& exec) {
+    CollArgs a = args;
+    a.exec = &exec;
+    a.quant = quant.get();
+    if (v) {
+      const size_t w = comm->nranks;
+      a.sendCounts = v->data();
+      a.sendDispls = v->data() + w;
+      a.recvCounts = v->data() + 2 * w;
+      a.recvDispls = v->data() + 3 * w;
+    }
+    return runAlgorithm(comm, kind, a, bytesPerRank);
+  };
 }
 
 }  // namespace zcoll

@@ -8,6 +8,7 @@
 #include "core/api_guard.h"
 #include "core/call_check.h"
 #include "core/dtype.h"
+#include "core/launch.h"
 #include "core/validate.h"
 
 using namespace zcoll;
@@ -25,11 +26,6 @@ Result checkCommon(const char* fn, const void* send, size_t sendElems, const voi
   ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));
   // A buffer this rank does not use (a broadcast's sendbuff off the root, ...) is not looked at.
   return checkCallMemory(sendElems ? send : nullptr, recvElems ? recv : nullptr, stream, fn, ce);
-}
-
-CollArgs onExecutor(CollArgs a, const CallExecutor& ce) {
-  a.exec = ce.exec;
-  return a;
 }
 
 Result checkRoot(int root, int nranks, const char* fn) {
@@ -84,19 +80,17 @@ extern "C" {
 zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              zcollDataType_t datatype, zcollComm_t comm, zcollStream_t stream) {
   const char* fn = "zcollAllGather";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, dtypeSize(datatype), fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendcount, recvbuff, sendcount * comm->nranks, datatype,
                             stream, &ce));
     const size_t bytes = sendcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllGather, datatype, sendcount),
-                                 *ce.exec, fn));
-    if (sendcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllGather,
-                        onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, ce),
-                        bytes);
+    const CallDescriptor d = describeCall(CallKind::kAllGather, datatype, sendcount);
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kAllGather,
+                                    {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
   });
 }
 
@@ -104,7 +98,7 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  zcollDataType_t datatype, zcollRedOp_t op, zcollComm_t comm,
                                  zcollStream_t stream) {
   const char* fn = "zcollReduceScatter";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(recvcount, comm->nranks, dtypeSize(datatype), fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, recvcount * comm->nranks, recvbuff, recvcount, datatype,
@@ -112,11 +106,10 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = recvcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kReduceScatter, datatype, recvcount, op), *ce.exec, fn));
-    if (recvcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kReduceScatter,
-                        onExecutor({sendbuff, recvbuff, recvcount, datatype, op, 0}, ce), bytes);
+    const CallDescriptor d = describeCall(CallKind::kReduceScatter, datatype, recvcount, op);
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kReduceScatter,
+                                    {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
   });
 }
 
@@ -124,7 +117,7 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              zcollDataType_t datatype, zcollRedOp_t op, zcollComm_t comm,
                              zcollStream_t stream) {
   const char* fn = "zcollAllReduce";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, count, recvbuff, count, datatype, stream, &ce));
@@ -133,30 +126,28 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kAllReduce, datatype, count, op),
-                                 *ce.exec, fn));
-    if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllReduce,
-                        onExecutor({sendbuff, recvbuff, count, datatype, op, 0}, ce), bytes);
+    const CallDescriptor d = describeCall(CallKind::kAllReduce, datatype, count, op);
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kAllReduce,
+                                    {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
   });
 }
 
 zcollResult_t zcollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                             zcollDataType_t datatype, zcollComm_t comm, zcollStream_t stream) {
   const char* fn = "zcollAllToAll";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(count, comm->nranks, dtypeSize(datatype), fn));
     const size_t total = count * comm->nranks;
     CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, total, recvbuff, total, datatype, stream, &ce));
     const size_t bytes = total * dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn, "all-to-all is never in place"));
-    ZCOLL_CHECK(
-        checkCallMatches(comm, describeCall(CallKind::kAllToAll, datatype, count), *ce.exec, fn));
-    if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kAllToAll,
-                        onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, 0}, ce),
-                        count * dtypeSize(datatype));
+    const CallDescriptor d = describeCall(CallKind::kAllToAll, datatype, count);
+    return launchCall(
+        comm, fn, ce, d,
+        algorithmWork(comm, CollKind::kAllToAll, {sendbuff, recvbuff, count, datatype, zcollSum, 0},
+                      count * dtypeSize(datatype)));
   });
 }
 
@@ -164,7 +155,7 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              zcollDataType_t datatype, int root, zcollComm_t comm,
                              zcollStream_t stream) {
   const char* fn = "zcollBroadcast";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
     const size_t sendElems = comm->rank == root ? count : 0;  // sendbuff is read on root only
@@ -174,12 +165,10 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (comm->rank == root && sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kBroadcast, datatype, count, -1, root), *ce.exec, fn));
-    if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kBroadcast,
-                        onExecutor({sendbuff, recvbuff, count, datatype, zcollSum, root}, ce),
-                        bytes);
+    const CallDescriptor d = describeCall(CallKind::kBroadcast, datatype, count, -1, root);
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kBroadcast,
+                                    {sendbuff, recvbuff, count, datatype, zcollSum, root}, bytes));
   });
 }
 
@@ -187,7 +176,7 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
                           zcollDataType_t datatype, zcollRedOp_t op, int root, zcollComm_t comm,
                           zcollStream_t stream) {
   const char* fn = "zcollReduce";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(count, 1, dtypeSize(datatype), fn));
     const bool isRoot = comm->rank == root;
@@ -199,11 +188,10 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (isRoot && sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kReduce, datatype, count, op, root),
-                                 *ce.exec, fn));
-    if (count == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kReduce,
-                        onExecutor({sendbuff, recvbuff, count, datatype, op, root}, ce), bytes);
+    const CallDescriptor d = describeCall(CallKind::kReduce, datatype, count, op, root);
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kReduce,
+                                    {sendbuff, recvbuff, count, datatype, op, root}, bytes));
   });
 }
 
@@ -211,7 +199,7 @@ zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount
                           zcollDataType_t datatype, int root, zcollComm_t comm,
                           zcollStream_t stream) {
   const char* fn = "zcollGather";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, dtypeSize(datatype), fn));
     const bool isRoot = comm->rank == root;
@@ -221,12 +209,11 @@ zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount
     const size_t bytes = sendcount * dtypeSize(datatype);
     if (isRoot)
       ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kGather, datatype, sendcount, -1, root), *ce.exec, fn));
-    if (sendcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kGather,
-                        onExecutor({sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, ce),
-                        bytes);
+    const CallDescriptor d = describeCall(CallKind::kGather, datatype, sendcount, -1, root);
+    return launchCall(
+        comm, fn, ce, d,
+        algorithmWork(comm, CollKind::kGather,
+                      {sendbuff, recvbuff, sendcount, datatype, zcollSum, root}, bytes));
   });
 }
 
@@ -234,7 +221,7 @@ zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
                            zcollDataType_t datatype, int root, zcollComm_t comm,
                            zcollStream_t stream) {
   const char* fn = "zcollScatter";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkRoot(root, comm->nranks, fn));
     ZCOLL_CHECK(checkSize(recvcount, comm->nranks, dtypeSize(datatype), fn));
     const bool isRoot = comm->rank == root;
@@ -244,12 +231,11 @@ zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
     const size_t bytes = recvcount * dtypeSize(datatype);
     if (isRoot)
       ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kScatter, datatype, recvcount, -1, root), *ce.exec, fn));
-    if (recvcount == 0) return zcollSuccess;
-    return runAlgorithm(comm, CollKind::kScatter,
-                        onExecutor({sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, ce),
-                        bytes);
+    const CallDescriptor d = describeCall(CallKind::kScatter, datatype, recvcount, -1, root);
+    return launchCall(
+        comm, fn, ce, d,
+        algorithmWork(comm, CollKind::kScatter,
+                      {sendbuff, recvbuff, recvcount, datatype, zcollSum, root}, bytes));
   });
 }
 
@@ -258,19 +244,17 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
                              const size_t rdispls[], zcollDataType_t datatype, zcollComm_t comm,
                              zcollStream_t stream) {
   const char* fn = "zcollAllToAllv";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkNotInGroup(fn));
     ZCOLL_CHECK(checkDtype(datatype, fn));
     const size_t es = dtypeSize(datatype);
     size_t sendSpan = 0, recvSpan = 0;
-    ZCOLL_CHECK(checkAllToAllvLayout(comm, sendcounts, sdispls, recvcounts, rdispls, es,
-                                     &sendSpan, &recvSpan, fn));
+    ZCOLL_CHECK(checkAllToAllvLayout(comm, sendcounts, sdispls, recvcounts, rdispls, es, &sendSpan,
+                                     &recvSpan, fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkCommon(fn, sendbuff, sendSpan, recvbuff, recvSpan, datatype, stream, &ce));
     ZCOLL_CHECK(checkOverlap(sendbuff, sendSpan * es, recvbuff, recvSpan * es, fn,
                              "all-to-all-v is never in place"));
-    ZCOLL_CHECK(
-        checkCallMatches(comm, describeCall(CallKind::kAllToAllv, datatype, 0), *ce.exec, fn));
     // Every rank runs the exchange, even with nothing to send or receive: ranks whose counts
     // are all zero still take part in the stage sequence, and mismatches show up.
     CollArgs args{sendbuff, recvbuff, 0, datatype, zcollSum, 0};
@@ -278,8 +262,8 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
     args.sendDispls = sdispls;
     args.recvCounts = recvcounts;
     args.recvDispls = rdispls;
-    args.exec = ce.exec;
-    return runAlgorithm(comm, CollKind::kAllToAllv, args, 0);
+    return launchCall(comm, fn, ce, describeCall(CallKind::kAllToAllv, datatype, 0),
+                      algorithmWork(comm, CollKind::kAllToAllv, args, 0));
   });
 }
 
@@ -288,8 +272,10 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkNotInGroup(fn));
     if (stream != nullptr)
-      return fail(zcollInvalidArgument, "%s: stream must be NULL (the barrier blocks the calling "
-                  "thread; it orders no stream)", fn);
+      return fail(zcollInvalidArgument,
+                  "%s: stream must be NULL (the barrier blocks the calling "
+                  "thread; it orders no stream)",
+                  fn);
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0),
                                  hostExecutor(), fn));
     ZCOLL_CHECK(barrierDissemination(comm));

@@ -217,6 +217,7 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
     s.timeoutSec = comm->timeoutSec;
     s.reducePartials = comm->partialsInDtype ? "dtype" : "fp32";
     s.checkCalls = comm->checkCalls ? "on" : "off";
+    s.deviceCalls = comm->deviceCallsAsync ? "async" : "sync";
     s.spinCount = comm->spinSetting;
     s.forcedAlgorithm = comm->forcedAlgorithm;
     s.name = comm->name + ".split";

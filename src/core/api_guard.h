@@ -94,6 +94,21 @@ zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
   return r;
 }
 
+// A collective: pinned like commCall, checked usable, and `body` run on the calling thread
+// outside the comm's order; it validates the arguments, then takes its turn through launchCall
+// (core/launch.h), which runs it in order or queues it.
+template <typename F>
+zcollResult_t collCall(zcollComm* comm, const char* fn, F&& body) {
+  Pin pin = pinComm(comm);
+  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
+  zcollResult_t r = guarded(comm, [&]() -> Result {
+    ZCOLL_CHECK(checkCommUsable(comm, fn));
+    return body();
+  });
+  unpinComm(comm);
+  return r;
+}
+
 // The same call queued: returns once `body` is queued behind everything submitted before it;
 // the comm's progress thread runs it in its turn (pinned while it runs) and gives its result to
 // done(result) on that thread. Once the comm is broken, aborted or destroyed, what is still

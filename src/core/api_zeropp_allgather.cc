@@ -7,6 +7,7 @@
 #include "core/api_guard.h"
 #include "core/call_check.h"
 #include "core/dtype.h"
+#include "core/launch.h"
 #include "core/validate.h"
 
 using namespace zcoll;
@@ -57,7 +58,7 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
                                       zcollDataType_t datatype, const zcollQuantConfig_t* quant,
                                       zcollComm_t comm, zcollStream_t stream) {
   const char* fn = "zcollQuantizedAllGather";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, true, sendbuff, "sendbuff", sendcount, recvbuff,
@@ -68,12 +69,11 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
                                    comm->nranks, fn));
     CallDescriptor d = describeCall(CallKind::kQuantizedAllGather, datatype, sendcount);
     addQuantSettings(&d, qs.inter, 0, 0);
-    ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
-    if (sendcount == 0) return zcollSuccess;
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = &qs;
-    a.exec = ce.exec;
-    return runAlgorithm(comm, CollKind::kQuantizedAllGather, a, sendcount * dtypeSize(datatype));
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kQuantizedAllGather, a,
+                                    sendcount * dtypeSize(datatype)));
   });
 }
 
@@ -92,7 +92,7 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
                                  const zcollQuantConfig_t* quant, zcollComm_t comm,
                                  zcollStream_t stream) {
   const char* fn = "zcollAllGatherHier";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, quant != nullptr, sendbuff, "sendbuff", sendcount, recvbuff,
@@ -106,13 +106,12 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     ZCOLL_CHECK(checkSecondary(comm, secondary, sendbuff, recvbuff, sendcount, datatype, fn));
     CallDescriptor d = describeCall(CallKind::kAllGatherHier, datatype, sendcount);
     if (quant != nullptr) addQuantSettings(&d, qs.inter, 0, 0);
-    ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
-    if (sendcount == 0) return zcollSuccess;
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = quant != nullptr ? &qs : nullptr;
     a.secondary = secondary;
-    a.exec = ce.exec;
-    return runAlgorithm(comm, CollKind::kAllGatherHier, a, sendcount * dtypeSize(datatype));
+    return launchCall(
+        comm, fn, ce, d,
+        algorithmWork(comm, CollKind::kAllGatherHier, a, sendcount * dtypeSize(datatype)));
   });
 }
 
@@ -120,7 +119,7 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
                                           zcollDataType_t datatype, zcollComm_t comm,
                                           zcollStream_t stream) {
   const char* fn = "zcollAllGatherFromSecondary";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkSize(sendcount, comm->nranks, 4, fn));
     const size_t secElems = sendcount * comm->layout.nodes;
     CallExecutor ce;
@@ -130,12 +129,11 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
     const size_t es = dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,
                              "secondary must not overlap recvbuff"));
-    ZCOLL_CHECK(checkCallMatches(
-        comm, describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount), *ce.exec, fn));
-    if (sendcount == 0) return zcollSuccess;
-    CollArgs a{secondary, recvbuff, sendcount, datatype, zcollSum, -1};
-    a.exec = ce.exec;
-    return runAlgorithm(comm, CollKind::kAllGatherFromSecondary, a, sendcount * es);
+    const CallDescriptor d = describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount);
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kAllGatherFromSecondary,
+                                    {secondary, recvbuff, sendcount, datatype, zcollSum, -1},
+                                    sendcount * es));
   });
 }
 

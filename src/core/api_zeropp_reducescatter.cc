@@ -7,6 +7,7 @@
 #include "core/api_guard.h"
 #include "core/call_check.h"
 #include "core/dtype.h"
+#include "core/launch.h"
 #include "core/log.h"
 #include "core/validate.h"
 
@@ -54,7 +55,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
                                           const zcollQuantConfig_t* quant, zcollComm_t comm,
                                           zcollStream_t stream) {
   const char* fn = "zcollQuantizedReduceScatter";
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, &ce));
     QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1, &hostExecutor()};
@@ -62,18 +63,16 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
     CallDescriptor d = describeCall(CallKind::kQuantizedReduceScatter, datatype, recvcount, op);
     addQuantSettings(&d, a.quant.inter, a.quant.intra.bits, a.pipelineDepth);
-    ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
-    if (recvcount == 0) return zcollSuccess;
-    if (!comm->layout.uniform())
+    if (recvcount != 0 && !comm->layout.uniform())
       ZCOLL_INFO(LogSubsys::kColl, "%s rank %d: qgZ: nodes hold unequal rank counts, so the "
                  "two-hop algorithm cannot run; the default is flat", comm->name.c_str(),
                  comm->rank);
     CollArgs args{sendbuff, recvbuff, recvcount, datatype, op, -1};
     args.quant = &a.quant;
     args.pipelineDepth = a.pipelineDepth;
-    args.exec = ce.exec;
-    return runAlgorithm(comm, CollKind::kQuantizedReduceScatter, args,
-                        recvcount * dtypeSize(datatype));
+    return launchCall(comm, fn, ce, d,
+                      algorithmWork(comm, CollKind::kQuantizedReduceScatter, args,
+                                    recvcount * dtypeSize(datatype)));
   });
 }
 

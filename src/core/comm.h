@@ -70,6 +70,9 @@ struct zcollComm {
   // (core/call_check.h). Read once at init. callNumber counts this rank's collectives.
   bool checkCalls = false;
   uint64_t callNumber = 0;
+  // ZCOLL_DEVICE_CALLS: a collective on device buffers returns once enqueued on its stream
+  // (true, "async") or once complete ("sync"). Read once at init (core/launch.h).
+  bool deviceCallsAsync = true;
   // Read once at init (splits inherit them), never per call: ZCOLL_SPIN_COUNT (-1: chosen at
   // init, see chooseSpinCount) and the ZCOLL_ALGO_<KIND> overrides, indexed by CollKind ("" =
   // chosen by size). spinCount is the count in use.

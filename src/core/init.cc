@@ -234,6 +234,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->timeoutSec = s.timeoutSec;
   comm->partialsInDtype = s.reducePartials == "dtype";
   comm->checkCalls = s.checkCalls == "on";
+  comm->deviceCallsAsync = s.deviceCalls == "async";
   comm->spinSetting = s.spinCount;
   comm->forcedAlgorithm = s.forcedAlgorithm;
   comm->hostIdOverride = s.hostId;
@@ -249,6 +250,7 @@ InitSettings defaultSettings() {
   s.timeoutSec = static_cast<int>(paramInt("ZCOLL_TIMEOUT"));
   s.reducePartials = paramString("ZCOLL_REDUCE_PARTIALS");
   s.checkCalls = paramString("ZCOLL_CHECK_CALLS");
+  s.deviceCalls = paramString("ZCOLL_DEVICE_CALLS");
   s.spinCount = paramInt("ZCOLL_SPIN_COUNT");
   s.forcedAlgorithm = readAlgorithmOverrides();
   s.name = "comm";
@@ -288,6 +290,9 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   if (out->checkCalls != "off" && out->checkCalls != "on")
     return fail(zcollInvalidArgument, "ZCOLL_CHECK_CALLS=%s: use off or on",
                 out->checkCalls.c_str());
+  if (out->deviceCalls != "async" && out->deviceCalls != "sync")
+    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_CALLS=%s: use async or sync",
+                out->deviceCalls.c_str());
   return zcollSuccess;
 }
 

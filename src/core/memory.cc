@@ -29,8 +29,7 @@ bool cudaOwns(const void* ptr) {
 }
 
 Result cudaExecutorOn(zcollStream_t stream, std::unique_ptr<Executor>* out) {
-  *out = makeCudaExecutor(reinterpret_cast<cudaStream_t>(stream));
-  return zcollSuccess;
+  return makeCudaExecutor(reinterpret_cast<cudaStream_t>(stream), out);
 }
 
 const DeviceComponent kCuda{"cuda", cudaOwns, cudaExecutorOn};

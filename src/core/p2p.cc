@@ -4,7 +4,10 @@
 //   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
 //   complete. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
 //   Device buffers travel through host staging (exec/staging.h) and are complete, on their
-//   stream, when the call (or zcollGroupEnd) returns.
+//   stream, when the call (or zcollGroupEnd) returns (unlike collectives, which return once
+//   enqueued: core/launch.h). zcollGroupEnd runs in its turn of every comm of the group.
+#include <algorithm>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -75,6 +78,14 @@ Result runOps(const std::vector<P2pOp>& ops) {
   return first;
 }
 
+// Runs `body` in its turn of every comm of `comms` (comms[i..]): after every call submitted to
+// them before it, collectives queued on their progress threads included.
+Result inTurnOfEach(const std::vector<zcollComm*>& comms, size_t i,
+                    const std::function<Result()>& body) {
+  if (i == comms.size()) return body();
+  return comms[i]->engine.runInOrder([&] { return inTurnOfEach(comms, i + 1, body); });
+}
+
 zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count,
                       zcollDataType_t dtype, int peer, zcollComm* comm, zcollStream_t stream) {
   return commCall(comm, fn, [&]() -> Result {
@@ -141,8 +152,11 @@ zcollResult_t zcollGroupEnd(void) {
                   "group was not run");
     // A comm broken or destroyed since queueing is reported, not used.
     for (const P2pOp& op : ops) ZCOLL_CHECK(checkCommUsable(op.comm, "zcollGroupEnd"));
+    std::vector<zcollComm*> comms;
+    for (const P2pOp& op : ops)
+      if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
     for (const P2pOp& op : ops) op.comm->activeCalls.fetch_add(1);
-    Result r = runOps(ops);
+    Result r = inTurnOfEach(comms, 0, [&] { return runOps(ops); });
     for (const P2pOp& op : ops) {
       if (r != zcollSuccess) recordError(op.comm);
       op.comm->activeCalls.fetch_sub(1);

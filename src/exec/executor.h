@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/memory.h"
+#include "exec/gate.h"
 #include "core/result.h"
 #include "quant/quant.h"
 #include "zcoll/zcoll.h"
@@ -35,6 +36,10 @@ struct MemoryOps {
   void (*release)(void* p);
   Result (*allocStaging)(size_t bytes, void** out);
   void (*releaseStaging)(void* p);
+  // release() waits for the whole device (cudaFree does). It must then not run while a queued
+  // call holds a stream (core/launch.h): the progress thread would wait for a stream that waits
+  // for it. Scratch of such a kind is kept until its owner goes (exec/scratch.h).
+  bool releaseWaitsForDevice = false;
 };
 
 // Aligned host memory (the host executor's MemoryOps).
@@ -80,6 +85,21 @@ class Executor {
 
   // Returns once every operation issued so far has completed.
   virtual Result flush() = 0;
+
+  // Stream ordering, for calls that return once enqueued (core/launch.h). Device executors
+  // implement them; the host executor, whose operations are done when they return, refuses.
+  //
+  // An executor of this kind on a stream of its own, whose operations start only after every
+  // operation issued on this one so far (CUDA: an event recorded here, waited for there). The
+  // engine's progress thread runs the call's work on it while the caller's stream is held.
+  virtual Result makeSideExecutor(std::unique_ptr<Executor>* out);
+  // Operations issued on this executor after this call start only once `gate` is open (CUDA: a
+  // host function on the stream that waits for it).
+  virtual Result holdUntil(std::shared_ptr<Gate> gate);
+  // Makes this executor usable from the calling thread (CUDA: its device becomes the thread's
+  // current one, so scratch is allocated and kernels launch there). The progress thread calls
+  // it before running a call's work.
+  virtual Result bindThread() { return zcollSuccess; }
 };
 
 // The host executor: synchronous, on the calling thread, stateless (one shared instance).

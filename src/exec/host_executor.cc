@@ -80,6 +80,14 @@ const MemoryOps& hostMemory() {
   return ops;
 }
 
+Result Executor::makeSideExecutor(std::unique_ptr<Executor>*) {
+  return fail(zcollInternalError, "the %s executor has no stream to order work on", name());
+}
+
+Result Executor::holdUntil(std::shared_ptr<Gate>) {
+  return fail(zcollInternalError, "the %s executor has no stream to hold", name());
+}
+
 Executor& hostExecutor() {
   static HostExecutor* host = new HostExecutor();  // never destroyed: usable during exit
   return *host;

@@ -1,8 +1,11 @@
 // Test doubles for executors and device memory, so the device path runs on a CPU:
 //  - DeferredExecutor: records operations and runs them, in issue order, at flush(), as a
 //    stream runs kernels after the launch returns.
-//  - FakeDeviceArena / FakeDeviceExecutor: "device" memory the CPU can touch only inside the
-//    executor's flush.
+//  - FakeDeviceArena / FakeStream / FakeDeviceExecutor: "device" memory the CPU can touch only
+//    while a stream runs an operation, and streams: a worker thread per stream that runs the
+//    operations queued on it in order, after the call that queued them returned, as a GPU runs
+//    a CUDA stream. Events and host functions (the side streams and gates of calls that return
+//    once enqueued, core/launch.h) are operations that wait.
 //  - FakeDevice: installs them as the device memory component (core/memory.h), so the public
 //    entry points take arena pointers as device buffers.
 #pragma once
@@ -10,9 +13,14 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/memory.h"
@@ -84,32 +92,34 @@ class DeferredExecutor : public Executor {
     return zcollSuccess;
   }
 
- private:
-  Result defer(std::function<Result(Executor&)> op) {
+ protected:
+  // Takes an operation (run later with the host executor).
+  virtual Result defer(std::function<Result(Executor&)> op) {
     pending_.push_back(std::move(op));
     ++issued_;
     return zcollSuccess;
   }
+
+ private:
   std::vector<std::function<Result(Executor&)>> pending_;
   int issued_ = 0;
 };
 
-// A stand-in for device memory: an arena the CPU can touch only while the executor runs its
-// operations (flush), PROT_NONE otherwise. A transport given a "device" pointer, or an algorithm
-// that reads or writes one on the host instead of through its executor, faults, as it would on a
-// GPU. One arena per rank thread (ranks are threads here).
+class FakeStream;
+
+// A stand-in for device memory: an arena the CPU can touch only while one of its streams runs an
+// operation, PROT_NONE otherwise. A transport given a "device" pointer, or an algorithm that
+// reads or writes one on the host instead of through its executor, faults, as it would on a
+// GPU. One arena per rank thread (ranks are threads here), with a default stream (NULL).
 class FakeDeviceArena {
  public:
   static constexpr size_t kReserve = size_t(256) << 20;  // address space only
-  FakeDeviceArena() {
-    base_ = static_cast<char*>(mmap(nullptr, kReserve, PROT_NONE,
-                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-    EXPECT_NE(base_, MAP_FAILED);
-  }
-  ~FakeDeviceArena() { munmap(base_, kReserve); }
+  FakeDeviceArena();
+  ~FakeDeviceArena();
   // Makes this arena the calling thread's (tArena) for the scope's life.
   struct Scope;
   void* alloc(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
     const size_t at = used_;
     used_ += (bytes + 63) / 64 * 64;
     if (used_ > kReserve) return nullptr;
@@ -119,26 +129,126 @@ class FakeDeviceArena {
     auto* c = static_cast<const char*>(p);
     return c >= base_ && c < base_ + kReserve;
   }
-  void open() { ASSERT_EQ(mprotect(base_, kReserve, PROT_READ | PROT_WRITE), 0); }
-  void close() { ASSERT_EQ(mprotect(base_, kReserve, PROT_NONE), 0); }
-  // cudaMemcpy stand-ins for the test's own uploads and downloads.
-  void upload(void* dev, const std::vector<unsigned char>& h) {
-    open();
-    std::memcpy(dev, h.data(), h.size());
-    close();
+  // Opened while any of its streams runs an operation (counted: streams run concurrently).
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (opened_++ == 0) {
+      EXPECT_EQ(mprotect(base_, kReserve, PROT_READ | PROT_WRITE), 0);
+    }
   }
-  std::vector<unsigned char> download(const void* dev, size_t bytes) {
-    open();
-    std::vector<unsigned char> h(static_cast<const unsigned char*>(dev),
-                                 static_cast<const unsigned char*>(dev) + bytes);
-    close();
-    return h;
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--opened_ == 0) {
+      EXPECT_EQ(mprotect(base_, kReserve, PROT_NONE), 0);
+    }
   }
+  FakeStream* defaultStream() { return default_.get(); }
+  // cudaMemcpy stand-ins for the test's own uploads and downloads: like cudaMemcpy, they first
+  // wait for the work queued on the default stream.
+  void upload(void* dev, const std::vector<unsigned char>& h);
+  std::vector<unsigned char> download(const void* dev, size_t bytes);
 
  private:
+  std::mutex mu_;
   char* base_ = nullptr;
   size_t used_ = 0;
+  int opened_ = 0;
+  std::unique_ptr<FakeStream> default_;
 };
+
+// A stream: a worker thread runs what is queued on it, in order. An operation that touches
+// device memory runs with the arena open; a failure is kept (sticky, as on a GPU) and the
+// operations after it still run, so waits queued behind it are released.
+class FakeStream {
+ public:
+  explicit FakeStream(FakeDeviceArena* arena) : arena_(arena), worker_([this] { loop(); }) {}
+  ~FakeStream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();  // after everything queued has run
+  }
+  void submit(std::function<Result()> op, bool touchesDevice) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back({std::move(op), touchesDevice});
+    ++submitted_;
+    changed_.notify_all();
+  }
+  // Waits until everything queued so far has run (cudaStreamSynchronize); the first failure.
+  Result synchronize() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t target = submitted_;
+    changed_.wait(lock, [&] { return ran_ >= target; });
+    return error_;
+  }
+  // Everything queued has run.
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_ == submitted_;
+  }
+  zcollStream_t handle() { return reinterpret_cast<zcollStream_t>(this); }
+
+ private:
+  struct Op {
+    std::function<Result()> run;
+    bool touchesDevice;
+  };
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything ran
+      Op op = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      if (op.touchesDevice) arena_->open();
+      Result r = op.run();
+      if (op.touchesDevice) arena_->close();
+      lock.lock();
+      if (r != zcollSuccess && error_ == zcollSuccess) error_ = r;
+      ++ran_;
+      changed_.notify_all();
+    }
+  }
+  FakeDeviceArena* arena_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<Op> queue_;
+  uint64_t submitted_ = 0, ran_ = 0;
+  bool stopping_ = false;
+  Result error_ = zcollSuccess;
+  std::thread worker_;  // last: started once the rest is ready
+};
+
+inline FakeDeviceArena::FakeDeviceArena() {
+  base_ = static_cast<char*>(
+      mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  EXPECT_NE(base_, MAP_FAILED);
+  default_ = std::make_unique<FakeStream>(this);
+}
+
+inline FakeDeviceArena::~FakeDeviceArena() {
+  default_.reset();
+  munmap(base_, kReserve);
+}
+
+inline void FakeDeviceArena::upload(void* dev, const std::vector<unsigned char>& h) {
+  EXPECT_EQ(default_->synchronize(), zcollSuccess);
+  open();
+  std::memcpy(dev, h.data(), h.size());
+  close();
+}
+
+inline std::vector<unsigned char> FakeDeviceArena::download(const void* dev, size_t bytes) {
+  EXPECT_EQ(default_->synchronize(), zcollSuccess);
+  open();
+  std::vector<unsigned char> h(static_cast<const unsigned char*>(dev),
+                               static_cast<const unsigned char*>(dev) + bytes);
+  close();
+  return h;
+}
 
 // The calling rank thread's arena (ranks are threads in these tests).
 inline thread_local FakeDeviceArena* tArena = nullptr;
@@ -154,28 +264,59 @@ inline Result fakeDeviceAlloc(size_t bytes, void** out) {
 }
 inline void fakeDeviceRelease(void*) {}  // the arena goes as a whole
 
-// A deferred executor of the fake device kind: scratch from the arena, staging in host memory.
+// The fake device's executor: its operations run on a stream (the call's, or a side stream it
+// owns); scratch from the arena, staging in host memory.
 class FakeDeviceExecutor final : public DeferredExecutor {
  public:
+  // On the calling thread's arena and its default stream.
+  FakeDeviceExecutor() : FakeDeviceExecutor(tArena->defaultStream(), tArena) {}
+  FakeDeviceExecutor(FakeStream* stream, FakeDeviceArena* arena,
+                     std::unique_ptr<FakeStream> owned = nullptr)
+      : owned_(std::move(owned)), stream_(stream), arena_(arena) {}
   const char* name() const override { return "fake-device"; }
   MemKind memKind() const override { return MemKind::kDevice; }
   const MemoryOps& memory() const override {
     static const MemoryOps ops{"fake-device", fakeDeviceAlloc, fakeDeviceRelease,
-                               hostMemory().allocStaging, hostMemory().releaseStaging};
+                               hostMemory().allocStaging, hostMemory().releaseStaging, true};
     return ops;
   }
-  Result flush() override {
-    tArena->open();
-    Result r = DeferredExecutor::flush();
-    tArena->close();
-    return r;
+  Result flush() override { return stream_->synchronize(); }
+  Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
+    auto side = std::make_unique<FakeStream>(arena_);
+    auto issued = std::make_shared<Gate>();  // an event: recorded here, waited for there
+    stream_->submit([issued] { issued->open(zcollSuccess); return zcollSuccess; }, false);
+    side->submit([issued] { return issued->wait(); }, false);
+    FakeStream* s = side.get();
+    *out = std::make_unique<FakeDeviceExecutor>(s, arena_, std::move(side));
+    return zcollSuccess;
   }
+  Result holdUntil(std::shared_ptr<Gate> gate) override {
+    stream_->submit([gate] { (void)gate->wait(); return zcollSuccess; }, false);
+    return zcollSuccess;
+  }
+  Result bindThread() override {
+    tArena = arena_;  // scratch comes from this arena on the thread that runs the call
+    return zcollSuccess;
+  }
+
+ protected:
+  Result defer(std::function<Result(Executor&)> op) override {
+    stream_->submit([op = std::move(op)] { return op(hostExecutor()); }, true);
+    return zcollSuccess;
+  }
+
+ private:
+  std::unique_ptr<FakeStream> owned_;  // a side stream; destroyed (drained) last
+  FakeStream* stream_;
+  FakeDeviceArena* arena_;
 };
 
 // Installs the fake device as the device component for its lifetime. Arena pointers of the
-// calling thread (FakeDeviceArena::Scope) are then device buffers to every entry point.
-inline Result fakeDeviceExecutorOn(zcollStream_t, std::unique_ptr<Executor>* out) {
-  *out = std::make_unique<FakeDeviceExecutor>();
+// calling thread (FakeDeviceArena::Scope) are then device buffers to every entry point, and a
+// stream is a FakeStream* (NULL: the arena's default stream).
+inline Result fakeDeviceExecutorOn(zcollStream_t stream, std::unique_ptr<Executor>* out) {
+  FakeStream* s = stream ? reinterpret_cast<FakeStream*>(stream) : tArena->defaultStream();
+  *out = std::make_unique<FakeDeviceExecutor>(s, tArena);
   return zcollSuccess;
 }
 

@@ -1,0 +1,32 @@
+// How a collective runs once its arguments are checked. The entry point validates on the
+// caller's thread (outside the comm's order: checking arguments needs no turn), then hands the
+// call to launchCall with the work that moves its data:
+//  - Host buffers (and device buffers with ZCOLL_DEVICE_CALLS=sync): the call check and the
+//    work run on the caller's thread in its turn of the comm's order (exec/engine.h), and the
+//    call returns once they are done (the stream synchronized, for device buffers).
+//  - Device buffers (the default, NCCL's semantics): the call returns once queued. Its work
+//    runs on the comm's progress thread, in its turn, on a side stream that starts after what
+//    the caller queued on its stream before the call (Executor::makeSideExecutor); the caller's
+//    stream is held (Executor::holdUntil) until the work is done, failed or dropped, so what
+//    the caller queues after the call sees its result. A failure found then breaks the comm
+//    (zcollCommGetAsyncError, zcollGetLastError(comm)) and releases the stream; later calls
+//    fail with it.
+#pragma once
+
+#include <functional>
+
+#include "core/call_check.h"
+#include "core/validate.h"
+
+namespace zcoll {
+
+// The data movement of a call, on `exec` (the call's executor, or the side executor when the
+// call is queued). Empty: the call moves nothing (a zero count); only its call check runs.
+using CallWork = std::function<Result(Executor& exec)>;
+
+// Runs or queues a validated call (above). `d` describes it for ZCOLL_CHECK_CALLS. What `work`
+// captures must be owned by it (copied): a queued call runs after the entry point returned.
+Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
+                  CallWork work);
+
+}  // namespace zcoll
