@@ -193,9 +193,10 @@ TEST_P(DevicePath, SendRecvAndGroupsGiveTheHostBytesOnDeviceBuffers) {
   onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
 }
 
-TEST_P(DevicePath, EveryCollectiveGivesTheHostBytesWithSyncDeviceCalls) {
+TEST_P(DevicePath, EveryCallGivesTheHostBytesWithSyncDeviceCalls) {
   test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");
   onFakeDevice(setup(), everyCollective<FakeDeviceArena>);
+  onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DevicePath,
@@ -251,7 +252,7 @@ TEST(DevicePathErrors, RanksPassingDifferentKindsFailEverywhereWithTheCallCheck)
 
 // ---- Stream semantics: a device collective returns once enqueued (core/launch.h) ------------
 
-TEST(DeviceCallsAsync, ACollectiveReturnsBeforeItsStreamReachesItAndItsResultFollowsOnTheStream) {
+TEST(DeviceCallsAsync, CallsReturnBeforeTheirStreamReachesThemAndTheirResultsFollowOnIt) {
   FakeDevice device;
   runRanks(RankSetup{4, 2, Placement::kCyclic}, [&](int rank, zcollComm_t comm) {
     FakeDeviceArena arena;
@@ -264,14 +265,24 @@ TEST(DeviceCallsAsync, ACollectiveReturnsBeforeItsStreamReachesItAndItsResultFol
     auto kernel = std::make_shared<Gate>();
     test::FakeStream* stream = arena.defaultStream();
     stream->submit([kernel] { return kernel->wait(); }, false);
-    ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess)
-        << zcollGetLastError(comm);
-    // Returned with the stream still on the "kernel": the collective cannot have started.
+    const int w = comm->nranks, next = (rank + 1) % w, prev = (rank + w - 1) % w;
+    Bytes hostShift(in.size());
+    void* devShift = arena.alloc(in.size());
+    auto calls = [&](void* buf, void* shifted) {
+      ASSERT_EQ(zcollAllReduce(buf, buf, n, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess)
+          << zcollGetLastError(comm);
+      zcollGroupStart();
+      zcollSend(buf, n, zcollFloat32, next, comm, nullptr);
+      zcollRecv(shifted, n, zcollFloat32, prev, comm, nullptr);
+      ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
+    };
+    calls(dev, devShift);
+    // Returned with the stream still on the "kernel": the calls cannot have started.
     EXPECT_FALSE(stream->idle());
     kernel->open(zcollSuccess);
-    ASSERT_EQ(zcollAllReduce(host.data(), host.data(), n, zcollFloat32, zcollSum, comm, nullptr),
-              zcollSuccess);
+    calls(host.data(), hostShift.data());
     EXPECT_EQ(arena.download(dev, in.size()), host) << "rank " << rank;
+    EXPECT_EQ(arena.download(devShift, in.size()), hostShift) << "rank " << rank;
   });
 }
 

@@ -17,28 +17,28 @@
  *    (NULL: the default stream). The data work (copies, reductions, quantization) runs as
  *    kernels on the device; bytes that leave the device go through pinned host memory, and for
  *    the quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their quantized
- *    form does. A collective returns once enqueued, as in NCCL: it starts after the work queued
- *    on `stream` before it, and work queued on `stream` after it sees its result (its buffers
- *    must stay valid until then). Arguments are checked before it returns (errors as for host
- *    calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
- *    and may be reused at once. A failure found once it runs (a peer, the network, the call
- *    check below) puts the communicator in the error state: zcollCommGetAsyncError and
- *    zcollGetLastError(comm) report it, the next call returns it, and `stream` is released
- *    (the output buffers are then undefined). With ZCOLL_DEVICE_CALLS=sync (read at init) a
- *    collective returns once complete instead, `stream` synchronized. zcollSend, zcollRecv and
- *    zcollGroupEnd on device buffers always return once complete. A stream being captured into
- *    a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a
- *    device (or CUDA support, see zcoll_info) device pointers are not recognised: pass host
- *    buffers.
+ *    form does. A call returns once enqueued, as in NCCL (for zcollSend/zcollRecv in a group,
+ *    zcollGroupEnd enqueues the group): it starts after the work queued on `stream` before it,
+ *    and work queued on `stream` after it sees its result; its buffers must stay valid until
+ *    then. Arguments are checked before it returns (errors as for host calls); arrays and
+ *    configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied and may be reused at
+ *    once. A failure found once it runs (a peer, the network, the call check below) puts the
+ *    communicator in the error state: zcollCommGetAsyncError and zcollGetLastError(comm)
+ *    report it, the next call returns it, and `stream` is released (the output buffers are
+ *    then undefined). A call returns once complete instead, `stream` synchronized, with
+ *    ZCOLL_DEVICE_CALLS=sync (read at init), and for a group spanning several communicators or
+ *    mixing host and device buffers. A stream being captured into a CUDA graph is refused
+ *    (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
+ *    support, see zcoll_info) device pointers are not recognised: pass host buffers.
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
  *    otherwise), and every rank passes the same kind to a call (checked with
  *    ZCOLL_CHECK_CALLS=on, below).
  *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort is the one call
  *    that may be made from another thread while a collective is running.
  *  - After any error other than zcollInvalidArgument / zcollInvalidUsage detected before
- *    communication started (and after any failure of an enqueued device collective), the
- *    communicator is in an error state: every further call returns
- *    that error (see zcollCommGetAsyncError), and only zcollCommDestroy / zcollCommAbort work.
+ *    communication started (and after any failure of an enqueued device call), the
+ *    communicator is in an error state: every further call returns that error (see
+ *    zcollCommGetAsyncError), and only zcollCommDestroy / zcollCommAbort work.
  *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
  *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.
  *  - Every rank must make the same collective calls in the same order with the same count,
@@ -345,8 +345,9 @@ ZCOLL_API zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream);
 
 /* Point to point. Matched in order per (sender, receiver) pair; count and type must agree: a
  * receive matched by a message of another size fails with zcollInvalidUsage on the receiver.
- * Outside a group the call blocks until its transfer completes; inside zcollGroupStart/End the
- * operations are queued and all run (concurrently) in zcollGroupEnd. */
+ * Outside a group the call blocks until its transfer completes (on device buffers: it is enqueued
+ * on `stream`, see the conventions above); inside zcollGroupStart/End the operations are queued
+ * and all run (concurrently) in zcollGroupEnd. */
 ZCOLL_API zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype,
                                   int peer, zcollComm_t comm, zcollStream_t stream);
 ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype,

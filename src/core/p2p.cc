@@ -3,9 +3,12 @@
 //   they are queued (per thread) and all posted at the outermost zcollGroupEnd, then waited for
 //   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
 //   complete. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
-//   Device buffers travel through host staging (exec/staging.h) and are complete, on their
-//   stream, when the call (or zcollGroupEnd) returns (unlike collectives, which return once
-//   enqueued: core/launch.h). zcollGroupEnd runs in its turn of every comm of the group.
+//   Device buffers travel through host staging (exec/staging.h). Calls on device buffers of one
+//   comm return once enqueued, as collectives do (core/launch.h): the operations run on the
+//   comm's progress thread, and each stream is held until they are done. Otherwise (host
+//   buffers, ZCOLL_DEVICE_CALLS=sync, a group over several comms or mixing kinds) they run on the
+//   caller's thread, in their turn of every comm they use, and are complete when the call (or
+//   zcollGroupEnd) returns.
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -86,9 +89,83 @@ Result inTurnOfEach(const std::vector<zcollComm*>& comms, size_t i,
   return comms[i]->engine.runInOrder([&] { return inTurnOfEach(comms, i + 1, body); });
 }
 
+// Whether `ops` are queued like a device collective (core/launch.h): all on one comm that
+// queues device calls, each one that moves bytes on device buffers, and at least one such.
+bool queueable(const std::vector<P2pOp>& ops) {
+  bool device = false;
+  for (const P2pOp& op : ops) {
+    if (op.comm != ops[0].comm) return false;
+    if (op.bytes == 0) continue;
+    if (op.exec->memKind() == MemKind::kHost) return false;
+    device = true;
+  }
+  return device && ops[0].comm->deviceCallsAsync;
+}
+
+void openAll(const std::vector<std::shared_ptr<Gate>>& gates, Result r) {
+  for (const auto& g : gates) g->open(r);
+}
+
+// Queues `ops` on their comm's progress thread. Each device operation's work moves to a side
+// stream that starts after its stream, and its stream is held until the whole batch is over.
+// Every side stream is made before any stream is held: operations of one group may share a
+// stream, and a side stream made after a hold would wait for the batch it belongs to.
+Result enqueueOps(const char* fn, std::vector<P2pOp> ops) {
+  zcollComm* comm = ops[0].comm;
+  std::vector<P2pOp*> device;
+  for (P2pOp& op : ops)
+    if (op.bytes != 0) device.push_back(&op);
+  std::vector<std::unique_ptr<Executor>> sides(device.size());
+  for (size_t i = 0; i < device.size(); ++i)
+    ZCOLL_CHECK(device[i]->exec->makeSideExecutor(&sides[i]));
+  std::vector<std::shared_ptr<Gate>> gates;
+  for (size_t i = 0; i < device.size(); ++i) {
+    auto gate = std::make_shared<Gate>();
+    Result r = device[i]->exec->holdUntil(gate);
+    if (r != zcollSuccess) {
+      openAll(gates, r);
+      return r;
+    }
+    gates.push_back(gate);
+    device[i]->ownedExec = std::move(sides[i]);
+    device[i]->exec = device[i]->ownedExec.get();
+  }
+  std::shared_ptr<Executor> bind = device[0]->ownedExec;
+  auto work = [comm, ops, bind]() -> Result {
+    Result r = bind->bindThread();
+    if (r == zcollSuccess) r = runOps(ops);
+    if (r != zcollSuccess) breakComm(comm, r);  // nobody waits for the result (launch.h)
+    return r;
+  };
+  Result queued =
+      commEnqueue(comm, fn, std::move(work), [gates](Result r) { openAll(gates, r); });
+  if (queued != zcollSuccess) openAll(gates, queued);
+  return queued;
+}
+
+// Runs `ops` now, in the turn of every comm they use, or queues them (device buffers).
+Result launchOps(const char* fn, std::vector<P2pOp> ops) {
+  if (queueable(ops)) return enqueueOps(fn, std::move(ops));
+  std::vector<zcollComm*> comms;
+  for (const P2pOp& op : ops)
+    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
+  for (zcollComm* c : comms) c->activeCalls.fetch_add(1);
+  Result r = inTurnOfEach(comms, 0, [&] {
+    Result res = runOps(ops);
+    if (res != zcollSuccess)  // before the next operation: the caller may reuse its buffers
+      for (zcollComm* c : comms) settleCancelledTransfers(c);
+    return res;
+  });
+  for (zcollComm* c : comms) {
+    if (r != zcollSuccess) recordError(c);
+    c->activeCalls.fetch_sub(1);
+  }
+  return r;
+}
+
 zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count,
                       zcollDataType_t dtype, int peer, zcollComm* comm, zcollStream_t stream) {
-  return commCall(comm, fn, [&]() -> Result {
+  return collCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkDtype(dtype, fn));
     if (peer < 0 || peer >= comm->nranks)
       return fail(zcollInvalidArgument, "%s: peer %d must be in [0, %d)", fn, peer, comm->nranks);
@@ -106,7 +183,7 @@ zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count
     if (peer == comm->rank)
       return fail(zcollInvalidUsage, "%s: a rank sending to or receiving from itself must do "
                   "both inside zcollGroupStart/End", fn);
-    return runOps({op});
+    return launchOps(fn, {op});
   });
 }
 
@@ -152,16 +229,7 @@ zcollResult_t zcollGroupEnd(void) {
                   "group was not run");
     // A comm broken or destroyed since queueing is reported, not used.
     for (const P2pOp& op : ops) ZCOLL_CHECK(checkCommUsable(op.comm, "zcollGroupEnd"));
-    std::vector<zcollComm*> comms;
-    for (const P2pOp& op : ops)
-      if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
-    for (const P2pOp& op : ops) op.comm->activeCalls.fetch_add(1);
-    Result r = inTurnOfEach(comms, 0, [&] { return runOps(ops); });
-    for (const P2pOp& op : ops) {
-      if (r != zcollSuccess) recordError(op.comm);
-      op.comm->activeCalls.fetch_sub(1);
-    }
-    return r;
+    return launchOps("zcollGroupEnd", std::move(ops));
   });
 }
 

@@ -31,11 +31,11 @@ const std::vector<ParamDesc> kParams = {
      "(perf/RESULTS.md). off: a mismatched call is undefined (it may hang until ZCOLL_TIMEOUT or "
      "give wrong results). Read at init; all ranks must use the same value."},
     {"ZCOLL_DEVICE_CALLS", ParamType::kString, "async",
-     "async: a collective on device buffers returns once enqueued on its stream (NCCL's "
+     "async: a call on device buffers returns once enqueued on its stream (NCCL's "
      "semantics; failures found later break the communicator, see zcollCommGetAsyncError). "
      "sync: it returns once complete, its stream synchronized (for debugging, like "
-     "CUDA_LAUNCH_BLOCKING). Point-to-point calls on device buffers return complete either way. "
-     "Read at init; inherited by splits."},
+     "CUDA_LAUNCH_BLOCKING). Applies to zcollSend/zcollRecv and groups alike. Read at init; "
+     "inherited by splits."},
     {"ZCOLL_REDUCE_PARTIALS", ParamType::kString, "fp32",
      "How ring reduce-scatter and all-reduce carry fp16/bf16 partial sums between ranks: fp32 "
      "(the sum is accumulated in fp32 and rounded once, like every other algorithm; the ring "
