@@ -80,33 +80,35 @@ Result runInTurn(zcollComm* comm, const char* fn, F& body) {
   return r;
 }
 
-// A call that communicates on `comm`, blocking: pinned (counted as active) so zcollCommAbort
-// can wait for it and nothing frees the comm under it; run on the calling thread once every
-// operation submitted before it on this comm has run (exec/engine.h).
+// `body` (guarded) with `comm` pinned, counted as active, so zcollCommAbort can wait for it and
+// nothing frees the comm under it; a handle that cannot be pinned is refused with the reason.
 template <typename F>
-zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
+zcollResult_t pinnedCall(zcollComm* comm, const char* fn, F&& body) {
   Pin pin = pinComm(comm);
   if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
-  zcollResult_t r = guarded(comm, [&]() -> Result {
-    return comm->engine.runInOrder([&] { return runInTurn(comm, fn, body); });
-  });
+  zcollResult_t r = guarded(comm, body);
   unpinComm(comm);
   return r;
 }
 
-// A collective: pinned like commCall, checked usable, and `body` run on the calling thread
-// outside the comm's order; it validates the arguments, then takes its turn through launchCall
-// (core/launch.h), which runs it in order or queues it.
+// A call that communicates on `comm`, blocking: pinned, and run on the calling thread once every
+// operation submitted before it on this comm has run (exec/engine.h).
+template <typename F>
+zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
+  return pinnedCall(comm, fn, [&]() -> Result {
+    return comm->engine.runInOrder([&] { return runInTurn(comm, fn, body); });
+  });
+}
+
+// A collective: pinned, checked usable, and `body` run on the calling thread outside the comm's
+// order; it validates the arguments, then takes its turn through launchCall (core/launch.h),
+// which runs it in order or queues it.
 template <typename F>
 zcollResult_t collCall(zcollComm* comm, const char* fn, F&& body) {
-  Pin pin = pinComm(comm);
-  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
-  zcollResult_t r = guarded(comm, [&]() -> Result {
+  return pinnedCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return body();
   });
-  unpinComm(comm);
-  return r;
 }
 
 // The same call queued: returns once `body` is queued behind everything submitted before it;
@@ -116,9 +118,7 @@ zcollResult_t collCall(zcollComm* comm, const char* fn, F&& body) {
 // (The comm is still allocated while its progress thread runs: destroyComm joins it first.)
 template <typename F>
 zcollResult_t commEnqueue(zcollComm* comm, const char* fn, F body, Engine::Done done) {
-  Pin pin = pinComm(comm);
-  if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
-  zcollResult_t r = guarded(comm, [&]() -> Result {
+  return pinnedCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return comm->engine.enqueue(
         [comm, fn, body = std::move(body)]() mutable -> Result {
@@ -130,8 +130,6 @@ zcollResult_t commEnqueue(zcollComm* comm, const char* fn, F body, Engine::Done 
         },
         std::move(done));
   });
-  unpinComm(comm);
-  return r;
 }
 
 }  // namespace zcoll

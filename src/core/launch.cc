@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "core/api_guard.h"
 #include "core/progress.h"
@@ -25,36 +26,52 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
   });
 }
 
-// Queued on the progress thread; the caller's stream is held until the work is over.
-Result enqueue(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
-               CallWork work) {
-  std::unique_ptr<Executor> sideExec;
-  ZCOLL_CHECK(ce.exec->makeSideExecutor(&sideExec));
-  auto gate = std::make_shared<Gate>();
-  ZCOLL_CHECK(ce.exec->holdUntil(gate));
-  std::shared_ptr<Executor> side(std::move(sideExec));
-  auto op = [comm, fn, d, work = std::move(work), side]() -> Result {
-    Result r = side->bindThread();
-    if (r == zcollSuccess) r = checkAndRun(comm, fn, d, work, *side);
+}  // namespace
+
+Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Executor*>& callers,
+                        SideWork work) {
+  std::vector<std::shared_ptr<Executor>> sides;
+  for (Executor* caller : callers) {
+    std::unique_ptr<Executor> side;
+    ZCOLL_CHECK(caller->makeSideExecutor(&side));
+    sides.push_back(std::move(side));
+  }
+  std::vector<std::shared_ptr<Gate>> gates;
+  auto openAll = [](const std::vector<std::shared_ptr<Gate>>& gs, Result r) {
+    for (const auto& g : gs) g->open(r);  // a held stream must never wait for nothing
+  };
+  for (Executor* caller : callers) {
+    gates.push_back(std::make_shared<Gate>());
+    Result r = caller->holdUntil(gates.back());
+    if (r != zcollSuccess) {
+      openAll(gates, r);
+      return r;
+    }
+  }
+  auto op = [comm, work = std::move(work), sides]() -> Result {
+    Result r = sides[0]->bindThread();
+    if (r == zcollSuccess) r = work(sides);
     // Nobody waits for this result: a failure, usage errors included, breaks the comm so the
     // caller learns it from zcollCommGetAsyncError and from its next call. Peers are told of
     // other failures already (runAlgorithm); a usage error (the call check) every rank finds.
     if (r != zcollSuccess) breakComm(comm, r);
     return r;
   };
-  Result queued = commEnqueue(comm, fn, std::move(op), [gate](Result r) { gate->open(r); });
-  if (queued != zcollSuccess) gate->open(queued);  // the stream must not wait for nothing
+  Result queued =
+      commEnqueue(comm, fn, std::move(op), [gates, openAll](Result r) { openAll(gates, r); });
+  if (queued != zcollSuccess) openAll(gates, queued);
   return queued;
 }
-
-}  // namespace
 
 Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
                   CallWork work) {
   if (ce.exec->memKind() == MemKind::kHost || !comm->deviceCallsAsync)
     return runNow(comm, fn, ce, d, work);
   if (!work && !comm->checkCalls) return zcollSuccess;  // nothing to move, nothing to check
-  return enqueue(comm, fn, ce, d, std::move(work));
+  return enqueueOnStreams(comm, fn, {ce.exec}, [comm, fn, d, work = std::move(work)](
+                                                   const std::vector<std::shared_ptr<Executor>>& s) {
+    return checkAndRun(comm, fn, d, work, *s[0]);
+  });
 }
 
 }  // namespace zcoll

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "core/call_check.h"
 #include "core/validate.h"
@@ -28,5 +30,16 @@ using CallWork = std::function<Result(Executor& exec)>;
 // captures must be owned by it (copied): a queued call runs after the entry point returned.
 Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
                   CallWork work);
+
+// Queues `work` on the comm's progress thread for a call on device buffers whose executors
+// (streams) are `callers` (at least one). Each gets a side executor that starts after its
+// stream; all are made before any stream is held, since callers may share a stream and a side
+// stream made after a hold would wait for the call it belongs to. Then every caller's stream is
+// held until the work is over (run, failed, or dropped after an abort or destroy). The progress
+// thread binds the first side executor and runs work(sides), sides[i] standing for callers[i];
+// a failure breaks the comm.
+using SideWork = std::function<Result(const std::vector<std::shared_ptr<Executor>>& sides)>;
+Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Executor*>& callers,
+                        SideWork work);
 
 }  // namespace zcoll

@@ -17,6 +17,7 @@
 #include "coll/coll.h"
 #include "core/api_guard.h"
 #include "core/dtype.h"
+#include "core/launch.h"
 #include "core/validate.h"
 
 using namespace zcoll;
@@ -102,50 +103,30 @@ bool queueable(const std::vector<P2pOp>& ops) {
   return device && ops[0].comm->deviceCallsAsync;
 }
 
-void openAll(const std::vector<std::shared_ptr<Gate>>& gates, Result r) {
-  for (const auto& g : gates) g->open(r);
-}
-
-// Queues `ops` on their comm's progress thread. Each device operation's work moves to a side
-// stream that starts after its stream, and its stream is held until the whole batch is over.
-// Every side stream is made before any stream is held: operations of one group may share a
-// stream, and a side stream made after a hold would wait for the batch it belongs to.
-Result enqueueOps(const char* fn, std::vector<P2pOp> ops) {
-  zcollComm* comm = ops[0].comm;
-  std::vector<P2pOp*> device;
-  for (P2pOp& op : ops)
-    if (op.bytes != 0) device.push_back(&op);
-  std::vector<std::unique_ptr<Executor>> sides(device.size());
-  for (size_t i = 0; i < device.size(); ++i)
-    ZCOLL_CHECK(device[i]->exec->makeSideExecutor(&sides[i]));
-  std::vector<std::shared_ptr<Gate>> gates;
-  for (size_t i = 0; i < device.size(); ++i) {
-    auto gate = std::make_shared<Gate>();
-    Result r = device[i]->exec->holdUntil(gate);
-    if (r != zcollSuccess) {
-      openAll(gates, r);
-      return r;
+// Queues `ops` on their comm's progress thread (core/launch.h): each operation that moves bytes
+// runs on a side stream of its own stream, and its stream is held until the whole batch is over.
+Result enqueueOps(const char* fn, const std::vector<P2pOp>& ops) {
+  std::vector<Executor*> callers;
+  std::vector<size_t> moving;  // operations with bytes, in the order of `callers`
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].bytes != 0) {
+      callers.push_back(ops[i].exec);
+      moving.push_back(i);
     }
-    gates.push_back(gate);
-    device[i]->ownedExec = std::move(sides[i]);
-    device[i]->exec = device[i]->ownedExec.get();
-  }
-  std::shared_ptr<Executor> bind = device[0]->ownedExec;
-  auto work = [comm, ops, bind]() -> Result {
-    Result r = bind->bindThread();
-    if (r == zcollSuccess) r = runOps(ops);
-    if (r != zcollSuccess) breakComm(comm, r);  // nobody waits for the result (launch.h)
-    return r;
-  };
-  Result queued =
-      commEnqueue(comm, fn, std::move(work), [gates](Result r) { openAll(gates, r); });
-  if (queued != zcollSuccess) openAll(gates, queued);
-  return queued;
+  return enqueueOnStreams(ops[0].comm, fn, callers,
+                          [ops, moving](const std::vector<std::shared_ptr<Executor>>& sides) {
+                            std::vector<P2pOp> onSides = ops;
+                            for (size_t k = 0; k < moving.size(); ++k) {
+                              onSides[moving[k]].ownedExec = sides[k];
+                              onSides[moving[k]].exec = sides[k].get();
+                            }
+                            return runOps(onSides);
+                          });
 }
 
 // Runs `ops` now, in the turn of every comm they use, or queues them (device buffers).
-Result launchOps(const char* fn, std::vector<P2pOp> ops) {
-  if (queueable(ops)) return enqueueOps(fn, std::move(ops));
+Result launchOps(const char* fn, const std::vector<P2pOp>& ops) {
+  if (queueable(ops)) return enqueueOps(fn, ops);
   std::vector<zcollComm*> comms;
   for (const P2pOp& op : ops)
     if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
@@ -229,7 +210,7 @@ zcollResult_t zcollGroupEnd(void) {
                   "group was not run");
     // A comm broken or destroyed since queueing is reported, not used.
     for (const P2pOp& op : ops) ZCOLL_CHECK(checkCommUsable(op.comm, "zcollGroupEnd"));
-    return launchOps("zcollGroupEnd", std::move(ops));
+    return launchOps("zcollGroupEnd", ops);
   });
 }
 
