@@ -99,7 +99,6 @@ class CudaExecutor final : public Executor {
   Result flush() override { return cudaResult(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
-    ZCOLL_CHECK(bindThread());
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     ZCOLL_CHECK(cudaResult(cudaStreamIsCapturing(stream_, &capture), "cudaStreamIsCapturing"));
     if (capture != cudaStreamCaptureStatusNone)

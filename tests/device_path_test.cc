@@ -335,9 +335,11 @@ TEST(DeviceCallsAsync, SyncModeReturnsWithTheStreamDone) {
     FakeDeviceArena::Scope scope(&arena);
     void* dev = arena.alloc(4096);
     arena.upload(dev, Bytes(4096));
+    const int sides = test::FakeDeviceExecutor::sidesMade;
     ASSERT_EQ(zcollAllReduce(dev, dev, 1024, zcollFloat32, zcollSum, comm, nullptr),
               zcollSuccess);
     EXPECT_TRUE(arena.defaultStream()->idle());
+    EXPECT_EQ(test::FakeDeviceExecutor::sidesMade, sides) << "nothing is queued in sync mode";
   });
 }
 

@@ -272,10 +272,8 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
   return commCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkNotInGroup(fn));
     if (stream != nullptr)
-      return fail(zcollInvalidArgument,
-                  "%s: stream must be NULL (the barrier blocks the calling "
-                  "thread; it orders no stream)",
-                  fn);
+      return fail(zcollInvalidArgument, "%s: stream must be NULL (the barrier blocks the calling "
+                  "thread; it orders no stream)", fn);
     ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0),
                                  hostExecutor(), fn));
     ZCOLL_CHECK(barrierDissemination(comm));

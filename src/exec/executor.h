@@ -18,8 +18,8 @@
 #include <string>
 
 #include "core/memory.h"
-#include "exec/gate.h"
 #include "core/result.h"
+#include "exec/gate.h"
 #include "quant/quant.h"
 #include "zcoll/zcoll.h"
 

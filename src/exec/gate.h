@@ -27,13 +27,9 @@ class Gate {
     opened_.wait(lock, [&] { return open_; });
     return result_;
   }
-  bool isOpen() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return open_;
-  }
 
  private:
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable opened_;
   bool open_ = false;
   Result result_ = zcollSuccess;

@@ -9,8 +9,10 @@ Result Scratch::get(size_t bytes, const MemoryOps& mem, void** out) {
   if (bytes > size_ || mem_ != &mem) {
     size_t want = bytes + bytes / 4;  // room to grow a little without reallocating
     if (mem_ == &mem && mem.releaseWaitsForDevice) want = std::max(want, 2 * size_);
-    if (ptr_ != nullptr && mem_->releaseWaitsForDevice) outgrown_.push_back({mem_, ptr_});
-    if (ptr_ != nullptr && !mem_->releaseWaitsForDevice) mem_->release(ptr_);
+    if (ptr_ != nullptr && mem_->releaseWaitsForDevice)
+      outgrown_.push_back({mem_, ptr_});
+    else if (ptr_ != nullptr)
+      mem_->release(ptr_);
     ptr_ = nullptr;
     mem_ = nullptr;
     size_ = 0;

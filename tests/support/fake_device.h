@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -281,7 +282,10 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     return ops;
   }
   Result flush() override { return stream_->synchronize(); }
+  // Side executors made so far, by every fake executor (a call queued makes at least one).
+  static inline std::atomic<int> sidesMade{0};
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
+    ++sidesMade;
     auto side = std::make_unique<FakeStream>(arena_);
     auto issued = std::make_shared<Gate>();  // an event: recorded here, waited for there
     stream_->submit([issued] { issued->open(zcollSuccess); return zcollSuccess; }, false);
