@@ -10,9 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef ZCOLL_HAVE_CUDA
@@ -348,6 +351,7 @@ TEST(DeviceCallsAsync, AFailureFoundAfterReturningBreaksTheCommAndReleasesTheStr
   // error and its next call; its stream goes on (nothing waits forever).
   test::ScopedEnv check("ZCOLL_CHECK_CALLS", "on");
   FakeDevice device;
+  std::atomic<int> checked{0};
   runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
@@ -364,6 +368,11 @@ TEST(DeviceCallsAsync, AFailureFoundAfterReturningBreaksTheCommAndReleasesTheStr
         << zcollGetLastError(comm);
     EXPECT_EQ(zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, nullptr),
               zcollInvalidUsage);
+    // Destroying a broken comm tells its peers; a rank still before its checks would then see
+    // zcollRemoteError first. Leave together.
+    ++checked;
+    while (checked.load() < comm->nranks)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
 }
 
