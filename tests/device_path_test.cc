@@ -376,6 +376,62 @@ TEST(DeviceCallsAsync, AFailureFoundAfterReturningBreaksTheCommAndReleasesTheStr
   });
 }
 
+// Queues `calls` sums of `dev` on the default stream; each returns at once.
+void queueAllReduces(zcollComm_t comm, int calls, void* dev, size_t n) {
+  for (int k = 0; k < calls; ++k)
+    ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess)
+        << "call " << k << ": " << zcollGetLastError(comm);
+}
+
+TEST(DeviceCallsAsync, AbortReleasesTheStreamOfTheRunningAndEveryQueuedCall) {
+  // Rank 1 stays away: rank 0's first all-reduce runs and waits for it, two more are queued
+  // behind it, and the stream is held by all three. The abort must let the stream go.
+  FakeDevice device;
+  std::atomic<bool> aborted{false};
+  test::runOwningRanks(2, [](int) { return 60; }, [&](int rank, zcollComm_t comm) {
+    if (rank == 1) {
+      while (!aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess) << zcollGetLastError(nullptr);
+      return;
+    }
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(1000 * 4);
+    arena.upload(dev, Bytes(1000 * 4));
+    queueAllReduces(comm, 3, dev, 1000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_FALSE(arena.defaultStream()->idle()) << "nothing can have completed";
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
+    (void)arena.defaultStream()->synchronize();  // returns: every gate was opened
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    aborted = true;
+  });
+}
+
+TEST(DeviceCallsAsync, DestroyRunsTheQueuedCallsFirst) {
+  // zcollCommDestroy with device calls still queued: they run (the peer joins late) and their
+  // results are on the stream when it returns, as ncclCommDestroy flushes.
+  FakeDevice device;
+  test::runOwningRanks(2, [](int) { return 60; }, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 1000;
+    std::vector<float> ones(n, 1.0f);
+    Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
+             reinterpret_cast<unsigned char*>(ones.data() + n));
+    void* dev = arena.alloc(in.size());
+    arena.upload(dev, in);
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    queueAllReduces(comm, 3, dev, n);
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess) << zcollGetLastError(nullptr);
+    Bytes out = arena.download(dev, in.size());
+    std::vector<float> got(n);
+    std::copy(out.begin(), out.end(), reinterpret_cast<unsigned char*>(got.data()));
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 8.0f) << "rank " << rank << " element " << i;
+  });
+}
+
 #ifdef ZCOLL_HAVE_CUDA
 // ---- The same on a GPU, with CUDA's device component (skipped without a GPU) ------------------
 // Ranks are threads sharing the one GPU of the test machines.

@@ -223,11 +223,14 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
                                        zcollConfig_t* config);
 
 /* Frees the communicator. Not collective, but peers still communicating with it will see
- * zcollRemoteError. comm may be NULL (no-op). */
+ * zcollRemoteError. Device calls still enqueued run first (as ncclCommDestroy flushes; each
+ * bounded by the timeout), so their results are on their streams. comm may be NULL (no-op). */
 ZCOLL_API zcollResult_t zcollCommDestroy(zcollComm_t comm);
 
 /* Puts the communicator in the error state, makes any call running on it (in another thread)
- * return zcollRemoteError within ZCOLL_ABORT_WAIT_MS, then frees it. Safe from any thread. */
+ * return zcollRemoteError within ZCOLL_ABORT_WAIT_MS, then frees it. Enqueued device calls
+ * that have not finished are dropped and their streams released (outputs undefined). Safe from
+ * any thread. */
 ZCOLL_API zcollResult_t zcollCommAbort(zcollComm_t comm);
 
 /* zcollSuccess while healthy, else the error that broke the communicator. */
