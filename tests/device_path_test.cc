@@ -253,6 +253,25 @@ TEST(DevicePathErrors, RanksPassingDifferentKindsFailEverywhereWithTheCallCheck)
   });
 }
 
+TEST(DevicePathErrors, DeviceSupportIsReportedAsTheEntryPointsSeeIt) {
+  int expected = 0;
+#ifdef ZCOLL_HAVE_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) expected = 1;
+  cudaGetLastError();
+#endif
+  int supported = -1;
+  ASSERT_EQ(zcollGetDeviceSupport(&supported), zcollSuccess);
+  EXPECT_EQ(supported, expected) << "no device component without a CUDA device";
+  {
+    FakeDevice device;
+    ASSERT_EQ(zcollGetDeviceSupport(&supported), zcollSuccess);
+    EXPECT_EQ(supported, 1) << "a device component is installed";
+  }
+  ASSERT_EQ(zcollGetDeviceSupport(&supported), zcollSuccess);
+  EXPECT_EQ(supported, expected);
+}
+
 // ---- Stream semantics: a device collective returns once enqueued (core/launch.h) ------------
 
 TEST(DeviceCallsAsync, CallsReturnBeforeTheirStreamReachesThemAndTheirResultsFollowOnIt) {

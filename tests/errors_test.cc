@@ -35,6 +35,7 @@ TEST(Errors, VersionAndNullOutputs) {
   EXPECT_EQ(v, ZCOLL_VERSION_CODE);
   EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "NULL", zcollGetVersion(nullptr));
   EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "NULL", zcollGetUniqueId(nullptr));
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "NULL", zcollGetDeviceSupport(nullptr));
 }
 
 TEST(Errors, InitArguments) {

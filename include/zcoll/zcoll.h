@@ -110,6 +110,12 @@ ZCOLL_API const char* zcollGetLastError(zcollComm_t comm);
 /* Version as ZCOLL_VERSION_CODE (MAJOR*10000 + MINOR*100 + PATCH). */
 ZCOLL_API zcollResult_t zcollGetVersion(int* version);
 
+/* *supported = 1 when this process recognises device buffers (a build with CUDA, on a machine
+ * with a CUDA device and driver: see the conventions above), else 0. A framework binding checks
+ * it before passing device pointers: without device support they would be taken for host
+ * addresses. */
+ZCOLL_API zcollResult_t zcollGetDeviceSupport(int* supported);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Types                                                                                        */
 /* ------------------------------------------------------------------------------------------ */

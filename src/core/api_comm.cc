@@ -9,6 +9,7 @@
 #include "bootstrap/rendezvous.h"
 #include "core/api_guard.h"
 #include "core/init.h"
+#include "core/memory.h"
 #include "core/params.h"
 #include "core/progress.h"
 #include "core/tags.h"
@@ -174,6 +175,14 @@ zcollResult_t zcollGetVersion(int* version) {
   return guarded(nullptr, [&]() -> Result {
     if (version == nullptr) return fail(zcollInvalidArgument, "version pointer is NULL");
     *version = ZCOLL_VERSION_CODE;
+    return zcollSuccess;
+  });
+}
+
+zcollResult_t zcollGetDeviceSupport(int* supported) {
+  return guarded(nullptr, [&]() -> Result {
+    if (supported == nullptr) return fail(zcollInvalidArgument, "supported pointer is NULL");
+    *supported = deviceComponent() != nullptr ? 1 : 0;
     return zcollSuccess;
   });
 }
