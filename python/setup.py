@@ -8,8 +8,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import torch
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -33,14 +34,29 @@ LIB_DIR = zcoll_library_dir()
 for name in ("libzcoll.so", "libzcoll.so.0"):
     shutil.copy2(LIB_DIR / "libzcoll.so", HERE / "zcoll" / name)
 
+
+
+def with_cuda():
+    """CUDA tensors are supported when torch has CUDA and a CUDA toolkit (headers) is installed;
+    ZCOLL_TORCH_CUDA=0 or 1 forces the choice."""
+    forced = os.environ.get("ZCOLL_TORCH_CUDA")
+    if forced is not None:
+        return forced == "1"
+    return torch.version.cuda is not None and CUDA_HOME is not None
+
+
+CUDA = with_cuda()
+Extension = CUDAExtension if CUDA else CppExtension
+
 setup(
     ext_modules=[
-        CppExtension(
+        Extension(
             "zcoll._C",
             ["csrc/backend.cc"],
             include_dirs=[str(REPO / "include"), str(LIB_DIR / "include")],
             library_dirs=[str(HERE / "zcoll")],
             libraries=["zcoll"],
+            define_macros=[("ZCOLL_TORCH_CUDA", "1")] if CUDA else [],
             extra_compile_args=["-O2"],
             extra_link_args=["-Wl,-rpath,$ORIGIN"],
         )

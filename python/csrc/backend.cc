@@ -2,6 +2,12 @@
 // submission order (zcoll host calls block and a communicator serves one thread at a time), on
 // the group's worker thread, or on the thread that waits for it when nothing runs before it.
 // Only the public C API (include/zcoll/zcoll.h) is used.
+//
+// CUDA tensors (built with ZCOLL_TORCH_CUDA), as ProcessGroupNCCL does it: the operation is
+// enqueued on the group's own stream of the tensors' device, which first waits for what the
+// caller's current stream held at submission; zcoll returns once enqueued there, so the Work
+// completes on the host at once and Work.wait() makes the caller's current stream wait for the
+// operation's end. The tensors are recorded on that stream for the caching allocator.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/python.h>
@@ -12,10 +18,18 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#ifdef ZCOLL_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "zcoll/zcoll.h"
 
@@ -60,14 +74,56 @@ zcollRedOp_t toZcollOp(const c10d::ReduceOp& op, const at::Tensor& t) {
   }
 }
 
+bool zcollTakesDeviceBuffers() {
+  static const bool supported = [] {
+    int s = 0;
+    return zcollGetDeviceSupport(&s) == zcollSuccess && s == 1;
+  }();
+  return supported;
+}
+
+void checkCudaTensor(const at::Tensor& t) {
+#ifdef ZCOLL_TORCH_CUDA
+  TORCH_CHECK(zcollTakesDeviceBuffers(), "zcoll: got a tensor on ", t.device(),
+              ", but the libzcoll in this process takes no device buffers (built without CUDA, or "
+              "no CUDA device visible to it: see zcoll_info)");
+#else
+  TORCH_CHECK(false, "zcoll: got a tensor on ", t.device(),
+              ", but this build of zcoll's torch backend has no CUDA support (torch without CUDA, "
+              "or no CUDA toolkit when it was built: reinstall with pip install ./python)");
+#endif
+}
+
 void checkTensor(const at::Tensor& t) {
-  TORCH_CHECK(t.device().is_cpu(), "zcoll: tensors must be on the CPU (got ", t.device(),
-              "); the torch backend does not take CUDA tensors yet");
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(),
+              "zcoll: tensors must be on the CPU or a CUDA device (got ", t.device(), ")");
+  if (t.device().is_cuda()) checkCudaTensor(t);
   TORCH_CHECK(!t.is_sparse(), "zcoll: sparse tensors are not supported");
   toZcollType(t);
 }
 
-using Job = std::function<void(zcollComm_t)>;
+// The one device of an operation's tensors (CPU when it has none, like a barrier).
+c10::Device deviceOf(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  std::optional<c10::Device> device;
+  for (const auto* list : {&a, &b}) {
+    for (const auto& t : *list) {
+      if (!t.defined()) continue;
+      if (!device) device = t.device();
+      TORCH_CHECK(t.device() == *device, "zcoll: the tensors of one operation must be on one "
+                  "device (got ", *device, " and ", t.device(), ")");
+    }
+  }
+  return device.value_or(c10::Device(c10::kCPU));
+}
+
+// What a job is given: the communicator, and the stream its zcoll calls go on (NULL for CPU
+// tensors).
+struct Ctx {
+  zcollComm_t comm;
+  zcollStream_t stream;
+};
+
+using Job = std::function<void(const Ctx&)>;
 
 // One unit of work: run posts it (and, outside a zcoll group, completes it); finish (may be
 // empty) copies results back once it has completed.
@@ -76,6 +132,36 @@ struct Step {
   std::function<void()> finish;
   bool p2p;
 };
+
+#ifdef ZCOLL_TORCH_CUDA
+// Where a CUDA operation runs: the group's stream on the tensors' device, after `submitted`
+// (recorded on the caller's current stream when the operation was issued); `done` is recorded
+// on it once the operation is enqueued there.
+struct CudaPlace {
+  c10::cuda::CUDAStream stream;
+  std::shared_ptr<at::cuda::CUDAEvent> submitted, done;
+};
+
+// The step run on the place's stream: the job's zcoll calls, and any tensor work of the job
+// (contiguous copies, concatenations, copies back), all go on it.
+Step onCudaStream(Step step, const CudaPlace& place) {
+  Step s;
+  s.p2p = step.p2p;
+  s.run = [job = std::move(step.run), place](const Ctx& c) {
+    c10::cuda::CUDAStreamGuard guard(place.stream);
+    place.submitted->block(place.stream);
+    job(Ctx{c.comm, reinterpret_cast<zcollStream_t>(place.stream.stream())});
+  };
+  // A batch of point-to-point steps is enqueued by zcollGroupEnd, after every run: the end is
+  // marked in finish.
+  s.finish = [finish = std::move(step.finish), place] {
+    c10::cuda::CUDAStreamGuard guard(place.stream);
+    if (finish) finish();
+    place.done->record(place.stream);
+  };
+  return s;
+}
+#endif
 
 class ZcollWork;
 
@@ -126,9 +212,19 @@ class ZcollWork : public Work {
         future_(c10::make_intrusive<c10::ivalue::Future>(
             c10::ListType::create(c10::TensorType::get()))) {}
 
+  // For CUDA operations: enqueued on their stream and finished there.
   bool isCompleted() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!done_) return false;
+      if (error_) return true;
+    }
+#ifdef ZCOLL_TORCH_CUDA
+    for (const auto& place : places_) {
+      if (!place.done->query()) return false;
+    }
+#endif
+    return true;
   }
   bool isSuccess() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -144,6 +240,23 @@ class ZcollWork : public Work {
     outputs_.insert(outputs_.end(), more.begin(), more.end());
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+#ifdef ZCOLL_TORCH_CUDA
+  // Before the work is queued only: one CUDA operation of it (a batch may hold several). Its
+  // future then completes on that device's stream (c10's CUDA-aware future records events).
+  void addCudaPlace(const CudaPlace& place) {
+    places_.push_back(place);
+    c10::Device device = place.stream.device();
+    if (std::find(devices_.begin(), devices_.end(), device) != devices_.end()) return;
+    devices_.push_back(device);
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), devices_);
+  }
+#endif
+
+  // Orders later work after this one: waits until it has run on the host (CPU tensors) or has
+  // been enqueued (CUDA tensors; the caller's current stream then waits for its end).
+  void synchronize() override { wait(kNoTimeout); }
 
   // The queue the work joined (a work may outlive its process group).
   void attach(std::weak_ptr<OpQueue> queue) { queue_ = std::move(queue); }
@@ -164,6 +277,10 @@ class ZcollWork : public Work {
       error = error_;
     }
     if (error) std::rethrow_exception(error);
+#ifdef ZCOLL_TORCH_CUDA
+    for (const auto& place : places_)
+      place.done->block(at::cuda::getCurrentCUDAStream(place.stream.device_index()));
+#endif
     return true;
   }
 
@@ -174,6 +291,11 @@ class ZcollWork : public Work {
       error_ = error;
     }
     cv_.notify_all();
+#ifdef ZCOLL_TORCH_CUDA
+    // The future's events go on the operation's stream, after its end.
+    std::optional<c10::cuda::CUDAStreamGuard> onStream;
+    if (!places_.empty()) onStream.emplace(places_.front().stream);
+#endif
     if (error) {
       future_->setError(error);
     } else {
@@ -185,6 +307,10 @@ class ZcollWork : public Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::weak_ptr<OpQueue> queue_;
+#ifdef ZCOLL_TORCH_CUDA
+  std::vector<CudaPlace> places_;
+  std::vector<c10::Device> devices_;
+#endif
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -239,7 +365,7 @@ void OpQueue::run(Item item) {
   std::exception_ptr error = broken_;
   if (!error) {
     try {
-      item.second.run(comm_);
+      item.second.run(Ctx{comm_, nullptr});
       if (item.second.finish) item.second.finish();
     } catch (...) {
       error = std::current_exception();
@@ -294,10 +420,11 @@ class ZcollBackend : public c10d::Backend {
                                      const c10d::BroadcastOptions& opts) override {
     at::Tensor t = single(tensors);
     int root = static_cast<int>(opts.rootRank);
-    return enqueue(OpType::BROADCAST, {t}, [=](zcollComm_t c) {
+    return enqueue(OpType::BROADCAST, {t}, {}, [=](const Ctx& c) {
       at::Tensor buf = t.contiguous();
-      check(zcollBroadcast(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), root, c,
-                           nullptr), c, "zcollBroadcast");
+      check(zcollBroadcast(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), root,
+                           c.comm, c.stream),
+            c.comm, "zcollBroadcast");
       copyBack(t, buf);
     });
   }
@@ -306,10 +433,11 @@ class ZcollBackend : public c10d::Backend {
                                      const c10d::AllreduceOptions& opts) override {
     at::Tensor t = single(tensors);
     zcollRedOp_t op = toZcollOp(opts.reduceOp, t);
-    return enqueue(OpType::ALLREDUCE, {t}, [=](zcollComm_t c) {
+    return enqueue(OpType::ALLREDUCE, {t}, {}, [=](const Ctx& c) {
       at::Tensor buf = t.contiguous();
-      check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, c,
-                           nullptr), c, "zcollAllReduce");
+      check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op,
+                           c.comm, c.stream),
+            c.comm, "zcollAllReduce");
       copyBack(t, buf);
     });
   }
@@ -322,13 +450,14 @@ class ZcollBackend : public c10d::Backend {
     bool oneType = std::all_of(ts.begin(), ts.end(), [&](const at::Tensor& t) {
       return t.scalar_type() == ts[0].scalar_type();
     });
-    return enqueue(OpType::ALLREDUCE_COALESCED, ts, [=](zcollComm_t c) {
+    return enqueue(OpType::ALLREDUCE_COALESCED, ts, {}, [=](const Ctx& c) {
       if (oneType && ts.size() > 1) {  // one call over the concatenation: one latency, not n
         std::vector<at::Tensor> flat;
         for (const auto& t : ts) flat.push_back(t.reshape({-1}));
         at::Tensor buf = at::cat(flat);
-        check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, c,
-                             nullptr), c, "zcollAllReduce");
+        check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op,
+                             c.comm, c.stream),
+              c.comm, "zcollAllReduce");
         int64_t off = 0;
         for (const auto& t : ts) {
           t.copy_(buf.narrow(0, off, t.numel()).view(t.sizes()));
@@ -338,8 +467,9 @@ class ZcollBackend : public c10d::Backend {
       }
       for (const auto& t : ts) {
         at::Tensor buf = t.contiguous();
-        check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, c,
-                             nullptr), c, "zcollAllReduce");
+        check(zcollAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op,
+                             c.comm, c.stream),
+              c.comm, "zcollAllReduce");
         copyBack(t, buf);
       }
     });
@@ -352,12 +482,13 @@ class ZcollBackend : public c10d::Backend {
                 "zcoll: all_gather_into_tensor_coalesced needs as many outputs as inputs");
     for (size_t i = 0; i < inputs.size(); ++i) checkGatherShapes(outputs[i], inputs[i], "all_gather_into_tensor");
     std::vector<at::Tensor> outs = outputs, ins = inputs;
-    return enqueue(OpType::COALESCED, outs, [=](zcollComm_t c) {
+    return enqueue(OpType::COALESCED, outs, ins, [=](const Ctx& c) {
       for (size_t i = 0; i < ins.size(); ++i) {
         at::Tensor src = ins[i].contiguous();
         at::Tensor dst = outs[i].contiguous();
-        check(zcollAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src), c,
-                             nullptr), c, "zcollAllGather");
+        check(zcollAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src), c.comm,
+                             c.stream),
+              c.comm, "zcollAllGather");
         copyBack(outs[i], dst);
       }
     });
@@ -379,12 +510,13 @@ class ZcollBackend : public c10d::Backend {
     std::vector<at::Tensor> outs = outputs, ins = inputs;
     std::vector<zcollRedOp_t> ops;
     for (const auto& in : ins) ops.push_back(toZcollOp(opts.reduceOp, in));
-    return enqueue(OpType::COALESCED, outs, [=](zcollComm_t c) {
+    return enqueue(OpType::COALESCED, outs, ins, [=](const Ctx& c) {
       for (size_t i = 0; i < ins.size(); ++i) {
         at::Tensor src = ins[i].contiguous();
         at::Tensor dst = outs[i].contiguous();
         check(zcollReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(), toZcollType(src),
-                                 ops[i], c, nullptr), c, "zcollReduceScatter");
+                                 ops[i], c.comm, c.stream),
+              c.comm, "zcollReduceScatter");
         copyBack(outs[i], dst);
       }
     });
@@ -400,11 +532,12 @@ class ZcollBackend : public c10d::Backend {
                 "zcoll: all_gather_into_tensor output must have world_size * input.numel() "
                 "elements (got ", output.numel(), " vs ", input.numel(), " * ", size_, ")");
     at::Tensor out = output, in = input;
-    return enqueue(OpType::_ALLGATHER_BASE, {out}, [=](zcollComm_t c) {
+    return enqueue(OpType::_ALLGATHER_BASE, {out}, {in}, [=](const Ctx& c) {
       at::Tensor src = in.contiguous();
       at::Tensor dst = out.contiguous();
-      check(zcollAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src), c,
-                           nullptr), c, "zcollAllGather");
+      check(zcollAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src), c.comm,
+                           c.stream),
+            c.comm, "zcollAllGather");
       copyBack(out, dst);
     });
   }
@@ -421,11 +554,12 @@ class ZcollBackend : public c10d::Backend {
       TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
                   "zcoll: allgather output tensors must match the input's size and dtype");
     }
-    return enqueue(OpType::ALLGATHER, outs, [=](zcollComm_t c) {
+    return enqueue(OpType::ALLGATHER, outs, {in}, [=, this](const Ctx& c) {
       at::Tensor src = in.contiguous();
       at::Tensor flat = at::empty({size_ * src.numel()}, src.options());
-      check(zcollAllGather(src.data_ptr(), flat.data_ptr(), src.numel(), toZcollType(src), c,
-                           nullptr), c, "zcollAllGather");
+      check(zcollAllGather(src.data_ptr(), flat.data_ptr(), src.numel(), toZcollType(src), c.comm,
+                           c.stream),
+            c.comm, "zcollAllGather");
       for (int r = 0; r < size_; ++r) {
         outs[r].copy_(flat.narrow(0, r * src.numel(), src.numel()).view(outs[r].sizes()));
       }
@@ -443,11 +577,12 @@ class ZcollBackend : public c10d::Backend {
                 "elements (got ", input.numel(), " vs ", output.numel(), " * ", size_, ")");
     zcollRedOp_t op = toZcollOp(opts.reduceOp, input);
     at::Tensor out = output, in = input;
-    return enqueue(OpType::_REDUCE_SCATTER_BASE, {out}, [=](zcollComm_t c) {
+    return enqueue(OpType::_REDUCE_SCATTER_BASE, {out}, {in}, [=](const Ctx& c) {
       at::Tensor src = in.contiguous();
       at::Tensor dst = out.contiguous();
       check(zcollReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(), toZcollType(src), op,
-                               c, nullptr), c, "zcollReduceScatter");
+                               c.comm, c.stream),
+            c.comm, "zcollReduceScatter");
       copyBack(out, dst);
     });
   }
@@ -465,13 +600,14 @@ class ZcollBackend : public c10d::Backend {
     }
     zcollRedOp_t op = toZcollOp(opts.reduceOp, out);
     std::vector<at::Tensor> ins = inputs[0];
-    return enqueue(OpType::REDUCE_SCATTER, {out}, [=](zcollComm_t c) {
+    return enqueue(OpType::REDUCE_SCATTER, {out}, ins, [=](const Ctx& c) {
       std::vector<at::Tensor> flatIns;
       for (const auto& i : ins) flatIns.push_back(i.reshape({-1}));
       at::Tensor src = at::cat(flatIns);
       at::Tensor dst = out.contiguous();
       check(zcollReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(), toZcollType(src), op,
-                               c, nullptr), c, "zcollReduceScatter");
+                               c.comm, c.stream),
+            c.comm, "zcollReduceScatter");
       copyBack(out, dst);
     });
   }
@@ -489,11 +625,12 @@ class ZcollBackend : public c10d::Backend {
       TORCH_CHECK(in.numel() == out.numel() && in.size(0) % size_ == 0,
                   "zcoll: all_to_all_single needs equal-size tensors whose first dimension "
                   "divides by world_size");
-      return enqueue(OpType::ALLTOALL_BASE, {out}, [=](zcollComm_t c) {
+      return enqueue(OpType::ALLTOALL_BASE, {out}, {in}, [=, this](const Ctx& c) {
         at::Tensor src = in.contiguous();
         at::Tensor dst = out.contiguous();
-        check(zcollAllToAll(src.data_ptr(), dst.data_ptr(), src.numel() / size_,
-                            toZcollType(src), c, nullptr), c, "zcollAllToAll");
+        check(zcollAllToAll(src.data_ptr(), dst.data_ptr(), src.numel() / size_, toZcollType(src),
+                            c.comm, c.stream),
+              c.comm, "zcollAllToAll");
         copyBack(out, dst);
       });
     }
@@ -506,7 +643,7 @@ class ZcollBackend : public c10d::Backend {
       sendElems.push_back(inRows[p] * inRowElems);
       recvElems.push_back(outRows[p] * outRowElems);
     }
-    return enqueue(OpType::ALLTOALL_BASE, {out}, [=](zcollComm_t c) {
+    return enqueue(OpType::ALLTOALL_BASE, {out}, {in}, [=](const Ctx& c) {
       at::Tensor src = in.contiguous();
       at::Tensor dst = out.contiguous();
       allToAllv(src, sendElems, dst, recvElems, c);
@@ -533,7 +670,7 @@ class ZcollBackend : public c10d::Backend {
       recvElems.push_back(outputs[p].numel());
     }
     std::vector<at::Tensor> outs = outputs, ins = inputs;
-    return enqueue(OpType::ALLTOALL, outs, [=](zcollComm_t c) {
+    return enqueue(OpType::ALLTOALL, outs, ins, [=, this](const Ctx& c) {
       std::vector<at::Tensor> flatIns, flatOuts;
       for (const auto& t : ins) flatIns.push_back(t.reshape({-1}));
       at::Tensor src = at::cat(flatIns);
@@ -554,10 +691,11 @@ class ZcollBackend : public c10d::Backend {
     at::Tensor t = single(tensors);
     zcollRedOp_t op = toZcollOp(opts.reduceOp, t);
     int root = checkRoot(opts.rootRank, "reduce");
-    return enqueue(OpType::REDUCE, {t}, [=](zcollComm_t c) {
+    return enqueue(OpType::REDUCE, {t}, {}, [=, this](const Ctx& c) {
       at::Tensor buf = t.contiguous();
       check(zcollReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), toZcollType(buf), op, root,
-                        c, nullptr), c, "zcollReduce");
+                        c.comm, c.stream),
+            c.comm, "zcollReduce");
       if (rank_ == root) copyBack(t, buf);
     });
   }
@@ -569,11 +707,12 @@ class ZcollBackend : public c10d::Backend {
     at::Tensor in = single(inputs);
     int root = checkRoot(opts.rootRank, "gather");
     std::vector<at::Tensor> outs = rootList(outputs, in, root, "gather", "output");
-    return enqueue(OpType::GATHER, outs, [=](zcollComm_t c) {
+    return enqueue(OpType::GATHER, outs, {in}, [=, this](const Ctx& c) {
       at::Tensor src = in.contiguous();
       at::Tensor flat = rank_ == root ? at::empty({size_ * src.numel()}, src.options()) : at::Tensor();
       check(zcollGather(src.data_ptr(), rank_ == root ? flat.data_ptr() : nullptr, src.numel(),
-                        toZcollType(src), root, c, nullptr), c, "zcollGather");
+                        toZcollType(src), root, c.comm, c.stream),
+            c.comm, "zcollGather");
       for (size_t r = 0; r < outs.size(); ++r)
         outs[r].copy_(flat.narrow(0, r * src.numel(), src.numel()).view(outs[r].sizes()));
     });
@@ -585,7 +724,7 @@ class ZcollBackend : public c10d::Backend {
     at::Tensor out = single(outputs);
     int root = checkRoot(opts.rootRank, "scatter");
     std::vector<at::Tensor> ins = rootList(inputs, out, root, "scatter", "input");
-    return enqueue(OpType::SCATTER, {out}, [=](zcollComm_t c) {
+    return enqueue(OpType::SCATTER, {out}, ins, [=](const Ctx& c) {
       at::Tensor src;
       if (!ins.empty()) {
         std::vector<at::Tensor> flat;
@@ -594,14 +733,15 @@ class ZcollBackend : public c10d::Backend {
       }
       at::Tensor dst = out.contiguous();
       check(zcollScatter(src.defined() ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
-                         toZcollType(dst), root, c, nullptr), c, "zcollScatter");
+                         toZcollType(dst), root, c.comm, c.stream),
+            c.comm, "zcollScatter");
       copyBack(out, dst);
     });
   }
 
   c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions&) override {
-    return enqueue(OpType::BARRIER, {}, [](zcollComm_t c) {
-      check(zcollBarrier(c, nullptr), c, "zcollBarrier");
+    return enqueue(OpType::BARRIER, {}, {}, [](const Ctx& c) {
+      check(zcollBarrier(c.comm, c.stream), c.comm, "zcollBarrier");
     });
   }
 
@@ -610,19 +750,25 @@ class ZcollBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int) override {
     at::Tensor t = single(tensors);
     at::Tensor buf = t.contiguous();
-    return enqueueP2P(OpType::SEND, {t}, [=](zcollComm_t c) {
-      check(zcollSend(buf.data_ptr(), buf.numel(), toZcollType(buf), dst, c, nullptr), c,
-            "zcollSend");
-    }, nullptr);
+    return enqueueP2P(
+        OpType::SEND, {t}, {buf},
+        [=](const Ctx& c) {
+          check(zcollSend(buf.data_ptr(), buf.numel(), toZcollType(buf), dst, c.comm, c.stream),
+                c.comm, "zcollSend");
+        },
+        nullptr);
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int) override {
     at::Tensor t = single(tensors);
     at::Tensor buf = t.is_contiguous() ? t : at::empty_like(t, at::MemoryFormat::Contiguous);
-    return enqueueP2P(OpType::RECV, {t}, [=](zcollComm_t c) {
-      check(zcollRecv(buf.data_ptr(), buf.numel(), toZcollType(buf), src, c, nullptr), c,
-            "zcollRecv");
-    }, [=] { copyBack(t, buf); });
+    return enqueueP2P(
+        OpType::RECV, {t}, {buf},
+        [=](const Ctx& c) {
+          check(zcollRecv(buf.data_ptr(), buf.numel(), toZcollType(buf), src, c.comm, c.stream),
+                c.comm, "zcollRecv");
+        },
+        [=] { copyBack(t, buf); });
   }
 
   // Coalescing (torch's _coalescing_manager with a device, batch_isend_irecv): operations issued
@@ -645,7 +791,7 @@ class ZcollBackend : public c10d::Backend {
       batch_.reset();
     }
     auto steps = std::make_shared<std::vector<Step>>(std::move(batch.steps));
-    push(batch.work, Step{[steps](zcollComm_t c) { runBatch(*steps, c); }, nullptr, false});
+    push(batch.work, Step{[steps](const Ctx& c) { runBatch(*steps, c); }, nullptr, false});
     return batch.work;
   }
 
@@ -660,11 +806,12 @@ class ZcollBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> quantizedAllGather(at::Tensor output, at::Tensor input,
                                               zcollQuantConfig_t quant) {
     checkGatherShapes(output, input, "quantized_all_gather");
-    return enqueue(OpType::_ALLGATHER_BASE, {output}, [=](zcollComm_t c) {
+    return enqueue(OpType::_ALLGATHER_BASE, {output}, {input}, [=](const Ctx& c) {
       at::Tensor src = input.contiguous();
       at::Tensor dst = output.contiguous();
       check(zcollQuantizedAllGather(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src),
-                                    &quant, c, nullptr), c, "zcollQuantizedAllGather");
+                                    &quant, c.comm, c.stream),
+            c.comm, "zcollQuantizedAllGather");
       copyBack(output, dst);
     });
   }
@@ -679,13 +826,14 @@ class ZcollBackend : public c10d::Backend {
       checkSecondary(*secondary, input, "all_gather_hier");
       outs.push_back(*secondary);
     }
-    return enqueue(OpType::_ALLGATHER_BASE, outs, [=](zcollComm_t c) {
+    return enqueue(OpType::_ALLGATHER_BASE, outs, {input}, [=](const Ctx& c) {
       at::Tensor src = input.contiguous();
       at::Tensor dst = output.contiguous();
       at::Tensor sec = secondary ? secondary->contiguous() : at::Tensor();
-      check(zcollAllGatherHier(src.data_ptr(), dst.data_ptr(), sec.defined() ? sec.data_ptr() : nullptr,
-                               src.numel(), toZcollType(src), quant ? &*quant : nullptr, c, nullptr),
-            c, "zcollAllGatherHier");
+      check(zcollAllGatherHier(src.data_ptr(), dst.data_ptr(),
+                               sec.defined() ? sec.data_ptr() : nullptr, src.numel(),
+                               toZcollType(src), quant ? &*quant : nullptr, c.comm, c.stream),
+            c.comm, "zcollAllGatherHier");
       copyBack(output, dst);
       if (secondary) copyBack(*secondary, sec);
     });
@@ -700,12 +848,12 @@ class ZcollBackend : public c10d::Backend {
                 "zcoll: all_gather_from_secondary needs a secondary shard of nodes * n elements "
                 "and an output of world_size * n (nodes ", nodes_, ", world_size ", size_,
                 ", got ", secondary.numel(), " and ", output.numel(), ")");
-    return enqueue(OpType::_ALLGATHER_BASE, {output}, [=](zcollComm_t c) {
+    return enqueue(OpType::_ALLGATHER_BASE, {output}, {secondary}, [=, this](const Ctx& c) {
       at::Tensor sec = secondary.contiguous();
       at::Tensor dst = output.contiguous();
       check(zcollAllGatherFromSecondary(sec.data_ptr(), dst.data_ptr(), sec.numel() / nodes_,
-                                        toZcollType(sec), c, nullptr), c,
-            "zcollAllGatherFromSecondary");
+                                        toZcollType(sec), c.comm, c.stream),
+            c.comm, "zcollAllGatherFromSecondary");
       copyBack(output, dst);
     });
   }
@@ -723,12 +871,12 @@ class ZcollBackend : public c10d::Backend {
     TORCH_CHECK(reduceOp.op_ == c10d::ReduceOp::SUM || reduceOp.op_ == c10d::ReduceOp::AVG,
                 "zcoll: quantized_reduce_scatter supports ReduceOp SUM and AVG");
     zcollRedOp_t op = toZcollOp(reduceOp, input);
-    return enqueue(OpType::_REDUCE_SCATTER_BASE, {output}, [=](zcollComm_t c) {
+    return enqueue(OpType::_REDUCE_SCATTER_BASE, {output}, {input}, [=](const Ctx& c) {
       at::Tensor src = input.contiguous();
       at::Tensor dst = output.contiguous();
       check(zcollQuantizedReduceScatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                        toZcollType(src), op, &quant, c, nullptr), c,
-            "zcollQuantizedReduceScatter");
+                                        toZcollType(src), op, &quant, c.comm, c.stream),
+            c.comm, "zcollQuantizedReduceScatter");
       copyBack(output, dst);
     });
   }
@@ -797,7 +945,7 @@ class ZcollBackend : public c10d::Backend {
   // zcollAllToAllv over contiguous 1-D views, counts in elements (blocks back to back).
   static void allToAllv(const at::Tensor& src, const std::vector<int64_t>& sendElems,
                         const at::Tensor& dst, const std::vector<int64_t>& recvElems,
-                        zcollComm_t c) {
+                        const Ctx& c) {
     std::vector<size_t> sc, sd, rc, rd;
     size_t so = 0, ro = 0;
     for (size_t p = 0; p < sendElems.size(); ++p) {
@@ -808,8 +956,9 @@ class ZcollBackend : public c10d::Backend {
       rd.push_back(ro);
       ro += recvElems[p];
     }
-    check(zcollAllToAllv(src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(), rc.data(),
-                         rd.data(), toZcollType(src), c, nullptr), c, "zcollAllToAllv");
+    check(zcollAllToAllv(src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(), rc.data(), rd.data(),
+                         toZcollType(src), c.comm, c.stream),
+          c.comm, "zcollAllToAllv");
   }
 
   std::vector<int64_t> splitsOrEqual(const std::vector<int64_t>& splits, const at::Tensor& t) {
@@ -835,12 +984,12 @@ class ZcollBackend : public c10d::Backend {
 
   // All point to point: posted in one zcoll group (concurrently at zcollGroupEnd), then
   // finished; otherwise one after the other in submission order.
-  static void runBatch(const std::vector<Step>& steps, zcollComm_t c) {
+  static void runBatch(const std::vector<Step>& steps, const Ctx& c) {
     bool allP2P = std::all_of(steps.begin(), steps.end(), [](const Step& s) { return s.p2p; });
     if (allP2P && !steps.empty()) {
-      check(zcollGroupStart(), c, "zcollGroupStart");
+      check(zcollGroupStart(), c.comm, "zcollGroupStart");
       for (const auto& s : steps) s.run(c);
-      check(zcollGroupEnd(), c, "zcollGroupEnd");
+      check(zcollGroupEnd(), c.comm, "zcollGroupEnd");
       for (const auto& s : steps) {
         if (s.finish) s.finish();
       }
@@ -852,29 +1001,77 @@ class ZcollBackend : public c10d::Backend {
     }
   }
 
-  c10::intrusive_ptr<Work> enqueue(OpType type, std::vector<at::Tensor> outputs, Job job) {
-    return enqueueStep(type, std::move(outputs), Step{std::move(job), nullptr, false});
+  // `inputs`: the tensors the job reads besides `outputs` (all on one device).
+  c10::intrusive_ptr<Work> enqueue(OpType type, std::vector<at::Tensor> outputs,
+                                   const std::vector<at::Tensor>& inputs, Job job) {
+    return enqueueStep(type, std::move(outputs), inputs, Step{std::move(job), nullptr, false});
   }
 
-  c10::intrusive_ptr<Work> enqueueP2P(OpType type, std::vector<at::Tensor> outputs, Job job,
+  c10::intrusive_ptr<Work> enqueueP2P(OpType type, std::vector<at::Tensor> outputs,
+                                      const std::vector<at::Tensor>& inputs, Job job,
                                       std::function<void()> finish) {
-    return enqueueStep(type, std::move(outputs), Step{std::move(job), std::move(finish), true});
+    return enqueueStep(type, std::move(outputs), inputs,
+                       Step{std::move(job), std::move(finish), true});
   }
 
   // Inside startCoalescing / endCoalescing the step joins the batch (and returns its Work).
-  c10::intrusive_ptr<Work> enqueueStep(OpType type, std::vector<at::Tensor> outputs, Step step) {
+  c10::intrusive_ptr<Work> enqueueStep(OpType type, std::vector<at::Tensor> outputs,
+                                       const std::vector<at::Tensor>& inputs, Step step) {
+    c10::Device device = deviceOf(outputs, inputs);
+#ifdef ZCOLL_TORCH_CUDA
+    std::optional<CudaPlace> place;
+    if (device.is_cuda()) {
+      place = cudaPlace(device, outputs, inputs);
+      step = onCudaStream(std::move(step), *place);
+    }
+#else
+    (void)device;
+#endif
+    c10::intrusive_ptr<ZcollWork> work;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (batch_) {
-        batch_->work->addOutputs(outputs);
+        work = batch_->work;
+        work->addOutputs(outputs);
         batch_->steps.push_back(std::move(step));
-        return batch_->work;
       }
     }
-    auto work = c10::make_intrusive<ZcollWork>(rank_, type, std::move(outputs));
-    push(work, std::move(step));
+    bool batched = static_cast<bool>(work);
+    if (!batched) work = c10::make_intrusive<ZcollWork>(rank_, type, std::move(outputs));
+#ifdef ZCOLL_TORCH_CUDA
+    if (place) work->addCudaPlace(*place);
+#endif
+    if (!batched) push(work, std::move(step));
     return work;
   }
+
+#ifdef ZCOLL_TORCH_CUDA
+  // Marks the caller's current stream (the operation starts after it) and keeps the tensors'
+  // memory from being reused before the operation is done with it on the group's stream.
+  CudaPlace cudaPlace(c10::Device device, const std::vector<at::Tensor>& outputs,
+                      const std::vector<at::Tensor>& inputs) {
+    CudaPlace place{streamOf(device), std::make_shared<at::cuda::CUDAEvent>(),
+                    std::make_shared<at::cuda::CUDAEvent>()};
+    place.submitted->record(at::cuda::getCurrentCUDAStream(device.index()));
+    for (const auto* list : {&outputs, &inputs}) {
+      for (const auto& t : *list) {
+        if (t.defined() && t.is_cuda())
+          c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), place.stream);
+      }
+    }
+    return place;
+  }
+
+  // The group's stream on `device` (one per device, from torch's pool, as ProcessGroupNCCL).
+  c10::cuda::CUDAStream streamOf(c10::Device device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(device.index());
+    if (it == streams_.end())
+      it = streams_.emplace(device.index(), at::cuda::getStreamFromPool(false, device.index()))
+               .first;
+    return it->second;
+  }
+#endif
 
   void push(c10::intrusive_ptr<ZcollWork> work, Step step) {
     work->attach(queue_);
@@ -883,8 +1080,11 @@ class ZcollBackend : public c10d::Backend {
 
   zcollComm_t comm_ = nullptr;
   int nodes_ = 1;
-  std::mutex mu_;  // guards batch_
+  std::mutex mu_;  // guards batch_ and streams_
   std::optional<Batch> batch_;
+#ifdef ZCOLL_TORCH_CUDA
+  std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams_;
+#endif
   std::shared_ptr<OpQueue> queue_;
   std::thread worker_;
 };
@@ -957,4 +1157,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("intra_bits"), py::arg("block_size"), py::arg("symmetric"),
           py::arg("stochastic"), py::arg("seed"), py::arg("pipeline_depth"));
   m.def("get_unique_id", &zcoll_torch::getUniqueId);
+  // Whether CUDA tensors can be passed: this extension was built with CUDA and the libzcoll it
+  // loaded recognises device buffers (a CUDA build, a device visible).
+#ifdef ZCOLL_TORCH_CUDA
+  m.attr("built_with_cuda") = true;
+#else
+  m.attr("built_with_cuda") = false;
+#endif
+  m.def("zcoll_takes_device_buffers", &zcoll_torch::zcollTakesDeviceBuffers);
 }

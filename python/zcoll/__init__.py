@@ -1,4 +1,5 @@
-"""zcoll as a torch.distributed backend (CPU tensors).
+"""zcoll as a torch.distributed backend (CPU tensors, and CUDA tensors where both this build and
+libzcoll have CUDA: ``zcoll._C.built_with_cuda`` and ``zcoll._C.zcoll_takes_device_buffers()``).
 
 ``dist.init_process_group("zcoll")`` works without importing this module: torch loads it through
 the ``torch.distributed.backends`` entry point, which calls :func:`register`.
@@ -43,8 +44,9 @@ def _create_backend(opts, backend_options=None):
 def register():
     """Registers the "zcoll" backend with torch.distributed (idempotent)."""
     if "ZCOLL" not in dist.Backend._plugins:
+        devices = ["cpu", "cuda"] if _C.built_with_cuda else ["cpu"]
         dist.Backend.register_backend("zcoll", _create_backend, extended_api=True,
-                                      devices=["cpu"])
+                                      devices=devices)
 
 
 register()

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _register_work, _resolve_process_group
 
-from . import zeropp
+from . import _C, zeropp
 
 _lib = torch.library.Library("zcoll", "DEF")
 _QUANT = "int bits=0, int block_size=0, bool symmetric=True, bool stochastic=False, int seed=0"
@@ -34,6 +34,16 @@ _lib.define("quantized_reduce_scatter(Tensor input, str group_name, str reduce_o
             "bool stochastic=False, int seed=0, int pipeline_depth=0) -> Tensor")
 
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG}
+# The dispatch keys the ops run for: CUDA tensors too where the extension was built with CUDA.
+_KEYS = ("CPU", "CUDA") if _C.built_with_cuda else ("CPU",)
+
+
+def _impl(name):
+    def register(fn):
+        for key in _KEYS:
+            _lib.impl(name, fn, key)
+        return fn
+    return register
 
 
 def _group(name):
@@ -59,7 +69,7 @@ def _registered(work, *outputs):
     return outputs if len(outputs) > 1 else outputs[0]
 
 
-@torch.library.impl(_lib, "quantized_all_gather", "CPU")
+@_impl("quantized_all_gather")
 def _quantized_all_gather(input, group_name, bits=0, block_size=0, symmetric=True,
                           stochastic=False, seed=0):
     pg = _group(group_name)
@@ -70,7 +80,7 @@ def _quantized_all_gather(input, group_name, bits=0, block_size=0, symmetric=Tru
     return _registered(work, out)
 
 
-@torch.library.impl(_lib, "all_gather_hier", "CPU")
+@_impl("all_gather_hier")
 def _all_gather_hier(input, group_name, quantized=True, bits=0, block_size=0, symmetric=True,
                      stochastic=False, seed=0):
     pg = _group(group_name)
@@ -82,7 +92,7 @@ def _all_gather_hier(input, group_name, quantized=True, bits=0, block_size=0, sy
     return _registered(work, out, secondary)
 
 
-@torch.library.impl(_lib, "all_gather_from_secondary", "CPU")
+@_impl("all_gather_from_secondary")
 def _all_gather_from_secondary(secondary, group_name):
     pg = _group(group_name)
     nodes = zeropp.zcoll_backend(pg).node_count()
@@ -91,7 +101,7 @@ def _all_gather_from_secondary(secondary, group_name):
     return _registered(work, out)
 
 
-@torch.library.impl(_lib, "quantized_reduce_scatter", "CPU")
+@_impl("quantized_reduce_scatter")
 def _quantized_reduce_scatter(input, group_name, reduce_op="sum", bits=0, intra_bits=0,
                               block_size=0, symmetric=True, stochastic=False, seed=0,
                               pipeline_depth=0):
