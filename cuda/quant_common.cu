@@ -1,5 +1,5 @@
-// Host-side helpers of the CUDA quantization launchers: device detection, argument checks, and
-// launch error checking.
+// Host-side helpers of the CUDA quantization launchers: device detection, argument checks, the
+// device array of chunk pointers of large sums, and launch error checking.
 #include "cuda/quant_kernels.cuh"
 
 namespace zcoll {
@@ -46,13 +46,65 @@ Result checkData(const void* p, size_t n, zcollDataType_t dt, const char* what, 
 }
 
 Result checkChunks(const void* const* chunks, int k, size_t n, const char* what) {
-  if (k < 1 || k > kMaxSumChunks) {
-    return fail(zcollInvalidArgument, "%s (cuda): k = %d, must be in [1, %d]", what, k,
-                kMaxSumChunks);
-  }
+  if (k < 1) return fail(zcollInvalidArgument, "%s (cuda): k = %d, must be at least 1", what, k);
   if (n == 0) return zcollSuccess;
   if (chunks == nullptr) return fail(zcollInvalidArgument, "%s (cuda): chunks is NULL", what);
   for (int c = 0; c < k; ++c) ZCOLL_CHECK(checkQuantBuffer(chunks[c], n, what, "chunks[c]"));
+  return zcollSuccess;
+}
+
+namespace {
+
+// Up to kParamChunks pointers of a DeviceChunkList, written from the kernel's parameters.
+struct ListFillArgs {
+  const uint8_t* ptrs[kParamChunks];
+  const uint8_t** dst;
+  int count;
+};
+
+__global__ void fillChunkList(ListFillArgs a) {
+  int i = static_cast<int>(threadIdx.x);
+  if (i < a.count) a.dst[i] = a.ptrs[i];
+}
+
+}  // namespace
+
+DeviceChunkList::~DeviceChunkList() {
+  if (list_ != nullptr) (void)cudaFreeAsync(list_, stream_);  // after the launches issued so far
+}
+
+Result DeviceChunkList::fill(const void* const* chunks, int k, cudaStream_t stream,
+                             const char* what) {
+  void* p = nullptr;
+  cudaError_t err = cudaMallocAsync(&p, static_cast<size_t>(k) * sizeof(const uint8_t*), stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // reported here, not by a later checkLaunch
+    return fail(zcollCudaError, "%s: cudaMallocAsync of the chunk list (k = %d) failed: %s (%s)",
+                what, k, cudaGetErrorName(err), cudaGetErrorString(err));
+  }
+  list_ = static_cast<const uint8_t**>(p);
+  stream_ = stream;
+  for (int c0 = 0; c0 < k; c0 += kParamChunks) {
+    ListFillArgs a{};
+    a.count = k - c0 < kParamChunks ? k - c0 : kParamChunks;
+    for (int i = 0; i < a.count; ++i) a.ptrs[i] = static_cast<const uint8_t*>(chunks[c0 + i]);
+    a.dst = list_ + c0;
+    fillChunkList<<<1, kParamChunks, 0, stream>>>(a);
+    ZCOLL_CHECK(checkLaunch(what));  // the destructor frees the list
+  }
+  return zcollSuccess;
+}
+
+Result setChunkPtrs(const void* const* chunks, int k, cudaStream_t stream, const char* what,
+                    ChunkPtrs* ptrs, DeviceChunkList* list, bool* useList) {
+  *ptrs = ChunkPtrs{};
+  *useList = k > kParamChunks;
+  if (*useList) {
+    ZCOLL_CHECK(list->fill(chunks, k, stream, what));
+    ptrs->list = list->get();
+    return zcollSuccess;
+  }
+  for (int c = 0; c < k; ++c) ptrs->params[c] = static_cast<const uint8_t*>(chunks[c]);
   return zcollSuccess;
 }
 

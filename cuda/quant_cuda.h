@@ -7,7 +7,9 @@
 //    (read before the call returns). Quantized buffers (outputs and inputs) must be 16-byte
 //    aligned; unquantized buffers need only element alignment (16 bytes gives vector access).
 //  - Work is enqueued on `stream` and the call returns without synchronizing. Buffers must stay
-//    valid until the stream reaches the work. Nothing is allocated.
+//    valid until the stream reaches the work. Nothing is allocated, except by dequantizeSum and
+//    dequantReduceRequant with more than kParamChunks chunks: a device array of the chunk
+//    pointers, allocated and freed in stream order (cudaMallocAsync / cudaFreeAsync on `stream`).
 //  - Bad arguments or an unsupported configuration return zcollInvalidArgument before anything
 //    is launched; a failed launch returns zcollCudaError with the CUDA error text
 //    (threadLastError()). Never silently does nothing.
@@ -23,8 +25,10 @@ namespace zcoll {
 namespace quant {
 namespace cuda {
 
-// Limits of one call (kernel-parameter space): chunks summed / reordered per launch.
-constexpr int kMaxSumChunks = 64;
+// Chunk pointers a dequantizeSum / dequantReduceRequant launch carries in its kernel parameters.
+// Beyond, any k: the pointers go to the kernel through a device array (see above), written on
+// the stream by kernels whose parameters carry them (so the host array need not outlive the call).
+constexpr int kParamChunks = 64;
 constexpr int kMaxReorderChunks = 256;  // quantizeChunks launches in batches of this many
 
 // True when cudaGetDeviceCount succeeds with at least one device; never aborts (a machine
@@ -40,11 +44,11 @@ Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, 
 Result dequantize(const void* q, size_t n, const QuantParams& p, void* out, zcollDataType_t dtype,
                   cudaStream_t stream);
 
-// k <= kMaxSumChunks.
+// Any k >= 1; the sum is accumulated in fp32 in chunk order 0..k-1, then scaled (as the CPU).
 Result dequantizeSum(const void* const* chunks, int k, size_t n, const QuantParams& p, float scale,
                      void* out, zcollDataType_t dtype, cudaStream_t stream);
 
-// k <= kMaxSumChunks.
+// Any k >= 1 (as dequantizeSum).
 Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const QuantParams& inParams,
                             const QuantParams& outParams, void* outQ, cudaStream_t stream);
 

@@ -1,6 +1,8 @@
 // dequantize / dequantizeSum on the GPU: one thread per group of 8 elements (which lies inside
 // one block). out = (d_0 + d_1 + ... + d_{k-1}) * scale in fp32, in chunk order, like the CPU;
-// a block that is non-finite in any chunk gives the canonical NaN.
+// a block that is non-finite in any chunk gives the canonical NaN. Any k: beyond kParamChunks the
+// kernel reads the chunk pointers from a device array (quant_kernels.cuh, ChunkPtrs), and nothing
+// else changes.
 #include "cuda/quant_kernels.cuh"
 
 namespace zcoll {
@@ -11,7 +13,7 @@ namespace {
 using namespace detail;
 
 struct SumArgs {
-  const uint8_t* chunks[kMaxSumChunks];
+  ChunkPtrs chunks;
   int k;
   size_t n;
   int blockSize;
@@ -20,12 +22,12 @@ struct SumArgs {
   void* out;
 };
 
-template <int Bits, bool Sym>
-__device__ __forceinline__ bool sumGroup(const uint8_t* const* chunks, int k, const Layout& l,
+template <int Bits, bool Sym, bool List>
+__device__ __forceinline__ bool sumGroup(const ChunkPtrs& chunks, int k, const Layout& l,
                                          size_t j, size_t e, int cnt, float acc[kGroup]) {
   int q[kGroup];
   for (int c = 0; c < k; ++c) {
-    const uint8_t* base = chunks[c];
+    const uint8_t* base = chunks.at<List>(c);
     float scale = reinterpret_cast<const float*>(base)[j];
     float zero = Sym ? 0.0f : reinterpret_cast<const float*>(base + l.zerosOffset)[j];
     if (decodesToNan(scale, zero)) return false;
@@ -39,7 +41,7 @@ __device__ __forceinline__ bool sumGroup(const uint8_t* const* chunks, int k, co
   return true;
 }
 
-template <class T, int Bits, bool Sym, bool Vec>
+template <class T, int Bits, bool Sym, bool Vec, bool List>
 __global__ void dequantSumKernel(SumArgs a) {
   Layout l = layoutOf(a.n, a.blockSize, Bits, Sym);
   size_t groups = (a.n + kGroup - 1) / kGroup;
@@ -49,7 +51,7 @@ __global__ void dequantSumKernel(SumArgs a) {
     size_t e = g * kGroup;
     int cnt = static_cast<int>(a.n - e < static_cast<size_t>(kGroup) ? a.n - e : kGroup);
     float acc[kGroup];
-    bool finite = sumGroup<Bits, Sym>(a.chunks, a.k, l, e / a.blockSize, e, cnt, acc);
+    bool finite = sumGroup<Bits, Sym, List>(a.chunks, a.k, l, e / a.blockSize, e, cnt, acc);
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
       acc[i] = !finite ? bitsFloat(kCanonicalNan) : (a.applyScale ? mulRn(acc[i], a.scale) : acc[i]);
@@ -58,8 +60,8 @@ __global__ void dequantSumKernel(SumArgs a) {
   }
 }
 
-Result launchSum(const SumArgs& a, const QuantParams& p, zcollDataType_t dt, cudaStream_t stream,
-                 const char* what) {
+Result launchSum(const SumArgs& a, bool list, const QuantParams& p, zcollDataType_t dt,
+                 cudaStream_t stream, const char* what) {
   bool vec = aligned16(a.out);
   int grid = gridFor((a.n + kGroup - 1) / kGroup);
   withDtype(dt, [&](auto tt) {
@@ -67,8 +69,10 @@ Result launchSum(const SumArgs& a, const QuantParams& p, zcollDataType_t dt, cud
     withBits(p.bits, [&](auto bits) {
       withBool(p.symmetric, [&](auto sym) {
         withBool(vec, [&](auto v) {
-          dequantSumKernel<T, decltype(bits)::value, decltype(sym)::value, decltype(v)::value>
-              <<<grid, kThreads, 0, stream>>>(a);
+          withBool(list, [&](auto li) {
+            dequantSumKernel<T, decltype(bits)::value, decltype(sym)::value, decltype(v)::value,
+                             decltype(li)::value><<<grid, kThreads, 0, stream>>>(a);
+          });
         });
       });
     });
@@ -86,14 +90,16 @@ Result sumImpl(const void* const* chunks, int k, size_t n, const QuantParams& p,
   ZCOLL_CHECK(checkData(out, n, dt, what, "output"));
   if (n == 0) return zcollSuccess;
   SumArgs a{};
-  for (int c = 0; c < k; ++c) a.chunks[c] = static_cast<const uint8_t*>(chunks[c]);
+  DeviceChunkList list;  // freed in stream order after the launch (or on an error path)
+  bool useList = false;
+  ZCOLL_CHECK(setChunkPtrs(chunks, k, stream, what, &a.chunks, &list, &useList));
   a.k = k;
   a.n = n;
   a.blockSize = p.blockSize;
   a.scale = scale;
   a.applyScale = applyScale;
   a.out = out;
-  return launchSum(a, p, dt, stream, what);
+  return launchSum(a, useList, p, dt, stream, what);
 }
 
 }  // namespace

@@ -204,6 +204,20 @@ __device__ __forceinline__ void writeBlockHeader(uint8_t* q, const Layout& l, si
   for (size_t i = vEnd + lane; i < l.totalBytes; i += 32) q[i] = 0;
 }
 
+// ---- Chunk pointers of the sums (dequantizeSum, dequantReduceRequant) -------------------------
+// Up to kParamChunks pointers travel in the kernel's parameters; beyond, the kernel reads them
+// from a device array (DeviceChunkList). Kernels are instantiated over List, so the common case
+// reads its parameters exactly as before. Either way each pointer is only looked up: the chunks
+// are summed in the same order 0..k-1 with the same operations, so k has no effect on the bytes.
+struct ChunkPtrs {
+  const uint8_t* params[kParamChunks];  // k <= kParamChunks
+  const uint8_t* const* list;           // k > kParamChunks: device memory, k entries
+  template <bool List>
+  __device__ __forceinline__ const uint8_t* at(int c) const {
+    return List ? list[c] : params[c];
+  }
+};
+
 // ---- Host side --------------------------------------------------------------------------------
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -218,6 +232,33 @@ Result checkDtype(zcollDataType_t dt, const char* what);
 Result checkQuantBuffer(const void* p, size_t n, const char* what, const char* name);
 Result checkData(const void* p, size_t n, zcollDataType_t dt, const char* what, const char* name);
 Result checkChunks(const void* const* chunks, int k, size_t n, const char* what);
+
+// The device array of chunk pointers of one launch with k > kParamChunks. fill() allocates it in
+// stream order (cudaMallocAsync) and writes it with kernels whose parameters carry up to
+// kParamChunks pointers each: a launch copies its parameters, so the caller's host array is read
+// before fill() returns and need not outlive it (no pinned memory, no host-to-device copy that
+// could read it later). The destructor frees it in stream order (cudaFreeAsync), after every
+// launch issued on the stream by then, so it must live until the sum kernel is launched; on an
+// error path it frees what was allocated the same way.
+class DeviceChunkList {
+ public:
+  DeviceChunkList() = default;
+  ~DeviceChunkList();
+  DeviceChunkList(const DeviceChunkList&) = delete;
+  DeviceChunkList& operator=(const DeviceChunkList&) = delete;
+  Result fill(const void* const* chunks, int k, cudaStream_t stream, const char* what);
+  const uint8_t* const* get() const { return list_; }
+
+ private:
+  const uint8_t** list_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Fills `ptrs` for a launch over k chunks: in the parameters when k <= kParamChunks (returns
+// *useList = false), else through `list` (*useList = true).
+Result setChunkPtrs(const void* const* chunks, int k, cudaStream_t stream, const char* what,
+                    ChunkPtrs* ptrs, DeviceChunkList* list, bool* useList);
+
 // zcollCudaError if the launch just made failed.
 Result checkLaunch(const char* what);
 

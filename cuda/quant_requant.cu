@@ -1,6 +1,7 @@
 // dequantReduceRequant on the GPU (the qgZ middle hop): one warp per output block. The fp32 sum
 // of a group over the k input chunks is computed in chunk order in both passes (reduce, then
-// quantize) instead of being stored: identical values, no scratch memory.
+// quantize) instead of being stored: identical values, no scratch memory. Any k: beyond
+// kParamChunks the kernel reads the chunk pointers from a device array (ChunkPtrs).
 #include "cuda/quant_kernels.cuh"
 
 namespace zcoll {
@@ -11,7 +12,7 @@ namespace {
 using namespace detail;
 
 struct RequantArgs {
-  const uint8_t* chunks[kMaxSumChunks];
+  ChunkPtrs chunks;
   int k;
   size_t n;
   int inBlock, outBlock;
@@ -22,13 +23,13 @@ struct RequantArgs {
 };
 
 // Sum of elements [e, e + cnt) over the chunks; canonical NaN where an input block is non-finite.
-template <int InBits, bool InSym>
+template <int InBits, bool InSym, bool List>
 __device__ __forceinline__ void groupSum(const RequantArgs& a, const Layout& li, size_t e, int cnt,
                                          float v[kGroup]) {
   size_t j = e / a.inBlock;
   int q[kGroup];
   for (int c = 0; c < a.k; ++c) {
-    const uint8_t* base = a.chunks[c];
+    const uint8_t* base = a.chunks.at<List>(c);
     float scale = reinterpret_cast<const float*>(base)[j];
     float zero = InSym ? 0.0f : reinterpret_cast<const float*>(base + li.zerosOffset)[j];
     if (decodesToNan(scale, zero)) {
@@ -45,7 +46,7 @@ __device__ __forceinline__ void groupSum(const RequantArgs& a, const Layout& li,
   }
 }
 
-template <int InBits, bool InSym, int OutBits, bool OutSym>
+template <int InBits, bool InSym, int OutBits, bool OutSym, bool List>
 __global__ void requantKernel(RequantArgs a) {
   Layout li = layoutOf(a.n, a.inBlock, InBits, InSym);
   Layout lo = layoutOf(a.n, a.outBlock, OutBits, OutSym);
@@ -61,7 +62,7 @@ __global__ void requantKernel(RequantArgs a) {
     st.init();
     for (int g = lane * kGroup; g < len; g += 32 * kGroup) {
       int cnt = min(kGroup, len - g);
-      groupSum<InBits, InSym>(a, li, e0 + g, cnt, v);
+      groupSum<InBits, InSym, List>(a, li, e0 + g, cnt, v);
       st.add(v, cnt);
     }
     BlockParams bp = st.finish<OutBits, OutSym>();
@@ -71,7 +72,7 @@ __global__ void requantKernel(RequantArgs a) {
     for (int g = lane * kGroup; g < len; g += 32 * kGroup) {
       int cnt = min(kGroup, len - g);
       if (quantizable) {
-        groupSum<InBits, InSym>(a, li, e0 + g, cnt, v);
+        groupSum<InBits, InSym, List>(a, li, e0 + g, cnt, v);
         quantizeGroup<OutBits, OutSym>(v, bp, rcp, a.stochastic, a.seed, a.elementOffset + e0 + g,
                                        q);
       }
@@ -80,16 +81,19 @@ __global__ void requantKernel(RequantArgs a) {
   }
 }
 
-Result launchRequant(const RequantArgs& a, const QuantParams& in, const QuantParams& out,
-                     cudaStream_t stream) {
+Result launchRequant(const RequantArgs& a, bool list, const QuantParams& in,
+                     const QuantParams& out, cudaStream_t stream) {
   size_t nblocks = (a.n + out.blockSize - 1) / out.blockSize;
   int grid = gridFor(nblocks * 32);
   withBits(in.bits, [&](auto ib) {
     withBool(in.symmetric, [&](auto is) {
       withBits(out.bits, [&](auto ob) {
         withBool(out.symmetric, [&](auto os) {
-          requantKernel<decltype(ib)::value, decltype(is)::value, decltype(ob)::value,
-                        decltype(os)::value><<<grid, kThreads, 0, stream>>>(a);
+          withBool(list, [&](auto li) {
+            requantKernel<decltype(ib)::value, decltype(is)::value, decltype(ob)::value,
+                          decltype(os)::value, decltype(li)::value>
+                <<<grid, kThreads, 0, stream>>>(a);
+          });
         });
       });
     });
@@ -108,7 +112,9 @@ Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const Qu
   ZCOLL_CHECK(checkQuantBuffer(outQ, n, what, "output"));
   if (n == 0) return zcollSuccess;
   RequantArgs a{};
-  for (int c = 0; c < k; ++c) a.chunks[c] = static_cast<const uint8_t*>(chunks[c]);
+  DeviceChunkList list;  // freed in stream order after the launch (or on an error path)
+  bool useList = false;
+  ZCOLL_CHECK(setChunkPtrs(chunks, k, stream, what, &a.chunks, &list, &useList));
   a.k = k;
   a.n = n;
   a.inBlock = inParams.blockSize;
@@ -117,7 +123,7 @@ Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const Qu
   a.seed = outParams.seed;
   a.elementOffset = outParams.elementOffset;
   a.out = static_cast<uint8_t*>(outQ);
-  return launchRequant(a, inParams, outParams, stream);
+  return launchRequant(a, useList, inParams, outParams, stream);
 }
 
 }  // namespace cuda

@@ -8,6 +8,9 @@
 #if ZCOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "cuda/quant_cuda.h"
 
 namespace zcoll {
@@ -60,12 +63,22 @@ TEST(QuantCuda, BadArgumentsFailBeforeLaunch) {
   EXPECT_NE(threadLastError().find("16-byte aligned"), std::string::npos);
   EXPECT_EQ(qc::quantize(nullptr, zcollFloat32, 64, ok, buf, s), zcollInvalidArgument);
   EXPECT_EQ(qc::quantize(buf + 1, zcollFloat16, 64, ok, buf + 2048, s), zcollInvalidArgument);
-  const void* many[qc::kMaxSumChunks + 1];
+  const void* many[2 * qc::kParamChunks + 2];
   for (auto& m : many) m = buf;
-  EXPECT_EQ(qc::dequantizeSum(many, qc::kMaxSumChunks + 1, 64, ok, 1.0f, buf + 2048,
-                              zcollFloat32, s),
+  EXPECT_EQ(qc::dequantizeSum(many, 0, 64, ok, 1.0f, buf + 2048, zcollFloat32, s),
             zcollInvalidArgument);
   EXPECT_EQ(qc::dequantReduceRequant(many, 0, 64, ok, ok, buf + 2048, s), zcollInvalidArgument);
+  // Beyond kParamChunks too, every chunk is checked before anything is allocated or launched.
+  many[qc::kParamChunks + 1] = buf + 1;
+  EXPECT_EQ(qc::dequantizeSum(many, qc::kParamChunks + 2, 64, ok, 1.0f, buf + 2048, zcollFloat32,
+                              s),
+            zcollInvalidArgument);
+  EXPECT_EQ(qc::dequantReduceRequant(many, 2 * qc::kParamChunks + 2, 64, ok, ok, buf + 2048, s),
+            zcollInvalidArgument);
+  many[qc::kParamChunks + 1] = nullptr;
+  EXPECT_EQ(qc::dequantizeSum(many, qc::kParamChunks + 2, 64, ok, 1.0f, buf + 2048, zcollFloat32,
+                              s),
+            zcollInvalidArgument);
   const int order[2] = {1, 5};
   EXPECT_EQ(qc::quantizeChunks(buf, zcollFloat32, 32, 2, order, ok, buf + 2048, s),
             zcollInvalidArgument);
@@ -78,6 +91,18 @@ TEST(QuantCuda, LaunchWithoutDeviceIsACudaError) {
   EXPECT_EQ(qc::quantize(buf, zcollFloat32, 64, makeParams(8, 64, true), buf + 2048, nullptr),
             zcollCudaError);
   EXPECT_NE(threadLastError().find("launch failed"), std::string::npos);
+  (void)cudaGetLastError();
+  // More chunks than the kernel parameters carry: the device chunk list cannot be made.
+  QuantParams p = makeParams(8, 64, true);
+  const void* many[2 * qc::kParamChunks + 2];
+  for (auto& m : many) m = buf;
+  for (int k : {qc::kParamChunks + 1, 2 * qc::kParamChunks + 2}) {
+    EXPECT_EQ(qc::dequantizeSum(many, k, 64, p, 1.0f, buf + 2048, zcollFloat32, nullptr),
+              zcollCudaError);
+    EXPECT_NE(threadLastError().find("chunk list"), std::string::npos);
+    EXPECT_EQ(qc::dequantReduceRequant(many, k, 64, p, p, buf + 2048, nullptr), zcollCudaError);
+    EXPECT_NE(threadLastError().find("chunk list"), std::string::npos);
+  }
   (void)cudaGetLastError();
 }
 
@@ -156,6 +181,55 @@ TEST_P(QuantCudaVsCpu, ChunksSumAndRequantByteIdentical) {
   ASSERT_EQ(qc::dequantReduceRequant(devChunks, nChunks, chunkElems, p, outP, drq.p, nullptr),
             zcollSuccess);
   ASSERT_EQ(firstDiff(drq.get(), rq), SIZE_MAX) << "dequantReduceRequant";
+}
+
+// More chunks than a launch carries in its parameters (qgZ beyond 64 ranks or nodes): the
+// pointers reach the kernel through a device array. The chunks are summed in a permuted order
+// (the sum's bits depend on it) and the last slot has a non-finite block, so a pointer looked up
+// wrongly changes the bytes. The host pointer array is overwritten right after each call, before
+// the stream has run: it must have been read by then.
+TEST_P(QuantCudaVsCpu, ManyChunksSumAndRequantByteIdentical) {
+  SKIP_WITHOUT_GPU();
+  const size_t chunkElems = 1001;
+  for (int k : {qc::kParamChunks + 1, 2 * qc::kParamChunks + 2}) {  // 65, 130
+    QuantParams p = params(128);
+    std::vector<float> x = genData(Dist::kGaussian, chunkElems * k, dt(), 1000 + k);
+    x[(k - 1) * chunkElems + 300] = NAN;  // chunk k - 1, block 2
+    Bytes in = toDtype(x, dt());
+    size_t slot = quantizedBytes(chunkElems, p);
+    Bytes cpu(quantizedChunksBytes(chunkElems, k, p));
+    ASSERT_EQ(quantizeChunks(in.data(), dt(), chunkElems, k, nullptr, p, cpu.data()),
+              zcollSuccess);
+    DevBuf dq(cpu);
+
+    std::vector<const void*> hostChunks(k), devChunks(k);
+    for (int c = 0; c < k; ++c) {
+      int from = (c * 37 + 11) % k;  // a permutation (37 is prime to 65 and 130)
+      hostChunks[c] = cpu.data() + from * slot;
+      devChunks[c] = static_cast<uint8_t*>(dq.p) + from * slot;
+    }
+    Bytes sum(dequantizedBytes(chunkElems, dt()));
+    float scale = 1.0f / static_cast<float>(k);
+    ASSERT_EQ(dequantizeSum(hostChunks.data(), k, chunkElems, p, scale, sum.data(), dt()),
+              zcollSuccess);
+    DevBuf dsum(sum.size());
+    std::vector<const void*> arg = devChunks;
+    ASSERT_EQ(qc::dequantizeSum(arg.data(), k, chunkElems, p, scale, dsum.p, dt(), nullptr),
+              zcollSuccess);
+    std::fill(arg.begin(), arg.end(), nullptr);
+    ASSERT_EQ(firstDiff(dsum.get(), sum), SIZE_MAX) << "dequantizeSum k=" << k;
+
+    QuantParams outP = makeParams(p.bits == 8 ? 4 : 8, 64, !p.symmetric, p.stochastic, 5);
+    Bytes rq(requantizedBytes(chunkElems, outP));
+    ASSERT_EQ(dequantReduceRequant(hostChunks.data(), k, chunkElems, p, outP, rq.data()),
+              zcollSuccess);
+    DevBuf drq(rq.size());
+    arg = devChunks;
+    ASSERT_EQ(qc::dequantReduceRequant(arg.data(), k, chunkElems, p, outP, drq.p, nullptr),
+              zcollSuccess);
+    std::fill(arg.begin(), arg.end(), nullptr);
+    ASSERT_EQ(firstDiff(drq.get(), rq), SIZE_MAX) << "dequantReduceRequant k=" << k;
+  }
 }
 
 std::string cfgName(const ::testing::TestParamInfo<Cfg>& info) {
