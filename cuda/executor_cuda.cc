@@ -2,6 +2,11 @@
 // stream, and the first CUDA error (launch or asynchronous) becomes zcollCudaError.
 #include "cuda/executor_cuda.h"
 
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
 #include "cuda/quant_cuda.h"
 #include "cuda/reduce_cuda.h"
 
@@ -20,17 +25,114 @@ Result deviceAlloc(size_t bytes, void** out) {
   return cudaResult(cudaMalloc(out, bytes == 0 ? 1 : bytes), "cudaMalloc (zcoll scratch)");
 }
 void deviceRelease(void* p) { (void)cudaFree(p); }
-Result pinnedAlloc(size_t bytes, void** out) {
-  return cudaResult(cudaHostAlloc(out, bytes == 0 ? 1 : bytes, cudaHostAllocPortable),
-                    "cudaHostAlloc (zcoll staging)");
-}
-void pinnedRelease(void* p) { (void)cudaFreeHost(p); }
 
 const MemoryOps& cudaMemory() {
-  static const MemoryOps ops{"cuda",      deviceAlloc,   deviceRelease, pinnedAlloc,
-                             pinnedRelease, /*releaseWaitsForDevice=*/true};
+  static const MemoryOps ops{"cuda", deviceAlloc, deviceRelease,
+                             /*releaseWaitsForDevice=*/true};
   return ops;
 }
+
+// The streams and ordering events of side executors (makeSideExecutor), kept per device
+// ordinal and reused: a queued call takes a stream (non-blocking) and an event from its device's
+// free list, or creates them when the list is empty, and gives both back when its side executor
+// dies. The pool is never shrunk (an idle stream or event costs little to keep) and caps nothing.
+// Process-wide and never destroyed, so no CUDA call runs in a static destructor at exit.
+//
+// Reuse is safe without waiting:
+//  - A stream given back may still have work queued (a call dropped before it ran leaves its
+//    wait for the caller's stream there, and nothing flushed it). That is fine: the next user's
+//    work is queued behind it, in stream order, and runs once it is done (it always ends: a side
+//    stream is never held at a gate itself, and the gates of the caller's streams it may wait
+//    behind are always opened, core/launch.cc).
+//  - An event given back may be recorded again at once: cudaStreamWaitEvent waits for the record
+//    that was the event's latest when the wait was issued, and later records do not change it.
+class SidePool {
+ public:
+  static SidePool& instance() {
+    static SidePool* pool = new SidePool;  // never destroyed (see above)
+    return *pool;
+  }
+
+  // A stream of the current device, which must be `device`.
+  Result takeStream(int device, cudaStream_t* out) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<cudaStream_t>& idle = devices_[device].streams;
+      if (!idle.empty()) {
+        *out = idle.back();
+        idle.pop_back();
+        return zcollSuccess;
+      }
+    }
+    return cudaResult(cudaStreamCreateWithFlags(out, cudaStreamNonBlocking),
+                      "cudaStreamCreateWithFlags");
+  }
+  // An event of the current device, which must be `device`.
+  Result takeEvent(int device, cudaEvent_t* out) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<cudaEvent_t>& idle = devices_[device].events;
+      if (!idle.empty()) {
+        *out = idle.back();
+        idle.pop_back();
+        return zcollSuccess;
+      }
+    }
+    return cudaResult(cudaEventCreateWithFlags(out, cudaEventDisableTiming),
+                      "cudaEventCreateWithFlags");
+  }
+  // No CUDA call: may run on any thread, with any device current.
+  void give(int device, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    devices_[device].streams.push_back(stream);
+  }
+  void give(int device, cudaEvent_t event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    devices_[device].events.push_back(event);
+  }
+
+ private:
+  struct PerDevice {
+    std::vector<cudaStream_t> streams;
+    std::vector<cudaEvent_t> events;
+  };
+  std::mutex mu_;
+  std::map<int, PerDevice> devices_;
+};
+
+// What a side executor took from the pool; given back when it dies.
+struct SideLease {
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+  bool hasStream = false, hasEvent = false;
+  SideLease() = default;
+  SideLease(const SideLease&) = delete;
+  SideLease& operator=(const SideLease&) = delete;
+  ~SideLease() {
+    if (hasStream) SidePool::instance().give(device, stream);
+    if (hasEvent) SidePool::instance().give(device, event);
+  }
+};
+
+// Makes `device` current for the scope (restoring the previous one) when it is not already.
+class DeviceScope {
+ public:
+  ~DeviceScope() {
+    if (switched_) (void)cudaSetDevice(previous_);
+  }
+  Result enter(int device) {
+    ZCOLL_CHECK(cudaResult(cudaGetDevice(&previous_), "cudaGetDevice"));
+    if (previous_ == device) return zcollSuccess;
+    ZCOLL_CHECK(cudaResult(cudaSetDevice(device), "cudaSetDevice"));
+    switched_ = true;
+    return zcollSuccess;
+  }
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
 
 // A host function on a stream that holds it until the gate opens (holdUntil). It owns one
 // reference to the gate.
@@ -42,12 +144,10 @@ void CUDART_CB waitForGate(void* gate) {
 
 class CudaExecutor final : public Executor {
  public:
-  // On `stream` of `device`; owns the stream (and destroys it) when `owned`.
-  CudaExecutor(cudaStream_t stream, int device, bool owned)
-      : stream_(stream), device_(device), ownsStream_(owned) {}
-  ~CudaExecutor() override {
-    if (ownsStream_) (void)cudaStreamDestroy(stream_);  // its work still completes
-  }
+  // On `stream` of `device`. A side executor holds the lease of its pooled stream and event and
+  // gives them back to the pool when it dies (their queued work still completes).
+  CudaExecutor(cudaStream_t stream, int device, std::unique_ptr<SideLease> lease = nullptr)
+      : stream_(stream), device_(device), lease_(std::move(lease)) {}
   const char* name() const override { return "cuda"; }
   MemKind memKind() const override { return MemKind::kDevice; }
   const MemoryOps& memory() const override { return cudaMemory(); }
@@ -104,18 +204,23 @@ class CudaExecutor final : public Executor {
     if (capture != cudaStreamCaptureStatusNone)
       return fail(zcollInvalidUsage, "the stream is being captured into a CUDA graph: zcoll calls "
                   "cannot be captured (they wait on the host for the network)");
-    cudaStream_t side = nullptr;
-    ZCOLL_CHECK(cudaResult(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking),
-                           "cudaStreamCreateWithFlags"));
-    auto exec = std::make_unique<CudaExecutor>(side, device_, true);
-    cudaEvent_t issued = nullptr;
-    ZCOLL_CHECK(cudaResult(cudaEventCreateWithFlags(&issued, cudaEventDisableTiming),
-                           "cudaEventCreateWithFlags"));
-    Result r = cudaResult(cudaEventRecord(issued, stream_), "cudaEventRecord");
-    if (r == zcollSuccess) r = cudaResult(cudaStreamWaitEvent(side, issued, 0), "cudaStreamWaitEvent");
-    (void)cudaEventDestroy(issued);  // released once the wait has used it
-    ZCOLL_CHECK(r);
-    *out = std::move(exec);
+    // Pooled streams and events belong to device_ (created with it current). The caller's
+    // thread normally has it current already (makeCudaExecutor read it in the same call).
+    DeviceScope scope;
+    ZCOLL_CHECK(scope.enter(device_));
+    // Whatever is taken is given back by the lease, on every path below.
+    auto lease = std::make_unique<SideLease>();
+    lease->device = device_;
+    SidePool& pool = SidePool::instance();
+    ZCOLL_CHECK(pool.takeStream(device_, &lease->stream));
+    lease->hasStream = true;
+    ZCOLL_CHECK(pool.takeEvent(device_, &lease->event));
+    lease->hasEvent = true;
+    ZCOLL_CHECK(cudaResult(cudaEventRecord(lease->event, stream_), "cudaEventRecord"));
+    ZCOLL_CHECK(cudaResult(cudaStreamWaitEvent(lease->stream, lease->event, 0),
+                           "cudaStreamWaitEvent"));
+    cudaStream_t side = lease->stream;
+    *out = std::make_unique<CudaExecutor>(side, device_, std::move(lease));
     return zcollSuccess;
   }
 
@@ -136,7 +241,7 @@ class CudaExecutor final : public Executor {
  private:
   cudaStream_t stream_;
   int device_;
-  bool ownsStream_;
+  std::unique_ptr<SideLease> lease_;  // side executors only
 };
 
 }  // namespace
@@ -144,7 +249,7 @@ class CudaExecutor final : public Executor {
 Result makeCudaExecutor(cudaStream_t stream, std::unique_ptr<Executor>* out) {
   int device = 0;
   ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
-  *out = std::make_unique<CudaExecutor>(stream, device, false);
+  *out = std::make_unique<CudaExecutor>(stream, device);
   return zcollSuccess;
 }
 

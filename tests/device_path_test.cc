@@ -202,10 +202,224 @@ TEST_P(DevicePath, EveryCallGivesTheHostBytesWithSyncDeviceCalls) {
   onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
 }
 
+// The tests above move a node's device bytes over cuda_ipc (CudaIpcRoutes below checks that);
+// these force host staging for every peer.
+TEST_P(DevicePath, EveryCallGivesTheHostBytesStaged) {
+  test::ScopedEnv staged("ZCOLL_DEVICE_TRANSPORT", "staged");
+  onFakeDevice(setup(), everyCollective<FakeDeviceArena>);
+  onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, DevicePath,
                          testing::Values(RankSetup{2, 1}, RankSetup{4, 2, Placement::kCyclic},
                                          RankSetup{3, 2}),
                          test::layoutName);
+
+// ---- cuda_ipc: device bytes between the ranks of a node, device to device -------------------
+
+using test::FakeIpc;
+
+TEST(CudaIpcRoutes, NodePeersGoDeviceToDeviceAndOtherNodesAreStaged) {
+  FakeDevice device;
+  const RankSetup s{4, 2, Placement::kCyclic};
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    for (int r = 0; r < comm->nranks; ++r) {
+      const bool nodePeer = r != rank && test::nodeOfRank(s, r) == test::nodeOfRank(s, rank);
+      const std::string& why = comm->deviceRouteWhy[r];
+      ASSERT_NE(comm->cudaIpc, nullptr);
+      EXPECT_EQ(comm->deviceRoute[r], nodePeer ? static_cast<Transport*>(comm->cudaIpc.get())
+                                               : static_cast<Transport*>(comm->staged.get()))
+          << "rank " << rank << " -> " << r << ": " << why;
+      EXPECT_EQ(why.rfind(nodePeer ? "cuda_ipc (same device)" : "staged (", 0), 0u) << why;
+    }
+  });
+}
+
+TEST(CudaIpcRoutes, DeviceBytesOfANodeMoveDeviceToDeviceWithoutStaging) {
+  // Device copies for one 2-rank all-gather (one message each way). cuda_ipc: at init each
+  // rank writes its probe block and reads its peer's (4); then each sender copies its shard
+  // into a shared block and each receiver reads it (4), or, with user buffers, only the reads
+  // (2). Staged: no probe; each shard is copied to the host and, on the other side, back (4).
+  struct Mode {
+    const char* transport;
+    const char* userBuffers;
+    int copies;
+  } modes[] = {{"", "0", 8}, {"", "1", 6}, {"staged", "0", 4}};
+  for (const Mode& m : modes) {
+    test::ScopedEnv forced("ZCOLL_DEVICE_TRANSPORT", m.transport);
+    test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", m.userBuffers);
+    FakeDevice device;
+    const int copiesBefore = FakeIpc::copiesStarted;
+    runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t n = 5000;
+      expectDeviceGivesHostBytes(arena, {inputOf(rank, n, zcollFloat32), Bytes(2 * n * 4)},
+                                 [&](auto& p) {
+        return zcollAllGather(p[0], p[1], n, zcollFloat32, comm, nullptr);
+      }, "all-gather", rank);
+      EXPECT_EQ(comm->deviceRoute[1 - rank] == comm->staged.get(), *m.transport != '\0');
+    });
+    EXPECT_EQ(FakeIpc::copiesStarted - copiesBefore, m.copies)
+        << "'" << m.transport << "', user buffers " << m.userBuffers;
+  }
+}
+
+TEST(CudaIpcRoutes, SendsFromMemoryThatCannotBeExportedGoThroughASharedBlock) {
+  test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "1");  // exported where it can be
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 3000;
+    const int peer = 1 - rank;
+    void* src = arena.allocUnexportable(n * 4);
+    void* dst = arena.alloc(n * 4);
+    arena.upload(src, inputOf(rank, n, zcollFloat32));
+    for (int round = 0; round < 2; ++round) {  // the second reuses the shared block
+      zcollGroupStart();
+      zcollSend(src, n, zcollFloat32, peer, comm, nullptr);
+      zcollRecv(dst, n, zcollFloat32, peer, comm, nullptr);
+      ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
+      EXPECT_EQ(arena.download(dst, n * 4), inputOf(peer, n, zcollFloat32)) << round;
+    }
+    ASSERT_NE(comm->cudaIpc, nullptr);
+    EXPECT_EQ(comm->deviceRoute[peer], comm->cudaIpc.get());
+  });
+}
+
+TEST(CudaIpcRoutes, APairIsStagedWhenEitherSideFailsItsProbe) {
+  FakeDevice device;
+  FakeIpc::corruptSharedReads = 1;  // one rank reads other bytes than its peer wrote
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    const int peer = 1 - rank;
+    const std::string& why = comm->deviceRouteWhy[peer];
+    EXPECT_EQ(comm->deviceRoute[peer], comm->staged.get()) << why;
+    EXPECT_TRUE(why.find("probe read other bytes") != std::string::npos ||
+                why.find("cannot reach this rank's memory") != std::string::npos) << why;
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    everyCollective(arena, rank, comm);  // staged, and right
+  });
+  EXPECT_EQ(FakeIpc::corruptSharedReads, 0);
+}
+
+TEST(CudaIpcRoutes, ADeviceSendMetByAHostReceiveFailsBothSidesInsteadOfDeliveringTheDescriptor) {
+  test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");  // the send returns its own result
+  FakeDevice device;
+  RankSetup s{2, 1};
+  s.timeoutSec = 2;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    std::vector<float> host(64, -1.0f);
+    zcollResult_t r;
+    if (rank == 0) {
+      void* dev = arena.alloc(64 * 4);
+      arena.upload(dev, Bytes(64 * 4));
+      r = zcollSend(dev, 64, zcollFloat32, 1, comm, nullptr);
+    } else {
+      r = zcollRecv(host.data(), 64, zcollFloat32, 0, comm, nullptr);
+      EXPECT_EQ(host[0], -1.0f);  // nothing was delivered
+    }
+    EXPECT_TRUE(r == zcollTimeout || r == zcollRemoteError) << zcollGetErrorString(r);
+  });
+}
+
+TEST(CudaIpcRoutes, ASizeMismatchFailsTheReceiverWithInvalidUsageAndTheSender) {
+  test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");  // each call returns its own result
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(64 * 4);
+    arena.upload(dev, Bytes(64 * 4));
+    if (rank == 0) {
+      EXPECT_NE(zcollSend(dev, 64, zcollFloat32, 1, comm, nullptr), zcollSuccess);
+    } else {
+      EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "rank 0 sent 256 bytes to a 128-byte receive",
+                        zcollRecv(dev, 32, zcollFloat32, 0, comm, nullptr));
+    }
+  });
+}
+
+// ---- staged: device bytes through pinned host memory, in pipelined chunks -------------------
+
+TEST(StagedRoutes, AMessageOfSeveralChunksArrivesWholeAcrossNodes) {
+  FakeDevice device;
+  const size_t n = (5 * StagedTransport::kChunkBytes / 2) / 4 + 3;  // 3 chunks, the last short
+  const int copiesBefore = FakeIpc::copiesStarted;
+  runRanks(RankSetup{2, 2}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const int peer = 1 - rank;
+    ASSERT_EQ(comm->deviceRoute[peer], comm->staged.get()) << comm->deviceRouteWhy[peer];
+    void* src = arena.alloc(n * 4);
+    void* dst = arena.alloc(n * 4);
+    arena.upload(src, inputOf(rank, n, zcollFloat32));
+    zcollGroupStart();
+    zcollSend(src, n, zcollFloat32, peer, comm, nullptr);
+    zcollRecv(dst, n, zcollFloat32, peer, comm, nullptr);
+    ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
+    EXPECT_EQ(arena.download(dst, n * 4), inputOf(peer, n, zcollFloat32));
+  });
+  // Each rank copies its 3 chunks to the host and the peer's 3 to the device (12), and wrote
+  // its cuda_ipc probe block at init (2; no node peer read it, and cuda_ipc was dropped).
+  EXPECT_EQ(FakeIpc::copiesStarted - copiesBefore, 14);
+}
+
+TEST(StagedRoutes, ASizeMismatchFailsTheReceiverWithInvalidUsage) {
+  test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");  // each call returns its own result
+  FakeDevice device;
+  // Both sizes fill the first chunk: only the size in front of it tells them apart.
+  const size_t sent = 2 * StagedTransport::kChunkBytes / 4, posted = 3 * sent / 4;
+  runRanks(RankSetup{2, 2}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(sent * 4);
+    arena.upload(dev, Bytes(sent * 4));
+    if (rank == 0) {
+      (void)zcollSend(dev, sent, zcollFloat32, 1, comm, nullptr);  // fails or not: the peer's
+    } else {
+      EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "rank 0 sent 2097152 bytes to a 1572864-byte",
+                        zcollRecv(dev, posted, zcollFloat32, 0, comm, nullptr));
+    }
+  });
+}
+
+TEST(StagedRoutes, ADeviceSendMetByAHostReceiveFailsTheReceiver) {
+  test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");
+  FakeDevice device;
+  RankSetup s{2, 2};
+  s.timeoutSec = 5;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    if (rank == 0) {
+      void* dev = arena.alloc(64 * 4);
+      arena.upload(dev, Bytes(64 * 4));
+      (void)zcollSend(dev, 64, zcollFloat32, 1, comm, nullptr);
+    } else {
+      std::vector<float> host(64, -1.0f);
+      EXPECT_NE(zcollRecv(host.data(), 64, zcollFloat32, 0, comm, nullptr), zcollSuccess);
+    }
+  });
+}
+
+TEST(CudaIpcRoutes, BadSettingsFailInitNamingTheVariable) {
+  FakeDevice device;
+  const std::pair<const char*, const char*> cases[] = {{"ZCOLL_DEVICE_TRANSPORT", "nvlink"},
+                                                       {"ZCOLL_CUDA_IPC_LEVEL", "QPI"},
+                                                       {"ZCOLL_CUDA_IPC_USER_BUFFERS", "2"}};
+  for (const auto& [name, value] : cases) {
+    test::ScopedEnv bad(name, value);
+    zcollUniqueId id;
+    ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+    zcollComm_t comm = nullptr;
+    EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, name, zcollCommInitRank(&comm, 1, id, 0));
+    EXPECT_EQ(comm, nullptr);
+  }
+}
 
 TEST(DevicePathErrors, MixedKindsAndHostStreamsAreRefusedWithAMessage) {
   FakeDevice device;

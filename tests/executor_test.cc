@@ -30,6 +30,9 @@
 #ifdef ZCOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <chrono>
+#include <thread>
+
 #include "cuda/executor_cuda.h"
 #include "cuda/quant_cuda.h"
 #endif
@@ -38,6 +41,7 @@ namespace zcoll {
 namespace {
 
 using test::DeferredExecutor;
+using test::FakeDevice;
 using test::FakeDeviceArena;
 using test::FakeDeviceExecutor;
 using test::Placement;
@@ -160,10 +164,12 @@ TEST(Executor, EveryAlgorithmThroughADeferredExecutorGivesTheHostBytes) {
   }
 }
 
-TEST(Executor, EveryAlgorithmOnDeviceBuffersStagesThroughHostAndGivesTheHostBytes) {
-  // 2 nodes x 2: every route (self, shm inside a node, ucx between nodes) carries staged bytes.
+TEST(Executor, EveryAlgorithmOnDeviceBuffersGivesTheHostBytes) {
+  // 2 nodes x 2: device bytes go over cuda_ipc inside a node and staged between nodes (and to
+  // the rank itself), whose chunks take shm or ucx.
   const RankSetup s{4, 2, Placement::kCyclic};
   const std::vector<Algorithm>& algos = allAlgorithms();
+  FakeDevice device;  // before the comms: their device routes are chosen at init
   runRanks(s, [&](int, zcollComm_t comm) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
@@ -189,8 +195,7 @@ TEST(Executor, EveryAlgorithmOnDeviceBuffersStagesThroughHostAndGivesTheHostByte
             << comm->rank;
       }
     }
-    // Staging blocks went back to the comm's pool for the next call.
-    EXPECT_GT(comm->staging.freeBlocks(), 0u);
+    for (int r = 0; r < comm->nranks; ++r) EXPECT_TRUE(comm->deviceRouted(r)) << r;
   });
 }
 
@@ -243,10 +248,8 @@ void countedRelease(void* p) {
 }
 
 TEST(Scratch, OutgrownDeviceRegionsAreKeptUntilReleaseAndHostOnesFreedAtOnce) {
-  const MemoryOps device{"waits", countedAlloc, countedRelease, countedAlloc, countedRelease,
-                         true};
-  const MemoryOps host{"host-like", countedAlloc, countedRelease, countedAlloc, countedRelease,
-                       false};
+  const MemoryOps device{"waits", countedAlloc, countedRelease, true};
+  const MemoryOps host{"host-like", countedAlloc, countedRelease, false};
   gAllocs = gReleases = 0;
   {
     Scratch s;
@@ -370,6 +373,41 @@ TEST_F(CudaExecutorTest, CopyAndQuantizationGiveTheHostBytes) {
   EXPECT_EQ(toHost(dsum, sum.size()), sum);
   EXPECT_EQ(toHost(dreq, req.size()), req);
   EXPECT_EQ(toHost(ddeq, deq.size()), deq);
+}
+
+// A host function that keeps its stream busy for a while (it makes no CUDA call).
+void CUDART_CB sleepOnStream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
+
+// makeSideExecutor: every side executor, on a pooled stream taken again after an earlier side
+// executor gave it back (or beside another one alive at the same time), starts only after the
+// work queued on the caller's stream before it was made.
+TEST_F(CudaExecutorTest, SideExecutorsStartAfterTheCallersWorkWithPooledStreams) {
+  const size_t bytes = size_t{1} << 20;
+  void* src = toDevice(std::vector<unsigned char>(bytes));
+  void* dst = toDevice(std::vector<unsigned char>(bytes));
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault), cudaSuccess);
+  for (int round = 0; round < 6; ++round) {
+    const unsigned char value = static_cast<unsigned char>(0x10 + round);
+    std::memset(pinned, value, bytes);
+    // On the caller's stream: a delay, then this round's bytes into src.
+    ASSERT_EQ(cudaLaunchHostFunc(stream_, sleepOnStream, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(src, pinned, bytes, cudaMemcpyHostToDevice, stream_), cudaSuccess);
+    std::unique_ptr<Executor> side, other;
+    ASSERT_EQ(cuda_->makeSideExecutor(&side), zcollSuccess);
+    if (round % 2 == 1) {  // two taken at once
+      ASSERT_EQ(cuda_->makeSideExecutor(&other), zcollSuccess);
+    }
+    Executor& e = round % 2 == 1 ? *other : *side;
+    ASSERT_EQ(e.copy(dst, src, bytes), zcollSuccess);
+    ASSERT_EQ(e.flush(), zcollSuccess);
+    std::vector<unsigned char> got(bytes);
+    ASSERT_EQ(cudaMemcpy(got.data(), dst, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::count(got.begin(), got.end(), value), static_cast<long>(bytes))
+        << "round " << round;
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);  // before pinned is rewritten
+  }
+  cudaFreeHost(pinned);
 }
 #endif  // ZCOLL_HAVE_CUDA
 

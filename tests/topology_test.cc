@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "core/result.h"
+#include "support/fake_device.h"
 #include "topology/topology.h"
+#include "transport/cuda_ipc_transport.h"
 
 namespace zcoll {
 namespace {
@@ -437,6 +439,114 @@ TEST(TopologyGpuPaths, BadNvlinkFilesAreInvalidArgumentNamingTheLine) {
   TopoDetail d;
   EXPECT_EQ(discoverTopologyDetail(&d), zcollInvalidArgument);
   EXPECT_NE(threadLastError().find("cannot be read"), std::string::npos) << threadLastError();
+}
+
+// ---- cuda_ipc's choice per peer from the path between two GPUs (the fixtures) --------------
+
+std::unique_ptr<CudaIpcTransport> cudaIpcUpTo(GpuPath level) {
+  std::unique_ptr<DeviceIpc> ipc;
+  EXPECT_EQ(test::fakeMakeIpc(&ipc), zcollSuccess);
+  std::unique_ptr<CudaIpcTransport> t;
+  EXPECT_EQ(CudaIpcTransport::create(std::move(ipc), static_cast<int>(level), false, &t),
+            zcollSuccess)
+      << threadLastError();
+  return t;
+}
+
+// A node peer on this machine whose device shares memory, on the GPU with bus id `theirs`.
+PeerReach devicePeer(const TopoDetail& d, const char* mine, const char* theirs) {
+  PeerReach r;
+  r.rank = 1;
+  r.sameMachine = r.sameNode = r.deviceIpc = true;
+  r.sameDevice = std::string(mine) == theirs;
+  r.devicePath = gpuPathBetween(d, mine, theirs);
+  return r;
+}
+
+// canConnect's answer, with its reason appended to the failure message of the caller.
+bool connects(const CudaIpcTransport& t, const PeerReach& r, std::string* why) {
+  why->clear();
+  return t.canConnect(r, why);
+}
+
+TEST(CudaIpcChoice, EveryPairOfTheDgxLikeBoxIsOnNvlink) {
+  test::FakeDevice device;  // the transport's DeviceIpc (its probe block)
+  ScopedEnv nv("ZCOLL_NVLINK_FILE", fixture("nvlink_dgx_like.txt").c_str());
+  TopoDetail d = detailOf(fixture("topo_dgx_like.xml"));
+  ASSERT_EQ(d.gpus.size(), 8u);
+  auto t = cudaIpcUpTo(GpuPath::kNVL);
+  std::string why;
+  for (const TopoDevice& a : d.gpus)
+    for (const TopoDevice& b : d.gpus) {
+      if (a.busId == b.busId) continue;
+      EXPECT_TRUE(connects(*t, devicePeer(d, a.busId.c_str(), b.busId.c_str()), &why)) << why;
+      EXPECT_EQ(why, "devices connected by NVL");
+    }
+}
+
+TEST(CudaIpcChoice, PcieOnlyPathsAgainstZcollCudaIpcLevel) {
+  test::FakeDevice device;
+  ScopedEnv nv("ZCOLL_NVLINK_FILE", nullptr);
+  TopoDetail d = detailOf(fixture("topo_pcie_only.xml"));
+  struct Case {
+    GpuPath level;
+    const char *a, *b;
+    bool expected;
+    const char* why;
+  } cases[] = {
+      {GpuPath::kPHB, "0000:03:00.0", "0000:04:00.0", true, "devices connected by PIX"},
+      {GpuPath::kPHB, "0000:03:00.0", "0000:08:00.0", true, "devices connected by PXB"},
+      {GpuPath::kPHB, "0000:03:00.0", "0000:10:00.0", true, "devices connected by PHB"},
+      {GpuPath::kPHB, "0000:03:00.0", "0000:83:00.0", false,
+       "path SYS between the devices is beyond ZCOLL_CUDA_IPC_LEVEL=PHB"},
+      {GpuPath::kSYS, "0000:03:00.0", "0000:83:00.0", true, "devices connected by SYS"},
+      {GpuPath::kPIX, "0000:03:00.0", "0000:08:00.0", false,
+       "path PXB between the devices is beyond ZCOLL_CUDA_IPC_LEVEL=PIX"},
+      {GpuPath::kNVL, "0000:03:00.0", "0000:03:00.0", true, "same device"},
+      {GpuPath::kNVL, "0000:03:00.0", "0000:ff:00.0", true,
+       "devices not located in the topology; assumed reachable"},
+  };
+  for (const Case& c : cases) {
+    auto t = cudaIpcUpTo(c.level);
+    std::string why;
+    EXPECT_EQ(connects(*t, devicePeer(d, c.a, c.b), &why), c.expected) << c.a << " " << c.b;
+    EXPECT_EQ(why, c.why) << c.a << " " << c.b;
+  }
+}
+
+TEST(CudaIpcChoice, OnlyNodePeersOnThisMachineWithShareableDevices) {
+  test::FakeDevice device;
+  auto t = cudaIpcUpTo(GpuPath::kSYS);
+  PeerReach r;
+  r.sameMachine = r.sameNode = r.deviceIpc = r.sameDevice = true;
+  std::string why;
+  EXPECT_TRUE(connects(*t, r, &why)) << why;
+  PeerReach self = r;
+  self.self = true;
+  EXPECT_FALSE(connects(*t, self, &why));
+  PeerReach remote = r;
+  remote.sameMachine = false;
+  EXPECT_FALSE(connects(*t, remote, &why));
+  EXPECT_EQ(why, "another machine");
+  PeerReach otherNode = r;
+  otherNode.sameNode = false;  // ZCOLL_HOSTID splits this machine: that node's bytes are staged
+  EXPECT_FALSE(connects(*t, otherNode, &why));
+  PeerReach noDevice = r;
+  noDevice.deviceIpc = false;
+  EXPECT_FALSE(connects(*t, noDevice, &why));
+  EXPECT_EQ(why, "a rank has no device whose memory it can share");
+}
+
+TEST(CudaIpcChoice, DescribesWhereAGpuSits) {
+  ScopedEnv nv("ZCOLL_NVLINK_FILE", nullptr);
+  TopoDetail d = detailOf(fixture("topo_pcie_only.xml"));
+  EXPECT_EQ(describeGpuPlace(d, "0000:08:00.0").rfind("NUMA node", 0), 0u);
+  EXPECT_NE(describeGpuPlace(d, "0000:08:00.0").find("(PIX)"), std::string::npos)
+      << describeGpuPlace(d, "0000:08:00.0");
+  EXPECT_EQ(describeGpuPlace(d, "0000:ff:00.0"), "not in the topology");
+  EXPECT_EQ(gpuIndexByBusId(d, "0000:08:00.0"), gpuByBus(d, "0000:08:00.0"));
+  EXPECT_EQ(gpuIndexByBusId(d, ""), -1);
+  EXPECT_EQ(gpuPathBetween(d, "0000:08:00.0", "0000:08:00.0"), -1);
 }
 
 }  // namespace

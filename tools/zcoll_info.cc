@@ -6,7 +6,8 @@
 //   zcoll_info --topology-xml FILE    the topology as hwloc XML (a fixture for ZCOLL_TOPO_FILE)
 //   zcoll_info --routes               as a rank of a job (e.g. tools/zcollrun -n 4 --nodes 2
 //                                     build/zcoll_info --routes): the transport chosen for
-//                                     every peer and why
+//                                     every peer and why (and, for a rank with a device, how
+//                                     device bytes reach it: cuda_ipc or staged)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,8 +133,13 @@ int printRoutes() {
   }
   std::printf("rank %d of %d on %s, node %d of %d:\n", comm->rank, comm->nranks,
               comm->peers[comm->rank].hostName, comm->node(), comm->layout.nodes);
+  const zcoll::DeviceIdentity& dev = comm->peers[comm->rank].device;
+  if (dev.present)
+    std::printf("  device %s:%d, PCI %s; device bytes to each peer after the ';'\n", dev.kind,
+                dev.ordinal, dev.busId[0] != '\0' ? dev.busId : "unknown");
   for (int p = 0; p < comm->nranks; ++p)
-    std::printf("  rank %d -> %s\n", p, comm->routeWhy[p].c_str());
+    std::printf("  rank %d -> %s%s%s\n", p, comm->routeWhy[p].c_str(), dev.present ? "; " : "",
+                dev.present ? comm->deviceRouteWhy[p].c_str() : "");
   std::fflush(stdout);
   return zcollCommDestroy(comm) == zcollSuccess ? 0 : 1;
 }

@@ -92,6 +92,14 @@ Result applyNvlinks(TopoDetail* d);
 // switch) are spread by GPU index: tied[gpu % tied.size()].
 int nearestNic(const TopoDetail& d, int gpu);
 
+// The index in d.gpus of the GPU with PCI bus id `busId` (case-insensitive), or -1.
+int gpuIndexByBusId(const TopoDetail& d, const char* busId);
+// The path class (GpuPath as int) between the GPUs with these bus ids, or -1 when either is not
+// in `d` or both are one device.
+int gpuPathBetween(const TopoDetail& d, const char* busA, const char* busB);
+// "NUMA node 0, nearest NIC mlx5_0 (PIX)" for the GPU with bus id `busId`.
+std::string describeGpuPlace(const TopoDetail& d, const char* busId);
+
 // Same source as discoverTopology (ZCOLL_TOPO_FILE or this machine), with every object listed.
 Result discoverTopologyDetail(TopoDetail* out);
 // Multi-line text of the above, for zcoll_info --topology.

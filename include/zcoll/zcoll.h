@@ -15,9 +15,13 @@
  *    device), in a build with CUDA on a machine with a device: every collective, the ZeRO++
  *    ones and zcollSend/zcollRecv take them, with `stream` the CUDA stream that orders them
  *    (NULL: the default stream). The data work (copies, reductions, quantization) runs as
- *    kernels on the device; bytes that leave the device go through pinned host memory, and for
- *    the quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their quantized
- *    form does. A call returns once enqueued, as in NCCL (for zcollSend/zcollRecv in a group,
+ *    kernels on the device. Bytes to a rank of the same node go device to device (the cuda_ipc
+ *    transport: CUDA IPC, two ranks on one GPU included) when both ranks' current devices at
+ *    init can share memory and their path is within ZCOLL_CUDA_IPC_LEVEL; bytes to other ranks
+ *    go through pinned host memory in pipelined 1 MiB chunks, the copies to and from the host
+ *    overlapping the network (ZCOLL_DEVICE_TRANSPORT=cuda_ipc|staged forces one way;
+ *    `zcoll_info --routes` shows each peer's). For the quantized collectives (qwZ, qgZ, hpZ with
+ *    a quantization config) only their quantized form leaves the device. A call returns once enqueued, as in NCCL (for zcollSend/zcollRecv in a group,
  *    zcollGroupEnd enqueues the group): it starts after the work queued on `stream` before it,
  *    and work queued on `stream` after it sees its result; its buffers must stay valid until
  *    then. Arguments are checked before it returns (errors as for host calls); arrays and
@@ -354,6 +358,11 @@ ZCOLL_API zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream);
 
 /* Point to point. Matched in order per (sender, receiver) pair; count and type must agree: a
  * receive matched by a message of another size fails with zcollInvalidUsage on the receiver.
+ * A send and its receive must be of one kind (both host or both device buffers, as NCCL takes
+ * device buffers only): otherwise the receive fails with zcollInvalidUsage (a device message
+ * staged through host memory carries its size in front), or, between two ranks whose device
+ * bytes go over cuda_ipc, both sides fail at their timeout (zcollTimeout, or zcollRemoteError
+ * once the other side failed).
  * Outside a group the call blocks until its transfer completes (on device buffers: it is enqueued
  * on `stream`, see the conventions above); inside zcollGroupStart/End the operations are queued
  * and all run (concurrently) in zcollGroupEnd. */

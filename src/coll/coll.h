@@ -15,7 +15,6 @@
 #include "core/progress.h"
 #include "core/tags.h"
 #include "exec/executor.h"
-#include "exec/staging.h"
 
 namespace zcoll {
 
@@ -56,7 +55,6 @@ class RequestList {
 
 class Stage {
  public:
-  // Device executors get a Staging: transports carry host memory only (exec/staging.h).
   Stage(zcollComm* comm, Executor& exec);
   zcollComm* comm() const { return comm_; }
   Executor& exec() const { return *exec_; }
@@ -64,13 +62,11 @@ class Stage {
   // A local copy by the executor, counted as self-path bytes (no-op when dst == src).
   Result copy(void* dst, const void* src, size_t bytes) const;
   // Posts after the executor's work issued so far is done (it may be writing `buf`). A device
-  // buffer is sent from a host copy.
+  // call's bytes take the peer's device route (cuda_ipc or staged, core/progress.h).
   Result send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const;
-  // Posts after the executor's work issued so far is done (it may be reading `buf`). A device
-  // buffer is received into host memory and copied into place by wait().
+  // Posts after the executor's work issued so far is done (it may be reading `buf`).
   Result recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const;
-  // Waits for the requests; receives into device buffers are then copied into place (issued on
-  // the executor, so its later operations see them).
+  // Waits for the requests: the bytes are then in place, device buffers included.
   Result wait(Request* reqs, size_t n) const;
   Result wait(RequestList& l) const { return wait(l.data(), l.size()); }
   // One send and one receive, then wait for both (the ring step).
@@ -81,7 +77,6 @@ class Stage {
   zcollComm* comm_;
   Executor* exec_;
   uint32_t seq_;
-  std::unique_ptr<Staging> staging_;  // device executors only
 };
 
 struct QuantSettings;  // coll/zeropp_config.h

@@ -29,26 +29,21 @@ std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs&
 }
 
 Stage::Stage(zcollComm* comm, Executor& exec)
-    : comm_(comm), exec_(&exec), seq_(comm->collSeq++) {
-  if (exec.memKind() != MemKind::kHost) staging_ = std::make_unique<Staging>(comm->staging, exec);
-}
+    : comm_(comm), exec_(&exec), seq_(comm->collSeq++) {}
 
 Result Stage::send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const {
-  if (staging_ && bytes > 0) ZCOLL_CHECK(staging_->forSend(buf, bytes, &buf));
   ZCOLL_CHECK(exec_->flush());
-  return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req);
+  return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req,
+                  exec_->memKind());
 }
 
 Result Stage::recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const {
-  if (staging_ && bytes > 0) ZCOLL_CHECK(staging_->forRecv(buf, bytes, req, &buf));
   ZCOLL_CHECK(exec_->flush());
-  return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req);
+  return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req,
+                  exec_->memKind());
 }
 
-Result Stage::wait(Request* reqs, size_t n) const {
-  ZCOLL_CHECK(waitAll(comm_, reqs, n));
-  return staging_ ? staging_->arrived(reqs, n) : zcollSuccess;
-}
+Result Stage::wait(Request* reqs, size_t n) const { return waitAll(comm_, reqs, n); }
 
 Result Stage::copy(void* dst, const void* src, size_t bytes) const {
   if (bytes == 0 || dst == src) return zcollSuccess;

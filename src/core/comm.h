@@ -11,9 +11,11 @@
 #include "core/result.h"
 #include "exec/engine.h"
 #include "exec/scratch.h"
-#include "exec/staging.h"
 #include "topology/topology.h"
+#include "transport/cuda_ipc_transport.h"
+#include "transport/device_ipc.h"
 #include "transport/self_transport.h"
+#include "transport/staged_transport.h"
 #include "transport/shm_transport.h"
 #include "transport/transport.h"
 
@@ -27,6 +29,7 @@ struct PeerInfo {
   uint64_t machineHash;  // the real machine + PID namespace: pids are comparable when equal
   char hostName[64];
   TopoSummary topo;
+  DeviceIdentity device;  // the rank's device (transport/device_ipc.h); present 0 without one
 };
 
 struct Counters {
@@ -89,6 +92,14 @@ struct zcollComm {
   std::unique_ptr<zcoll::Transport> net;     // the other peers (ucx)
   std::vector<zcoll::Transport*> route;   // rank -> transport (transport/select.h)
   std::vector<std::string> routeWhy;      // rank -> "<transport>: <why it was chosen>"
+  // Device buffers: each peer's device route, chosen at init (core/init.cc): cuda_ipc (device
+  // to device) for the node peers it reaches, from the device identities, the topology and a
+  // probe; staged (pinned host memory, in pipelined chunks over route[]) for the rest. Both
+  // exist only when this rank has a device; without one, device calls cannot move bytes.
+  std::unique_ptr<zcoll::CudaIpcTransport> cudaIpc;
+  std::unique_ptr<zcoll::StagedTransport> staged;
+  std::vector<zcoll::Transport*> deviceRoute;  // rank -> cuda_ipc or staged (null: none)
+  std::vector<std::string> deviceRouteWhy;     // rank -> "<cuda_ipc | staged | none> (<why>)"
 
   std::atomic<int> asyncError{zcollSuccess};
   std::atomic<bool> aborting{false};
@@ -101,7 +112,6 @@ struct zcollComm {
   zcoll::Counters stats;
   zcoll::Scratch scratch;        // host scratch
   zcoll::Scratch deviceScratch;  // scratch of the device calls (exec/executor.h MemoryOps)
-  zcoll::StagingPool staging;    // host memory device bytes travel through (exec/staging.h)
 
   std::mutex lastErrorMu;
   std::string lastError;
@@ -110,12 +120,23 @@ struct zcollComm {
   // destroyComm has stopped it, so its progress thread never outlives what it uses.
   zcoll::Engine engine;
 
-  // The transports this comm has, in priority order (self, shm, net).
-  std::vector<zcoll::Transport*> transports() {
+  // The transports that carry host memory, in priority order (self, shm, net).
+  std::vector<zcoll::Transport*> hostTransports() {
     std::vector<zcoll::Transport*> all = {&self};
     if (shm) all.push_back(shm.get());
     if (net) all.push_back(net.get());
     return all;
+  }
+  // Every transport of this comm: the host ones, then the device ones (device buffers only).
+  std::vector<zcoll::Transport*> transports() {
+    std::vector<zcoll::Transport*> all = hostTransports();
+    if (cudaIpc) all.push_back(cudaIpc.get());
+    if (staged) all.push_back(staged.get());
+    return all;
+  }
+  // A device call's bytes to `peer` have a way to travel (cuda_ipc or staged).
+  bool deviceRouted(int peer) const {
+    return !deviceRoute.empty() && deviceRoute[peer] != nullptr;
   }
   int node() const { return layout.nodeOf[rank]; }
   bool sameMachine(int peer) const { return peers[peer].machineHash == peers[rank].machineHash; }

@@ -3,6 +3,7 @@
 #include "core/rank_blob.h"
 
 #include <sched.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include "core/api_guard.h"
 #include "core/params.h"
 #include "core/peer_notice.h"
+#include "core/progress.h"
+#include "core/tags.h"
 #include "transport/addresses.h"
 #include "transport/select.h"
 #ifdef ZCOLL_HAVE_UCX
@@ -46,6 +49,21 @@ uint64_t machineHash() {
   return h;
 }
 
+// The device this rank works on, when the device memory component names one (CUDA: the
+// current device, as NCCL binds a communicator to it). Without one, device bytes are staged.
+void describeDevice(DeviceIdentity* out) {
+  std::memset(out, 0, sizeof(*out));
+  const DeviceComponent* c = deviceComponent();
+  if (c == nullptr || c->describeDevice == nullptr) return;
+  if (c->describeDevice(out) != zcollSuccess) {
+    ZCOLL_WARN(LogSubsys::kTopo, "the %s device of this rank could not be described (%s): its "
+               "bytes to other ranks go through host memory", c->name, zcollGetLastError(nullptr));
+    std::memset(out, 0, sizeof(*out));
+  }
+  out->kind[sizeof(out->kind) - 1] = '\0';
+  out->busId[sizeof(out->busId) - 1] = '\0';
+}
+
 Result describeSelf(const InitSettings& s, int rank, PeerInfo* info) {
   std::memset(info, 0, sizeof(*info));
   info->rank = rank;
@@ -61,6 +79,64 @@ Result describeSelf(const InitSettings& s, int rank, PeerInfo* info) {
     ZCOLL_WARN(LogSubsys::kTopo, "topology discovery failed; continuing without it");
     std::memset(&info->topo, 0, sizeof(info->topo));
   }
+  describeDevice(&info->device);
+  return zcollSuccess;
+}
+
+// ZCOLL_DEVICE_TRANSPORT and ZCOLL_CUDA_IPC_LEVEL (transport/cuda_ipc_transport.h).
+struct DeviceTransportSettings {
+  std::string mode;  // "", "cuda_ipc" or "staged"
+  int maxPath = static_cast<int>(GpuPath::kPHB);
+  bool userBuffers = false;  // ZCOLL_CUDA_IPC_USER_BUFFERS
+};
+
+Result readDeviceTransportSettings(DeviceTransportSettings* out) {
+  out->mode = paramString("ZCOLL_DEVICE_TRANSPORT");
+  if (!out->mode.empty() && out->mode != "cuda_ipc" && out->mode != "staged")
+    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_TRANSPORT=%s: use cuda_ipc, staged, or leave "
+                "it empty", out->mode.c_str());
+  const int64_t user = paramInt("ZCOLL_CUDA_IPC_USER_BUFFERS");
+  if (user != 0 && user != 1)
+    return fail(zcollInvalidArgument, "ZCOLL_CUDA_IPC_USER_BUFFERS=%lld: use 0 or 1",
+                static_cast<long long>(user));
+  out->userBuffers = user == 1;
+  const std::string level = paramString("ZCOLL_CUDA_IPC_LEVEL");
+  for (GpuPath p : {GpuPath::kNVL, GpuPath::kPIX, GpuPath::kPXB, GpuPath::kPHB, GpuPath::kSYS})
+    if (strcasecmp(level.c_str(), gpuPathName(p)) == 0) {
+      out->maxPath = static_cast<int>(p);
+      return zcollSuccess;
+    }
+  return fail(zcollInvalidArgument, "ZCOLL_CUDA_IPC_LEVEL=%s: use NVL, PIX, PXB, PHB or SYS",
+              level.c_str());
+}
+
+// cuda_ipc, when this rank's device can share its memory (the device component offers IPC) and
+// ZCOLL_DEVICE_TRANSPORT allows it. Without it the rank still takes part in choosing device
+// routes (chooseDeviceRoutes), and its peers stage.
+Result createCudaIpcTransport(zcollComm* comm, const DeviceIdentity& me, TransportAddresses* out) {
+  DeviceTransportSettings s;
+  ZCOLL_CHECK(readDeviceTransportSettings(&s));
+  if (s.mode == "staged" || !me.present) return zcollSuccess;
+  const DeviceComponent* c = deviceComponent();
+  Result r = zcollUnsupported;
+  std::unique_ptr<DeviceIpc> ipc;
+  if (me.ipc && c != nullptr && c->makeIpc != nullptr) {
+    r = c->makeIpc(&ipc);
+    if (r == zcollSuccess)
+      r = CudaIpcTransport::create(std::move(ipc), s.maxPath, s.userBuffers, &comm->cudaIpc);
+  } else {
+    fail(zcollUnsupported, "the %s device cannot share its memory with other processes",
+         me.kind);
+  }
+  if (r != zcollSuccess) {
+    comm->cudaIpc.reset();
+    if (s.mode == "cuda_ipc")
+      return fail(r, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: %s", zcollGetLastError(nullptr));
+    ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc unavailable (%s): device bytes to the ranks of this "
+               "node go through host memory", zcollGetLastError(nullptr));
+    return zcollSuccess;
+  }
+  out->cudaIpc = comm->cudaIpc->address();
   return zcollSuccess;
 }
 
@@ -102,13 +178,32 @@ Result createNetTransport(zcollComm* comm, const std::string& forced, TransportA
 #endif
 }
 
-// Every transport this rank offers; `packed` is what its peers need (transport/addresses.h).
-Result createTransports(zcollComm* comm, std::string* packed) {
+// staged, whenever this rank has a device whose component offers a copy engine: every device
+// route that is not cuda_ipc (a rank alone in its comm sends to itself through it too).
+Result createStagedTransport(zcollComm* comm, const DeviceIdentity& me) {
+  const DeviceComponent* c = deviceComponent();
+  if (!me.present || c == nullptr || c->makeIpc == nullptr) return zcollSuccess;
+  std::unique_ptr<DeviceIpc> engine;
+  Result r = c->makeIpc(&engine);
+  if (r == zcollSuccess) r = StagedTransport::create(std::move(engine), &comm->staged);
+  if (r != zcollSuccess)
+    ZCOLL_WARN(LogSubsys::kNet, "the %s device's copy engine did not start (%s): calls on device "
+               "buffers will fail on this rank", me.kind, zcollGetLastError(nullptr));
+  return zcollSuccess;
+}
+
+// Every transport this rank offers (the host ones and cuda_ipc only with peers); `packed` is
+// what its peers need (transport/addresses.h; empty for a rank alone).
+Result createTransports(zcollComm* comm, const DeviceIdentity& device, bool withPeers,
+                        std::string* packed) {
+  ZCOLL_CHECK(createStagedTransport(comm, device));
+  if (!withPeers) return zcollSuccess;
   std::string forced;
   ZCOLL_CHECK(readForcedTransport(&forced));
   TransportAddresses addresses;
   ZCOLL_CHECK(createShmTransport(comm, forced, &addresses));
   ZCOLL_CHECK(createNetTransport(comm, forced, &addresses));
+  ZCOLL_CHECK(createCudaIpcTransport(comm, device, &addresses));
   *packed = packAddresses(addresses);
   return zcollSuccess;
 }
@@ -130,7 +225,7 @@ Result chooseRoutes(zcollComm* comm, const std::vector<TransportAddresses>& addr
     reach[r].hasNetAddress = !addresses[r].ucx.empty();
   }
   std::vector<Route> routes;
-  ZCOLL_CHECK(selectRoutes(comm->transports(), reach, &routes));
+  ZCOLL_CHECK(selectRoutes(comm->hostTransports(), reach, &routes));
   comm->route.assign(comm->nranks, nullptr);
   comm->routeWhy.assign(comm->nranks, "");
   for (int r = 0; r < comm->nranks; ++r) {
@@ -199,6 +294,118 @@ void chooseSpinCount(zcollComm* comm) {
              static_cast<long long>(comm->spinCount));
 }
 
+// ---- Phase 4: device routes (once the host routes work) ------------------------------------
+
+// Peers that choose a device route with this rank: node peers on this machine whose device and
+// this rank's are of one kind and can share memory. Decided from what every rank exchanged, so
+// both sides of a pair agree on it.
+bool tradesDeviceVerdict(const zcollComm* comm, int peer) {
+  const DeviceIdentity& me = comm->peers[comm->rank].device;
+  const DeviceIdentity& them = comm->peers[peer].device;
+  return peer != comm->rank && comm->sameMachine(peer) &&
+         comm->layout.nodeOf[peer] == comm->node() && me.present && me.ipc && them.present &&
+         them.ipc && std::strcmp(me.kind, them.kind) == 0;
+}
+
+PeerReach devicePeerReach(const zcollComm* comm, int peer, const TopoDetail& topo) {
+  const DeviceIdentity& me = comm->peers[comm->rank].device;
+  const DeviceIdentity& them = comm->peers[peer].device;
+  static const uint8_t kNoUuid[16] = {};
+  PeerReach reach;
+  reach.rank = peer;
+  reach.self = peer == comm->rank;
+  reach.sameMachine = comm->sameMachine(peer);
+  reach.sameNode = comm->layout.nodeOf[peer] == comm->node();
+  reach.deviceIpc = tradesDeviceVerdict(comm, peer);
+  reach.sameDevice = (std::memcmp(me.uuid, kNoUuid, 16) != 0 &&
+                      std::memcmp(me.uuid, them.uuid, 16) == 0) ||
+                     (me.busId[0] != '\0' && strcasecmp(me.busId, them.busId) == 0);
+  reach.devicePath = gpuPathBetween(topo, me.busId, them.busId);
+  return reach;
+}
+
+// This rank's verdict on each peer that trades one (tradesDeviceVerdict): cuda_ipc can connect
+// and a read of the peer's probe block gave the bytes the peer wrote there. *why says why.
+void judgeDevicePeers(zcollComm* comm, const std::vector<TransportAddresses>& addresses,
+                      std::vector<uint64_t>* verdict, std::vector<std::string>* why) {
+  TopoDetail topo;
+  const DeviceIdentity& me = comm->peers[comm->rank].device;
+  if (comm->cudaIpc && discoverTopologyDetail(&topo) != zcollSuccess)
+    ZCOLL_WARN(LogSubsys::kTopo, "topology discovery failed: the paths between GPUs are unknown");
+  if (comm->cudaIpc)
+    ZCOLL_INFO(LogSubsys::kTopo, "%s rank %d device %s:%d, PCI %s: %s", comm->name.c_str(),
+               comm->rank, me.kind, me.ordinal, me.busId, describeGpuPlace(topo, me.busId).c_str());
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (!tradesDeviceVerdict(comm, r)) continue;
+    if (!comm->cudaIpc) {
+      (*why)[r] = "cuda_ipc is off on this rank (ZCOLL_DEVICE_TRANSPORT, or see the warning)";
+      continue;
+    }
+    (*verdict)[r] = comm->cudaIpc->canConnect(devicePeerReach(comm, r, topo), &(*why)[r]) &&
+                    comm->cudaIpc->probe(addresses[r].cudaIpc, &(*why)[r]);
+  }
+}
+
+// Each pair that trades verdicts sends its own and receives the peer's (over the host routes).
+Result tradeDeviceVerdicts(zcollComm* comm, const std::vector<uint64_t>& mine,
+                           std::vector<uint64_t>* theirs) {
+  RequestList reqs(2 * comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (!tradesDeviceVerdict(comm, r)) continue;
+    ZCOLL_CHECK(postRecv(comm, r, &(*theirs)[r], sizeof(uint64_t), makeIpcProbeTag(r),
+                         reqs.next()));
+    ZCOLL_CHECK(postSend(comm, r, &mine[r], sizeof(uint64_t), makeIpcProbeTag(comm->rank),
+                         reqs.next()));
+  }
+  return waitAll(comm, reqs.data(), reqs.size());
+}
+
+// The device route to every peer: cuda_ipc where both ranks of a pair judged it works, else
+// staged. Logged at INFO (subsystem NET) and shown by zcoll_info --routes.
+Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
+  const int n = comm->nranks;
+  std::vector<uint64_t> mine(n, 0), theirs(n, 0);
+  std::vector<std::string> why(n);
+  judgeDevicePeers(comm, addresses, &mine, &why);
+  ZCOLL_CHECK(tradeDeviceVerdicts(comm, mine, &theirs));
+  DeviceTransportSettings s;
+  ZCOLL_CHECK(readDeviceTransportSettings(&s));
+  std::vector<Route> routes(n);
+  for (int r = 0; r < n; ++r) {
+    if (mine[r] && theirs[r]) {
+      routes[r] = Route{comm->cudaIpc.get(), "cuda_ipc (" + why[r] + ")"};
+      continue;
+    }
+    if (r == comm->rank) why[r] = "this rank";
+    else if (!tradesDeviceVerdict(comm, r)) why[r] = "not a node peer with a shareable device";
+    else if (mine[r]) why[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
+    routes[r] = comm->staged ? Route{comm->staged.get(), "staged (" + why[r] + ")"}
+                             : Route{nullptr, "none (this rank has no device copy engine)"};
+    if (s.mode == "cuda_ipc" && r != comm->rank && comm->sameMachine(r) &&
+        comm->layout.nodeOf[r] == comm->node())
+      return fail(zcollSystemError, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: no cuda_ipc to rank %d: %s",
+                  r, why[r].c_str());
+  }
+  comm->deviceRoute.assign(n, nullptr);
+  comm->deviceRouteWhy.assign(n, "");
+  for (int r = 0; r < n; ++r) {
+    comm->deviceRoute[r] = routes[r].transport;
+    comm->deviceRouteWhy[r] = routes[r].why;
+  }
+  auto onCudaIpc = [&](const Route& x) { return x.transport && x.transport == comm->cudaIpc.get(); };
+  if (std::none_of(routes.begin(), routes.end(), onCudaIpc)) {
+    comm->cudaIpc.reset();  // every peer has read this rank's probe by now
+  } else {
+    comm->cudaIpc->setControlRoutes(comm->route, comm->rank);
+  }
+  if (comm->staged) comm->staged->setHostRoutes(comm->route);
+  if (comm->peers[comm->rank].device.present)
+    for (const std::string& line : summarizeRoutes(routes))
+      ZCOLL_INFO(LogSubsys::kNet, "%s rank %d device routes: %s", comm->name.c_str(),
+                 comm->rank, line.c_str());
+  return zcollSuccess;
+}
+
 Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   std::vector<TransportAddresses> addresses(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r)
@@ -217,6 +424,7 @@ Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   // No rank may leave init (and possibly destroy its endpoints) before every peer has
   // connected to it; the barrier also completes transport wire-up.
   ZCOLL_CHECK(barrierDissemination(comm));
+  ZCOLL_CHECK(chooseDeviceRoutes(comm, addresses));
   ZCOLL_CHECK(armPeerNotices(comm));
   ZCOLL_INFO(LogSubsys::kInit,
              "%s rank %d/%d pid %d on %s: node %d/%d, local rank %d/%d, topology: %s",
@@ -304,7 +512,7 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
   PeerInfo me{};
   ZCOLL_CHECK(describeSelf(s, rank, &me));
   std::string address;
-  if (nranks > 1) ZCOLL_CHECK(createTransports(comm.get(), &address));
+  ZCOLL_CHECK(createTransports(comm.get(), me.device, nranks > 1, &address));
 
   std::vector<std::string> blobs;
   if (id != nullptr) {  // a lone rank with an id meets its root service too, so the service ends
@@ -347,7 +555,8 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
   if (color >= 0) {
     comm = newComm(s, 1, 0);
     comm->hostIdOverride = parent->hostIdOverride;
-    if (pn > 1) ZCOLL_CHECK(createTransports(comm.get(), &address));
+    ZCOLL_CHECK(createTransports(comm.get(), parent->peers[parent->rank].device, pn > 1,
+                                 &address));
   }
   SplitRecord mine{color, key, address.size()};
   std::vector<SplitRecord> recs(pn);
@@ -385,6 +594,7 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
     addresses[i] = addrs.substr(pr * maxAddr, recs[pr].addressBytes);
   }
   if (comm->nranks == 1) {
+    comm->cudaIpc.reset();
     comm->shm.reset();
     comm->net.reset();
   }
@@ -404,11 +614,12 @@ void destroyComm(zcollComm* comm, int flushMs) {
   if (comm->net) static_cast<UcxTransport*>(comm->net.get())->closeEndpoints(std::max(flushMs, kNoticeWaitMs));
 #endif
   if (comm->shm) comm->shm->flushQueued(std::max(flushMs, kNoticeWaitMs));
+  comm->cudaIpc.reset();  // first: they cancel what they still have on shm and net
+  comm->staged.reset();
   comm->net.reset();
   comm->shm.reset();
   comm->scratch.release();
   comm->deviceScratch.release();
-  comm->staging.release();
   comm->magic = kCommDeadMagic;
   delete comm;
 }

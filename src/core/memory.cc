@@ -5,6 +5,7 @@
 #ifdef ZCOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda/cuda_ipc.h"
 #include "cuda/executor_cuda.h"
 #include "cuda/quant_cuda.h"
 #endif
@@ -32,7 +33,11 @@ Result cudaExecutorOn(zcollStream_t stream, std::unique_ptr<Executor>* out) {
   return makeCudaExecutor(reinterpret_cast<cudaStream_t>(stream), out);
 }
 
-const DeviceComponent kCuda{"cuda", cudaOwns, cudaExecutorOn};
+Result cudaDescribeDevice(DeviceIdentity* out) { return describeCudaDevice(out); }
+
+Result cudaMakeIpc(std::unique_ptr<DeviceIpc>* out) { return makeCudaIpc(out); }
+
+const DeviceComponent kCuda{"cuda", cudaOwns, cudaExecutorOn, cudaDescribeDevice, cudaMakeIpc};
 #endif
 
 const DeviceComponent* builtIn() {

@@ -13,6 +13,8 @@
 namespace zcoll {
 
 class Executor;
+class DeviceIpc;
+struct DeviceIdentity;
 
 enum class MemKind { kHost, kDevice };
 
@@ -22,6 +24,13 @@ struct DeviceComponent {
   bool (*owns)(const void* ptr);
   // The executor for a call whose buffers are this device's, work ordered on `stream`.
   Result (*makeExecutor)(zcollStream_t stream, std::unique_ptr<Executor>* out);
+  // The device the calling thread works on (CUDA: its current device), for the topology
+  // exchange at init (transport/device_ipc.h). NULL: the component names no device.
+  Result (*describeDevice)(DeviceIdentity* out);
+  // Sharing this device's memory with the other processes of the machine, for the cuda_ipc
+  // transport (transport/device_ipc.h). NULL: the component cannot; device bytes between ranks
+  // then always travel through host staging.
+  Result (*makeIpc)(std::unique_ptr<DeviceIpc>* out);
 };
 
 // The active device component: the one set last, else CUDA's, else none (NULL).

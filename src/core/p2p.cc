@@ -3,8 +3,8 @@
 //   they are queued (per thread) and all posted at the outermost zcollGroupEnd, then waited for
 //   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
 //   complete. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
-//   Device buffers travel through host staging (exec/staging.h). Calls on device buffers of one
-//   comm return once enqueued, as collectives do (core/launch.h): the operations run on the
+//   Device buffers travel over the peer's device route (cuda_ipc or staged). Calls on device
+//   buffers of one comm return once enqueued, as collectives do (core/launch.h): they run on the
 //   comm's progress thread, and each stream is held until they are done. Otherwise (host
 //   buffers, ZCOLL_DEVICE_CALLS=sync, a group over several comms or mixing kinds) they run on the
 //   caller's thread, in their turn of every comm they use, and are complete when the call (or
@@ -38,43 +38,27 @@ thread_local int tGroupDepth = 0;
 thread_local std::vector<P2pOp> tQueued;
 thread_local Result tGroupError = zcollSuccess;  // first failure while queueing
 
-// Posts `op` from (to) `buf`: its own buffer, or a host staging block for a device one.
-Result post(const P2pOp& op, void* buf, Request* req) {
+// Posts `op`. A device buffer's stream is flushed first: the work queued before the call may
+// still write the buffer to send, or use the buffer to receive into. Its bytes take the peer's
+// device route (core/progress.h).
+Result post(const P2pOp& op, Request* req) {
   zcollComm* c = op.comm;
+  const MemKind kind = op.exec->memKind();
+  if (kind != MemKind::kHost && op.bytes > 0) ZCOLL_CHECK(op.exec->flush());
   if (op.isSend)
-    return postSend(c, op.peer, buf, op.bytes, makeP2pTag(c->sendSeq[op.peer]++, c->rank), req);
-  return postRecv(c, op.peer, buf, op.bytes, makeP2pTag(c->recvSeq[op.peer]++, op.peer), req);
+    return postSend(c, op.peer, op.buf, op.bytes, makeP2pTag(c->sendSeq[op.peer]++, c->rank),
+                    req, kind);
+  return postRecv(c, op.peer, op.buf, op.bytes, makeP2pTag(c->recvSeq[op.peer]++, op.peer), req,
+                  kind);
 }
 
-// A device buffer's host side: a send's copy (done before it returns), a receive's block.
-Result stage(const P2pOp& op, const Request* req, std::unique_ptr<Staging>* staging,
-             void** wire) {
-  *wire = op.buf;
-  if (op.exec->memKind() == MemKind::kHost || op.bytes == 0) return zcollSuccess;
-  *staging = std::make_unique<Staging>(op.comm->staging, *op.exec);
-  if (!op.isSend) return (*staging)->forRecv(op.buf, op.bytes, req, wire);
-  const void* host = nullptr;
-  ZCOLL_CHECK((*staging)->forSend(op.buf, op.bytes, &host));
-  *wire = const_cast<void*>(host);
-  return op.exec->flush();
-}
-
-// Posts every operation, then waits per communicator; a staged receive is copied into its
-// device buffer, and that copy waited for, once it has arrived.
+// Posts every operation, then waits per communicator.
 Result runOps(const std::vector<P2pOp>& ops) {
-  // Declared first so it dies last: requests still in flight are cancelled before their staging
-  // blocks go back to the pool.
-  std::vector<std::unique_ptr<Staging>> staging(ops.size());
   RequestList reqs(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    void* wire = nullptr;
-    ZCOLL_CHECK(stage(ops[i], reqs.data() + i, &staging[i], &wire));
-    ZCOLL_CHECK(post(ops[i], wire, reqs.next()));
-  }
+  for (size_t i = 0; i < ops.size(); ++i) ZCOLL_CHECK(post(ops[i], reqs.next()));
   Result first = zcollSuccess;
   for (size_t i = 0; i < ops.size(); ++i) {
     Result r = waitAll(ops[i].comm, reqs.data() + i, 1);
-    if (r == zcollSuccess && staging[i]) r = staging[i]->arrived(reqs.data() + i, 1);
     if (r == zcollSuccess) r = ops[i].exec->flush();
     if (r != zcollSuccess && first == zcollSuccess) first = r;
     if (r == zcollSuccess) ops[i].comm->stats.ops.fetch_add(1, std::memory_order_relaxed);

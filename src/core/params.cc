@@ -61,6 +61,21 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_NVLINK_FILE", ParamType::kString, "",
      "NVLinks between GPUs, by PCI bus id (\"<busid> <busid>\" or \"nvswitch <busid>...\" "
      "per line), instead of asking NVML: for topology files and machines without NVML."},
+    {"ZCOLL_DEVICE_TRANSPORT", ParamType::kString, "",
+     "How device bytes reach the ranks of this node: cuda_ipc (device to device; init fails for "
+     "a node peer it cannot reach), staged (through pinned host memory and the host route), or "
+     "empty: cuda_ipc for every node peer whose device is within ZCOLL_CUDA_IPC_LEVEL and "
+     "passes the init probe, staged for the rest. Other nodes are always staged. Read at init."},
+    {"ZCOLL_CUDA_IPC_LEVEL", ParamType::kString, "PHB",
+     "The farthest path between two GPUs of a node that cuda_ipc takes: NVL, PIX, PXB, PHB or "
+     "SYS (NCCL's names; see zcoll_info --topology). Two ranks on one GPU always qualify. The "
+     "default keeps peer copies off the CPU interconnect between packages, as NCCL does on "
+     "Intel machines. Read at init."},
+    {"ZCOLL_CUDA_IPC_USER_BUFFERS", ParamType::kInt, "0",
+     "1: cuda_ipc peers read a sender's own device buffer (no copy; the buffer's allocation "
+     "stays mapped in the peers until the communicator is destroyed, so it must not be freed "
+     "before, as with NCCL's registered buffers). 0: the sender copies into a block of zcoll's "
+     "that peers map once (one device-local copy; safe for any buffer). Read at init."},
     {"ZCOLL_TRANSPORT", ParamType::kString, "",
      "Force the transport for every non-self peer: shm (shared memory; every peer must be on "
      "this node) or ucx. Empty: shm for peers on this node when both processes can share "

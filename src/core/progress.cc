@@ -35,6 +35,8 @@ Result progressAll(zcollComm* comm) {
   ZCOLL_CHECK(comm->self.progress());
   if (comm->shm) ZCOLL_CHECK(comm->shm->progress());
   if (comm->net) ZCOLL_CHECK(comm->net->progress());
+  if (comm->cudaIpc) ZCOLL_CHECK(comm->cudaIpc->progress());  // after their host routes
+  if (comm->staged) ZCOLL_CHECK(comm->staged->progress());
   return zcollSuccess;
 }
 
@@ -82,20 +84,40 @@ void breakAndNotify(zcollComm* comm, Result error) {
   sendPeerNotices(comm, Notice::kFailed, kNoticeWaitMs);
 }
 
+// The transport for a message of a call on `kind` memory to or from `peer`: a device call's
+// device route, else the host route. Empty messages take the host route whatever the kind (a
+// count of 0 may come with a NULL buffer, which is host memory, on one side only).
+static Result routeFor(const zcollComm* comm, int peer, MemKind kind, size_t bytes,
+                       Transport** out) {
+  *out = comm->route[peer];
+  if (kind != MemKind::kDevice || bytes == 0) return zcollSuccess;
+  if (!comm->deviceRouted(peer))
+    return fail(zcollUnsupported, "rank %d cannot move device bytes to or from rank %d: it had "
+                "no device when the communicator was created (%s)", comm->rank, peer,
+                comm->deviceRouteWhy.empty() ? "" : comm->deviceRouteWhy[peer].c_str());
+  *out = comm->deviceRoute[peer];
+  return zcollSuccess;
+}
+
 Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64_t tag,
-                Request* req) {
+                Request* req, MemKind kind) {
   ZCOLL_CHECK(checkPeer(comm, peer));
+  Transport* t = nullptr;
+  ZCOLL_CHECK(routeFor(comm, peer, kind, bytes, &t));
   countTransfer(comm, peer, bytes, true);
-  Result r = comm->route[peer]->postSend(peer, buf, bytes, tag, req);
+  Result r = t->postSend(peer, buf, bytes, tag, req);
   req->receive = false;  // a Request may be reused across directions
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;
 }
 
-Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
+Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                MemKind kind) {
   ZCOLL_CHECK(checkPeer(comm, peer));
+  Transport* t = nullptr;
+  ZCOLL_CHECK(routeFor(comm, peer, kind, bytes, &t));
   countTransfer(comm, peer, bytes, false);
-  Result r = comm->route[peer]->postRecv(peer, buf, bytes, tag, req);
+  Result r = t->postRecv(peer, buf, bytes, tag, req);
   req->receive = true;
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;

@@ -9,9 +9,14 @@
 
 namespace zcoll {
 
+// `kind` is the memory kind of the call (its executor's): a device call's non-empty message
+// goes over the peer's device route (comm->deviceRoute: cuda_ipc or staged; zcollUnsupported
+// when this rank has none), every other message over its host route. Both ends of a message
+// must pass the same kind.
 Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64_t tag,
-                Request* req);
-Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req);
+                Request* req, MemKind kind = MemKind::kHost);
+Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                MemKind kind = MemKind::kHost);
 
 // Whether process `pid` (on this machine) is gone, or a zombie nobody reaped yet (kill()
 // still succeeds on those).

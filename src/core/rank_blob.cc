@@ -11,6 +11,12 @@ std::string encodeRankBlob(const PeerInfo& info, const std::string& address) {
 
 namespace {
 
+bool deviceIdentityPlausible(const DeviceIdentity& d) {
+  return (d.present == 0 || d.present == 1) && (d.ipc == 0 || d.ipc == 1) &&
+         std::memchr(d.kind, 0, sizeof(d.kind)) != nullptr &&
+         std::memchr(d.busId, 0, sizeof(d.busId)) != nullptr;
+}
+
 bool topologyPlausible(const TopoSummary& t) {
   return t.packages >= 0 && t.numaNodes >= 0 && t.cores >= 0 && t.pus >= 0 && t.gpus >= 0 &&
          t.nics >= 0 && t.myPackage >= -1 && t.myNuma >= -1;
@@ -33,6 +39,8 @@ Result decodeRankBlob(const std::string& blob, int rank, PeerInfo* info, std::st
     why = "its host name is not terminated";
   } else if (!topologyPlausible(in.topo)) {
     why = "its topology counts are negative";
+  } else if (!deviceIdentityPlausible(in.device)) {
+    why = "its device identity is malformed";
   } else if (blob.size() - sizeof(PeerInfo) > kMaxTransportAddress) {
     why = "its transport address is over 64 KiB";
   }

@@ -3,8 +3,11 @@
 // the sender; the step distinguishes the messages of one operation.
 //
 //   bit 63      kind: 0 collective, 1 point-to-point
-//   bits 62-40  sequence (23 bits, wraps; operations complete in order, so no aliasing)
-//   bits 39-16  source rank (24 bits)
+//   bit 62      control: the cuda_ipc transport's descriptors (the rendezvous of a device
+//               message, so a host receive never matches one), acknowledgements, init probe
+//   bit 61      with control: an acknowledgement
+//   bits 60-40  sequence (21 bits, wraps; operations complete in order, so no aliasing)
+//   bits 39-16  source rank (24 bits; in an acknowledgement, the rank that acknowledges)
 //   bits 15-0   step within the operation (point-to-point: 0; 0xffff: peer notices)
 #pragma once
 
@@ -13,7 +16,10 @@
 namespace zcoll {
 
 constexpr int kMaxRanks = 1 << 24;
-constexpr uint32_t kSeqMask = (1u << 23) - 1;
+constexpr uint32_t kSeqMask = (1u << 21) - 1;
+constexpr uint64_t kControlBit = uint64_t{1} << 62;
+constexpr uint64_t kAckBit = uint64_t{1} << 61;
+constexpr uint64_t kSourceMask = uint64_t{0xffffff} << 16;
 
 inline uint64_t makeCollTag(uint32_t seq, int src, uint32_t step) {
   return (uint64_t{seq & kSeqMask} << 40) | (uint64_t(uint32_t(src)) << 16) | (step & 0xffffu);
@@ -28,6 +34,21 @@ inline uint64_t makeP2pTag(uint32_t pairSeq, int src) {
 // point-to-point messages (always step 0) never use.
 inline uint64_t makeNoticeTag(int src) {
   return (uint64_t{1} << 63) | (uint64_t(uint32_t(src)) << 16) | 0xffffu;
+}
+
+// The cuda_ipc transport's descriptor of the device message tagged `tag` (transport/
+// cuda_ipc_transport.h): a receive on host memory, posted with `tag`, never takes it.
+inline uint64_t makeDescriptorTag(uint64_t tag) { return tag | kControlBit; }
+
+// Its acknowledgement, sent back by `acker`: the sender may post several messages with one tag
+// to several peers, so the acknowledging rank takes the source's place.
+inline uint64_t makeAckTag(uint64_t tag, int acker) {
+  return (tag & ~kSourceMask) | kControlBit | kAckBit | (uint64_t(uint32_t(acker)) << 16);
+}
+
+// The cuda_ipc probe results ranks trade at init (core/init.cc).
+inline uint64_t makeIpcProbeTag(int src) {
+  return (uint64_t{1} << 63) | kControlBit | (uint64_t(uint32_t(src)) << 16) | 0xfffeu;
 }
 
 }  // namespace zcoll

@@ -26,16 +26,14 @@
 namespace zcoll {
 
 // Memory of one kind, as UCC's memory components (mc) give it: scratch for the algorithms
-// (`alloc`: device memory for CUDA), and the host memory that kind's copies reach fastest
-// (`allocStaging`: pinned for CUDA), through which transports that carry host memory only move
-// device bytes (exec/staging.h). One static object per kind, so memory can outlive the executor
-// that asked for it. alloc/allocStaging return 64-byte aligned memory or an error with a message.
+// (`alloc`: device memory for CUDA). The pinned host memory device bytes travel through belongs
+// to the device transports (transport/device_ipc.h). One static object per kind, so memory can
+// outlive the executor that asked for it. alloc returns 64-byte aligned memory or an error with
+// a message.
 struct MemoryOps {
   const char* name;
   Result (*alloc)(size_t bytes, void** out);
   void (*release)(void* p);
-  Result (*allocStaging)(size_t bytes, void** out);
-  void (*releaseStaging)(void* p);
   // release() waits for the whole device (cudaFree does). It must then not run while a queued
   // call holds a stream (core/launch.h): the progress thread would wait for a stream that waits
   // for it. Scratch of such a kind is kept until its owner goes (exec/scratch.h).

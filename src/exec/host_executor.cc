@@ -76,7 +76,7 @@ class HostExecutor final : public Executor {
 }  // namespace
 
 const MemoryOps& hostMemory() {
-  static const MemoryOps ops{"host", hostAlloc, hostRelease, hostAlloc, hostRelease};
+  static const MemoryOps ops{"host", hostAlloc, hostRelease};
   return ops;
 }
 

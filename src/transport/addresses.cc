@@ -29,6 +29,7 @@ std::string packAddresses(const TransportAddresses& a) {
   std::string out;
   putField(&out, a.shm);
   putField(&out, a.ucx);
+  putField(&out, a.cudaIpc);
   return out;
 }
 
@@ -37,7 +38,7 @@ Result unpackAddresses(const std::string& packed, int rank, TransportAddresses* 
   *out = TransportAddresses{};
   if (packed.empty()) return zcollSuccess;  // a rank alone: no transports beyond self
   if (!takeField(packed, &pos, &out->shm) || !takeField(packed, &pos, &out->ucx) ||
-      pos != packed.size())
+      !takeField(packed, &pos, &out->cudaIpc) || pos != packed.size())
     return fail(zcollRemoteError, "rank %d sent malformed transport addresses (%zu bytes)", rank,
                 packed.size());
   return zcollSuccess;

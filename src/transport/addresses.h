@@ -1,6 +1,6 @@
 // The transport addresses a rank publishes at bootstrap, as one string: for each transport in
-// a fixed order (shm, ucx), a 4-byte little-endian length and that many bytes (0: the rank has
-// no such transport). The rank blob (core/rank_blob.h) and zcollCommSplit carry this string.
+// a fixed order (shm, ucx, cuda_ipc), a 4-byte little-endian length and that many bytes (0: the
+// rank has no such transport). The rank blob (core/rank_blob.h) and zcollCommSplit carry this string.
 #pragma once
 
 #include <string>
@@ -12,6 +12,7 @@ namespace zcoll {
 struct TransportAddresses {
   std::string shm;
   std::string ucx;
+  std::string cudaIpc;  // the probe block's handle and pattern (transport/cuda_ipc_transport.h)
 };
 
 std::string packAddresses(const TransportAddresses& a);

@@ -23,6 +23,11 @@ struct PeerReach {
   bool sameMachine = false;  // same host, boot and PID namespace: memory can be shared
   bool sameNode = false;     // same node of the comm (ZCOLL_HOSTID may split a machine)
   bool hasNetAddress = false;  // the peer published a network (UCX) address
+  // For device transports (cuda_ipc), from the device identities ranks exchange at init:
+  bool deviceIpc = false;   // both ranks have a device of one kind whose memory can be shared
+  bool sameDevice = false;  // ... and it is the same device (two ranks on one GPU)
+  int devicePath = -1;      // the path class between the two devices (topology.h GpuPath),
+                            // -1 when the topology does not locate them
 };
 
 struct Request {

@@ -6,13 +6,19 @@
 //    operations queued on it in order, after the call that queued them returned, as a GPU runs
 //    a CUDA stream. Events and host functions (the side streams and gates of calls that return
 //    once enqueued, core/launch.h) are operations that wait.
+//  - FakeIpc: the device's memory shared between ranks (transport/device_ipc.h) for the cuda_ipc
+//    transport: ranks are threads, so a handle is an address; copies run on a stream of their
+//    own with both arenas open. Memory from allocUnexportable() refuses export, as CUDA's
+//    stream-ordered allocations do.
 //  - FakeDevice: installs them as the device memory component (core/memory.h), so the public
 //    entry points take arena pointers as device buffers.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -26,6 +32,7 @@
 
 #include "core/memory.h"
 #include "exec/executor.h"
+#include "transport/device_ipc.h"
 
 namespace zcoll::test {
 
@@ -126,9 +133,29 @@ class FakeDeviceArena {
     if (used_ > kReserve) return nullptr;
     return base_ + at;
   }
+  // Memory that DeviceIpc::exportRange refuses (CUDA: cudaMallocAsync, VMM allocations).
+  void* allocUnexportable(size_t bytes) {
+    void* p = alloc(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    unexportable_.push_back({static_cast<char*>(p), bytes});
+    return p;
+  }
+  bool exportable(const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [at, bytes] : unexportable_)
+      if (p >= at && p < at + bytes) return false;
+    return true;
+  }
   bool contains(const void* p) const {
     auto* c = static_cast<const char*>(p);
     return c >= base_ && c < base_ + kReserve;
+  }
+  // The live arena that holds `p`, or null (host memory).
+  static FakeDeviceArena* holding(const void* p) {
+    std::lock_guard<std::mutex> lock(registryMu());
+    for (FakeDeviceArena* a : registry())
+      if (a->contains(p)) return a;
+    return nullptr;
   }
   // Opened while any of its streams runs an operation (counted: streams run concurrently).
   void open() {
@@ -150,10 +177,19 @@ class FakeDeviceArena {
   std::vector<unsigned char> download(const void* dev, size_t bytes);
 
  private:
+  static std::mutex& registryMu() {
+    static std::mutex mu;
+    return mu;
+  }
+  static std::vector<FakeDeviceArena*>& registry() {
+    static std::vector<FakeDeviceArena*> all;
+    return all;
+  }
   std::mutex mu_;
   char* base_ = nullptr;
   size_t used_ = 0;
   int opened_ = 0;
+  std::vector<std::pair<char*, size_t>> unexportable_;
   std::unique_ptr<FakeStream> default_;
 };
 
@@ -188,6 +224,12 @@ class FakeStream {
   bool idle() {
     std::lock_guard<std::mutex> lock(mu_);
     return ran_ == submitted_;
+  }
+  // The n-th operation queued (counting from 1) has run; its failure if it or one before failed.
+  bool ranUpTo(uint64_t n, Result* error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *error = error_;
+    return ran_ >= n;
   }
   zcollStream_t handle() { return reinterpret_cast<zcollStream_t>(this); }
 
@@ -228,9 +270,15 @@ inline FakeDeviceArena::FakeDeviceArena() {
       mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
   EXPECT_NE(base_, MAP_FAILED);
   default_ = std::make_unique<FakeStream>(this);
+  std::lock_guard<std::mutex> lock(registryMu());
+  registry().push_back(this);
 }
 
 inline FakeDeviceArena::~FakeDeviceArena() {
+  {
+    std::lock_guard<std::mutex> lock(registryMu());
+    registry().erase(std::find(registry().begin(), registry().end(), this));
+  }
   default_.reset();
   munmap(base_, kReserve);
 }
@@ -266,7 +314,7 @@ inline Result fakeDeviceAlloc(size_t bytes, void** out) {
 inline void fakeDeviceRelease(void*) {}  // the arena goes as a whole
 
 // The fake device's executor: its operations run on a stream (the call's, or a side stream it
-// owns); scratch from the arena, staging in host memory.
+// owns); scratch from the arena.
 class FakeDeviceExecutor final : public DeferredExecutor {
  public:
   // On the calling thread's arena and its default stream.
@@ -277,8 +325,7 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   const char* name() const override { return "fake-device"; }
   MemKind memKind() const override { return MemKind::kDevice; }
   const MemoryOps& memory() const override {
-    static const MemoryOps ops{"fake-device", fakeDeviceAlloc, fakeDeviceRelease,
-                               hostMemory().allocStaging, hostMemory().releaseStaging, true};
+    static const MemoryOps ops{"fake-device", fakeDeviceAlloc, fakeDeviceRelease, true};
     return ops;
   }
   Result flush() override { return stream_->synchronize(); }
@@ -326,13 +373,102 @@ inline Result fakeDeviceExecutorOn(zcollStream_t stream, std::unique_ptr<Executo
 
 inline bool fakeDeviceOwns(const void* p) { return tArena != nullptr && tArena->contains(p); }
 
-class FakeDevice {
+// Memory zcoll shares between ranks (probe blocks, blocks for sends from unexportable memory),
+// which init allocates before a rank thread has an arena: one arena for the whole test.
+inline FakeDeviceArena* gSharedArena = nullptr;
+
+class FakeIpc final : public DeviceIpc {
  public:
-  FakeDevice() { setDeviceComponent(&kComponent); }
-  ~FakeDevice() { setDeviceComponent(nullptr); }
+  FakeIpc() : copies_(nullptr) {}
+  ~FakeIpc() override { (void)copies_.synchronize(); }
+  const char* name() const override { return "fake-device"; }
+  Result exportRange(const void* ptr, size_t, IpcHandle* out) override {
+    FakeDeviceArena* a = FakeDeviceArena::holding(ptr);
+    if (a == nullptr || !a->exportable(ptr))
+      return fail(zcollUnsupported, "fake device: %p cannot be exported", ptr);
+    *out = IpcHandle{};
+    out->base = reinterpret_cast<uintptr_t>(ptr);
+    out->pid = getpid();
+    return zcollSuccess;
+  }
+  Result map(const IpcHandle& h, const void** out) override {
+    if (h.pid != getpid()) return fail(zcollInternalError, "fake device: a handle of pid %d", h.pid);
+    *out = reinterpret_cast<const void*>(h.base + h.offset);
+    return zcollSuccess;
+  }
+  Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) override {
+    copies_.submit([=] {
+      FakeDeviceArena* to = FakeDeviceArena::holding(dst);
+      FakeDeviceArena* from = FakeDeviceArena::holding(src);
+      if (to) to->open();
+      if (from) from->open();
+      std::memcpy(dst, src, bytes);
+      if (from == gSharedArena && corruptSharedReads > 0) {  // a probe that reads other bytes
+        --corruptSharedReads;
+        std::memset(dst, 0, bytes);
+      }
+      if (from) from->close();
+      if (to) to->close();
+      return zcollSuccess;
+    }, false);
+    *ticket = ++started_;
+    ++copiesStarted;
+    return zcollSuccess;
+  }
+  Result copyDone(uint64_t ticket, bool* done) override {
+    Result error = zcollSuccess;
+    *done = copies_.ranUpTo(ticket, &error);
+    return error;
+  }
+  Result drain(int) override { return copies_.synchronize(); }
+  Result allocShared(size_t bytes, void** out) override {
+    *out = gSharedArena->alloc(bytes);
+    return *out ? zcollSuccess : fail(zcollSystemError, "fake shared arena full");
+  }
+  void freeShared(void*) override {}
+  Result allocHost(size_t bytes, void** out) override { return hostMemory().alloc(bytes, out); }
+  void freeHost(void* p) override { hostMemory().release(p); }
+  // Copies started by every FakeIpc (the tests check that cuda_ipc carried their bytes).
+  static inline std::atomic<int> copiesStarted{0};
+  // The next this many copies out of shared memory (the init probe) deliver zeros.
+  static inline std::atomic<int> corruptSharedReads{0};
 
  private:
-  static constexpr DeviceComponent kComponent{"fake-device", fakeDeviceOwns, fakeDeviceExecutorOn};
+  FakeStream copies_;
+  uint64_t started_ = 0;
+};
+
+// Every rank works on one device (the test machines' GPUs are shared the same way).
+inline Result fakeDescribeDevice(DeviceIdentity* out) {
+  *out = DeviceIdentity{};
+  out->present = 1;
+  out->ipc = 1;
+  std::strncpy(out->kind, "fake-device", sizeof(out->kind) - 1);
+  std::strncpy(out->busId, "0000:01:00.0", sizeof(out->busId) - 1);
+  out->uuid[0] = 0xfa;
+  return zcollSuccess;
+}
+
+inline Result fakeMakeIpc(std::unique_ptr<DeviceIpc>* out) {
+  *out = std::make_unique<FakeIpc>();
+  return zcollSuccess;
+}
+
+class FakeDevice {
+ public:
+  FakeDevice() {
+    gSharedArena = &shared_;
+    setDeviceComponent(&kComponent);
+  }
+  ~FakeDevice() {
+    setDeviceComponent(nullptr);
+    gSharedArena = nullptr;
+  }
+
+ private:
+  static constexpr DeviceComponent kComponent{"fake-device", fakeDeviceOwns, fakeDeviceExecutorOn,
+                                              fakeDescribeDevice, fakeMakeIpc};
+  FakeDeviceArena shared_;
 };
 
 }  // namespace zcoll::test

@@ -1,0 +1,26 @@
+// CUDA's side of transport/device_ipc.h: the device a thread works on (DeviceIdentity) and device
+// memory shared between the processes of one machine by legacy CUDA IPC (cudaIpcGetMemHandle /
+// cudaIpcOpenMemHandle), with copies on a stream of the object's own. Offered by the CUDA device
+// component (core/memory.cc: DeviceComponent::describeDevice and ::makeIpc).
+//
+// Driver functions (cuMemGetAddressRange, cuPointerGetAttribute) are looked up at run time with
+// cudaGetDriverEntryPointByVersion: nothing links libcuda.
+#pragma once
+
+#include <memory>
+
+#include "core/result.h"
+#include "transport/device_ipc.h"
+
+namespace zcoll {
+
+// The calling thread's current device: ordinal, "cuda", lower-case PCI bus id, UUID, and ipc = 1
+// when it has unified addressing (which CUDA IPC needs on Linux). *out is zeroed first and stays
+// zero (present = 0) on failure; a CUDA error is zcollCudaError with the runtime's message.
+Result describeCudaDevice(DeviceIdentity* out);
+
+// A DeviceIpc over CUDA IPC (name "cuda"). zcollUnsupported when the driver lacks the functions it
+// needs.
+Result makeCudaIpc(std::unique_ptr<DeviceIpc>* out);
+
+}  // namespace zcoll

@@ -1,0 +1,63 @@
+// Blocks of one kind of memory kept for reuse by a transport (pinning host memory or allocating
+// and exporting device memory costs far more than a lookup): take() gives the smallest free
+// block that fits, else a new one rounded up to a power of two (at least 4 KiB), so a block
+// serves several sizes. Blocks given back stay until release() or the pool's end. Used by one
+// thread at a time (the comm's order).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+
+namespace zcoll {
+
+class BlockPool {
+ public:
+  struct Block {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  using Alloc = std::function<Result(size_t bytes, void** out)>;
+  using Free = std::function<void(void* p)>;
+
+  BlockPool(Alloc alloc, Free free) : alloc_(std::move(alloc)), free_(std::move(free)) {}
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool() { release(); }
+
+  Result take(size_t bytes, Block* out) {
+    auto best = blocks_.end();
+    for (auto it = blocks_.begin(); it != blocks_.end(); ++it)
+      if (it->bytes >= bytes && (best == blocks_.end() || it->bytes < best->bytes)) best = it;
+    if (best != blocks_.end()) {
+      *out = *best;
+      blocks_.erase(best);
+      return zcollSuccess;
+    }
+    Block b;
+    b.bytes = 4096;
+    while (b.bytes < bytes) b.bytes <<= 1;
+    ZCOLL_CHECK(alloc_(b.bytes, &b.ptr));
+    *out = b;
+    return zcollSuccess;
+  }
+  void giveBack(const Block& b) {
+    if (b.ptr != nullptr) blocks_.push_back(b);
+  }
+  // Frees every block given back.
+  void release() {
+    for (const Block& b : blocks_) free_(b.ptr);
+    blocks_.clear();
+  }
+  size_t freeBlocks() const { return blocks_.size(); }
+
+ private:
+  Alloc alloc_;
+  Free free_;
+  std::vector<Block> blocks_;
+};
+
+}  // namespace zcoll

@@ -1,0 +1,92 @@
+// cuda_ipc: device bytes between the processes of one node, device to device (NVLink, PCIe, or
+// inside one GPU), never through host memory. Written over DeviceIpc (transport/device_ipc.h),
+// so the protocol runs on a CPU with the tests' stand-in device; CUDA's is cuda/cuda_ipc.cc.
+//
+// Protocol, one rendezvous per message, the receiver reading (the shape of the shm transport's
+// single-copy rendezvous):
+//   sender    copies its buffer into a shared block of zcoll's (device memory peers map once)
+//             and exports the block (handle + offset), or, with user buffers on, exports the
+//             allocation that holds the buffer itself (no copy), posts a receive for
+//             the acknowledgement, and sends a Descriptor {magic, bytes, handle} tagged
+//             makeDescriptorTag(tag) over the peer's host route (shm or ucx);
+//   receiver  receives the descriptor, maps the allocation (cached), copies the bytes into its
+//             buffer on the DeviceIpc copy stream and, once the copy is done, acknowledges with
+//             one word (0, or the zcollResult_t that failed it) on makeAckTag(tag, itself);
+//   sender    completes on the acknowledgement: its buffer is free again.
+// Both ends decide per message by the memory kind of their call (core/progress.h): a send and
+// its receive must both be device calls. The descriptor's tag has a bit no host message has,
+// so a device send never meets a host receive (or the reverse): a mismatch times out on both
+// sides (ZCOLL_TIMEOUT) instead of delivering a descriptor as data.
+//
+// Ordering: Stage::send and Stage::recv flush the call's executor before posting, so the
+// sender's buffer holds its bytes and nothing of the receiver's call still uses its buffer; a
+// receive completes only when its copy is done, so the work the executor issues after
+// Stage::wait sees the bytes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/block_pool.h"
+#include "transport/device_ipc.h"
+#include "transport/transport.h"
+
+namespace zcoll {
+
+class CudaIpcTransport final : public Transport {
+ public:
+  // `maxPath`: the farthest GPU path class (topology.h GpuPath) this transport takes
+  // (ZCOLL_CUDA_IPC_LEVEL); `userBuffers`: peers read senders' own buffers, not a copy in a
+  // shared block (ZCOLL_CUDA_IPC_USER_BUFFERS). Allocates and fills the probe block peers read
+  // at init.
+  static Result create(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
+                       std::unique_ptr<CudaIpcTransport>* out);
+  ~CudaIpcTransport() override;
+
+  const char* name() const override { return "cuda_ipc"; }
+  bool canConnect(const PeerReach& peer, std::string* why) const override;
+
+  // What peers need to probe this rank: the probe block's handle and its pattern.
+  const std::string& address() const { return address_; }
+  // Reads a peer's probe block through the device (map, copy to the host) and checks its
+  // pattern; false with the reason when the peer's memory cannot be reached.
+  bool probe(const std::string& peerAddress, std::string* why);
+  // The transport that carries the descriptors and acknowledgements to each rank (its host
+  // route); set before the first message.
+  void setControlRoutes(std::vector<Transport*> hostRoutes, int myRank);
+
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result progress() override;
+  bool peerFailed(int peer) const override;
+  void cancel(Request* req) override;
+  // Waits, at most about `waitMs`, for the acknowledgements of cancelled sends a peer may still
+  // be reading, and for copies into cancelled receives.
+  void settleCancelled(int waitMs) override;
+
+  struct Op;  // one message in flight (cuda_ipc_transport.cc)
+
+ private:
+  CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers);
+  Result makeProbe();
+  Result exportSend(Op* op, const void* buf, size_t bytes);
+  Result advance(Op* op, bool* finished);
+  Result startRead(Op* op);
+  Result acknowledge(Op* op, Result outcome);
+  void finish(Op* op, Result status);
+  void giveBackBlock(Op* op);
+
+  std::unique_ptr<DeviceIpc> ipc_;
+  int maxPath_;
+  bool userBuffers_;
+  int rank_ = -1;
+  std::vector<Transport*> hosts_;  // per rank: the control route
+  std::string address_;
+  void* probeBlock_ = nullptr;
+  std::vector<Op*> active_;     // posted, not complete
+  std::vector<Op*> cancelled_;  // sends whose peer may still read: awaiting their acknowledgement
+  BlockPool blocks_;            // shared blocks that sends copy their buffers into
+};
+
+}  // namespace zcoll

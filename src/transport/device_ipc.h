@@ -1,0 +1,79 @@
+// A device's copy engine and its memory shared between the processes of one machine (CUDA IPC),
+// as the device memory component offers them (core/memory.h: DeviceComponent::makeIpc). The
+// device transports, cuda_ipc (transport/cuda_ipc_transport.h) and staged
+// (transport/staged_transport.h), are written over this interface only, so their protocols run
+// on a CPU with the tests' stand-in device; CUDA's implementation lives in cuda/cuda_ipc.cc.
+//
+// One object per communicator, used by one thread at a time (the comm's order). Handles exist
+// for whole allocations only (cudaIpcGetMemHandle takes an allocation's base): a range travels
+// as the allocation's handle plus the range's offset in it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/result.h"
+
+namespace zcoll {
+
+// What a peer needs to reach a range of this process's device memory. Plain old data: it
+// travels inside cuda_ipc's descriptors between processes of one build.
+struct IpcHandle {
+  uint8_t opaque[64];  // the kind's handle of the allocation (cudaIpcMemHandle_t)
+  uint64_t base;       // the allocation's address in the exporting process
+  uint64_t offset;     // the range's offset in the allocation
+  int32_t pid;         // the exporting process: a handle from this very process is not opened
+                       // (CUDA refuses), its address is used as it is
+  int32_t reserved;
+};
+
+// The device a rank works on (the calling thread's current device when the communicator is
+// created, as NCCL binds a communicator to it), exchanged at init. Plain old data.
+struct DeviceIdentity {
+  int32_t present;   // 1: the rank has a device of the active component
+  int32_t ordinal;   // its index in the rank's process
+  int32_t ipc;       // 1: its memory can be shared with other processes (makeIpc works)
+  int32_t reserved;
+  char kind[16];     // the component's name ("cuda")
+  char busId[16];    // PCI bus id, lowercase "0000:12:00.0"; "" when unknown
+  uint8_t uuid[16];  // the device's UUID (all zero when unknown)
+};
+
+class DeviceIpc {
+ public:
+  virtual ~DeviceIpc() = default;
+  virtual const char* name() const = 0;
+
+  // The handle of the allocation that holds [ptr, ptr + bytes), with ptr's offset in it.
+  // zcollUnsupported when this memory cannot be shared (CUDA: stream-ordered or virtual-memory
+  // allocations); the transport then sends from a shared block (allocShared) instead.
+  virtual Result exportRange(const void* ptr, size_t bytes, IpcHandle* out) = 0;
+
+  // The address, in this process, of the range a peer exported. The allocation is mapped on
+  // first use and stays mapped until this object dies (cudaIpcOpenMemHandle costs
+  // milliseconds); a new allocation has a new handle (CUDA promises it), so a mapping is never
+  // reused for other memory. At most a few thousand mappings are kept; older ones are closed
+  // (after drain()) when the cache is full.
+  virtual Result map(const IpcHandle& h, const void** out) = 0;
+
+  // Starts dst[0, bytes) = src[0, bytes) on this object's own copy stream: each pointer is
+  // device memory of this process, memory mapped by map(), or host memory. Copies run in the
+  // order they were started. *ticket names the copy for copyDone().
+  virtual Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) = 0;
+  // Whether copy `ticket` (and so every copy started before it) is done. A failed copy is an
+  // error (zcollCudaError for CUDA, with the runtime's message).
+  virtual Result copyDone(uint64_t ticket, bool* done) = 0;
+  // Waits until every copy started so far is done, at most about `waitMs`: zcollTimeout after.
+  virtual Result drain(int waitMs) = 0;
+
+  // Device memory of this process that exportRange accepts (cudaMalloc for CUDA), for the
+  // init probe and the blocks cuda_ipc sends from. Freed by freeShared or when this object dies.
+  virtual Result allocShared(size_t bytes, void** out) = 0;
+  virtual void freeShared(void* p) = 0;
+  // Host memory this device copies to and from fastest (pinned: cudaHostAlloc), for the staged
+  // transport's chunks. Freed by freeHost or when this object dies.
+  virtual Result allocHost(size_t bytes, void** out) = 0;
+  virtual void freeHost(void* p) = 0;
+};
+
+}  // namespace zcoll

@@ -1,0 +1,74 @@
+// staged: device bytes through pinned host memory, for the peers cuda_ipc does not reach (other
+// nodes, a path beyond ZCOLL_CUDA_IPC_LEVEL, ZCOLL_DEVICE_TRANSPORT=staged). The host transports
+// (self, shm, ucx without CUDA support, which Debian's UCX 1.13 is) carry host memory only.
+//
+// A message travels in chunks of kChunkBytes over the peer's host route, pipelined: the sender
+// copies every chunk to the host on the device's copy engine (DeviceIpc::startCopy) and hands
+// chunk i to the network as soon as its copy is done, while later chunks are still being copied;
+// the receiver posts every chunk's receive at once and copies chunk i to the device as soon as
+// it has arrived, while later chunks are still on the network. So the three legs (device to
+// host, network, host to device) overlap instead of running one after the other.
+//
+// Wire: chunk 0 is [8-byte total size][the first min(bytes, kChunkBytes) bytes], then one
+// message per further chunk, all with the message's tag (messages with one tag from one peer
+// match in posting order). The size lets a receive fail a mismatch at once (zcollInvalidUsage),
+// and a host receive never takes a device message as data (its size differs by 8). Empty
+// messages never come here: they take the host route (core/progress.cc).
+//
+// Ordering: Stage::send and Stage::recv flush the call's executor before posting, so the device
+// buffer holds the sender's bytes and nothing of the receiver's call still uses its buffer; a
+// receive completes only when its last copy to the device is done.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/block_pool.h"
+#include "transport/device_ipc.h"
+#include "transport/transport.h"
+
+namespace zcoll {
+
+class StagedTransport final : public Transport {
+ public:
+  static constexpr size_t kChunkBytes = size_t(1) << 20;
+  static constexpr size_t kHeaderBytes = 8;
+
+  // `engine`: the device's copy engine and pinned memory (its own object: its copies run on a
+  // stream of their own).
+  static Result create(std::unique_ptr<DeviceIpc> engine, std::unique_ptr<StagedTransport>* out);
+  ~StagedTransport() override;
+
+  const char* name() const override { return "staged"; }
+  bool canConnect(const PeerReach& peer, std::string* why) const override;
+  // The transport that carries the chunks to each rank (its host route); set before the first
+  // message.
+  void setHostRoutes(std::vector<Transport*> hostRoutes) { hosts_ = std::move(hostRoutes); }
+
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result progress() override;
+  bool peerFailed(int peer) const override;
+  // Cancels the chunks on the host route and waits for the copies the message started.
+  void cancel(Request* req) override;
+
+  struct Op;  // one message in flight (staged_transport.cc)
+
+ private:
+  explicit StagedTransport(std::unique_ptr<DeviceIpc> engine);
+  Result start(Op* op, Request* req);
+  Result advanceSend(Op* op, bool* finished);
+  Result advanceRecv(Op* op, bool* finished);
+  void abandon(Op* op);
+  void finish(Op* op, Result status);
+
+  std::unique_ptr<DeviceIpc> engine_;
+  std::vector<Transport*> hosts_;  // per rank
+  std::vector<Op*> active_;
+  BlockPool blocks_;                            // pinned host memory, kept across messages
+  std::vector<BlockPool::Block> retired_;       // of cancelled messages: a host transport may
+                                                // still touch them, freed when this dies
+};
+
+}  // namespace zcoll
