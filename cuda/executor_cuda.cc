@@ -196,7 +196,9 @@ class CudaExecutor final : public Executor {
     return quant::cuda::dequantReduceRequant(chunks, k, n, in, out, outQ, stream_);
   }
 
-  Result flush() override { return cudaResult(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  Result flush() override {
+    return cudaResult(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
 
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

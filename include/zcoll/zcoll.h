@@ -11,28 +11,29 @@
  *  - Buffers are owned by the caller and must stay valid until the call completes.
  *  - Host buffers: the call blocks until the local part of the collective is done; `stream`
  *    must be NULL.
- *  - Device (CUDA) buffers (cudaMalloc'd or managed memory of the calling thread's current
- *    device), in a build with CUDA on a machine with a device: every collective, the ZeRO++
- *    ones and zcollSend/zcollRecv take them, with `stream` the CUDA stream that orders them
- *    (NULL: the default stream). The data work (copies, reductions, quantization) runs as
- *    kernels on the device. Bytes to a rank of the same node go device to device (the cuda_ipc
- *    transport: CUDA IPC, two ranks on one GPU included) when both ranks' current devices at
- *    init can share memory and their path is within ZCOLL_CUDA_IPC_LEVEL; bytes to other ranks
- *    go through pinned host memory in pipelined 1 MiB chunks, the copies to and from the host
- *    overlapping the network (ZCOLL_DEVICE_TRANSPORT=cuda_ipc|staged forces one way;
- *    `zcoll_info --routes` shows each peer's). For the quantized collectives (qwZ, qgZ, hpZ with
- *    a quantization config) only their quantized form leaves the device. A call returns once enqueued, as in NCCL (for zcollSend/zcollRecv in a group,
- *    zcollGroupEnd enqueues the group): it starts after the work queued on `stream` before it,
- *    and work queued on `stream` after it sees its result; its buffers must stay valid until
- *    then. Arguments are checked before it returns (errors as for host calls); arrays and
- *    configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied and may be reused at
- *    once. A failure found once it runs (a peer, the network, the call check below) puts the
- *    communicator in the error state: zcollCommGetAsyncError and zcollGetLastError(comm)
- *    report it, the next call returns it, and `stream` is released (the output buffers are
- *    then undefined). A call returns once complete instead, `stream` synchronized, with
- *    ZCOLL_DEVICE_CALLS=sync (read at init), and for a group spanning several communicators or
- *    mixing host and device buffers. A stream being captured into a CUDA graph is refused
- *    (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
+ *  - Device (CUDA) buffers (cudaMalloc'd or managed memory of the calling thread's current device),
+ *    in a build with CUDA on a machine with a device: every collective, the ZeRO++ ones and
+ *    zcollSend/zcollRecv take them, with `stream` the CUDA stream that orders them (NULL: the
+ *    default stream). The data work (copies, reductions, quantization) runs as kernels on the
+ *    device. Bytes to a rank of the same node go device to device (the cuda_ipc transport: CUDA
+ *    IPC, two ranks on one GPU included) when both ranks' current devices at init can share memory
+ *    and their path is within ZCOLL_CUDA_IPC_LEVEL; bytes to other ranks go through pinned host
+ *    memory in pipelined 1 MiB chunks, the copies to and from the host overlapping the network, or
+ *    straight to UCX where both ranks' UCX reports CUDA memory support (GPUDirect; Debian's UCX has
+ *    none). ZCOLL_DEVICE_TRANSPORT=cuda_ipc|staged forces one way; `zcoll_info --routes` shows each
+ *    peer's. For the quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their
+ *    quantized form leaves the device. A call returns once enqueued, as in NCCL (for
+ *    zcollSend/zcollRecv in a group, zcollGroupEnd enqueues the group): it starts after the work
+ *    queued on `stream` before it, and work queued on `stream` after it sees its result; its
+ *    buffers must stay valid until then. Arguments are checked before it returns (errors as for
+ *    host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
+ *    and may be reused at once. A failure found once it runs (a peer, the network, the call check
+ *    below) puts the communicator in the error state: zcollCommGetAsyncError and
+ *    zcollGetLastError(comm) report it, the next call returns it, and `stream` is released (the
+ *    output buffers are then undefined). A call returns once complete instead, `stream`
+ *    synchronized, with ZCOLL_DEVICE_CALLS=sync (read at init), and for a group spanning several
+ *    communicators or mixing host and device buffers. A stream being captured into a CUDA graph is
+ *    refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
  *    support, see zcoll_info) device pointers are not recognised: pass host buffers.
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
  *    otherwise), and every rank passes the same kind to a call (checked with

@@ -208,6 +208,22 @@ Result createTransports(zcollComm* comm, const DeviceIdentity& device, bool with
   return zcollSuccess;
 }
 
+// Whether this rank's network transport carries its device's memory (UCX built with CUDA:
+// GPUDirect RDMA where the NIC allows, UCX's own staging otherwise), told to the peers so that
+// both ranks of a pair choose it (chooseDeviceRoutes).
+int32_t netCarriesDevice(const zcollComm* comm, const DeviceIdentity& device) {
+#ifdef ZCOLL_HAVE_UCX
+  return comm->net && device.present && std::strcmp(device.kind, "cuda") == 0 &&
+                 static_cast<const UcxTransport*>(comm->net.get())->carriesCudaMemory()
+             ? 1
+             : 0;
+#else
+  (void)comm;
+  (void)device;
+  return 0;
+#endif
+}
+
 // ---- Phase 2: exchange --------------------------------------------------------------------
 
 // encodeRankBlob / decodeRankBlob: core/rank_blob.h.
@@ -376,6 +392,11 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
       routes[r] = Route{comm->cudaIpc.get(), "cuda_ipc (" + why[r] + ")"};
       continue;
     }
+    if (s.mode != "staged" && r != comm->rank && comm->route[r] == comm->net.get() &&
+        comm->peers[comm->rank].device.netDirect && comm->peers[r].device.netDirect) {
+      routes[r] = Route{comm->net.get(), "ucx (GPUDirect: UCX carries CUDA memory on both ranks)"};
+      continue;
+    }
     if (r == comm->rank) why[r] = "this rank";
     else if (!tradesDeviceVerdict(comm, r)) why[r] = "not a node peer with a shareable device";
     else if (mine[r]) why[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
@@ -392,7 +413,9 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
     comm->deviceRoute[r] = routes[r].transport;
     comm->deviceRouteWhy[r] = routes[r].why;
   }
-  auto onCudaIpc = [&](const Route& x) { return x.transport && x.transport == comm->cudaIpc.get(); };
+  auto onCudaIpc = [&](const Route& x) {
+    return x.transport != nullptr && x.transport == comm->cudaIpc.get();
+  };
   if (std::none_of(routes.begin(), routes.end(), onCudaIpc)) {
     comm->cudaIpc.reset();  // every peer has read this rank's probe by now
   } else {
@@ -513,6 +536,7 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
   ZCOLL_CHECK(describeSelf(s, rank, &me));
   std::string address;
   ZCOLL_CHECK(createTransports(comm.get(), me.device, nranks > 1, &address));
+  me.device.netDirect = netCarriesDevice(comm.get(), me.device);
 
   std::vector<std::string> blobs;
   if (id != nullptr) {  // a lone rank with an id meets its root service too, so the service ends

@@ -63,9 +63,10 @@ const std::vector<ParamDesc> kParams = {
      "per line), instead of asking NVML: for topology files and machines without NVML."},
     {"ZCOLL_DEVICE_TRANSPORT", ParamType::kString, "",
      "How device bytes reach the ranks of this node: cuda_ipc (device to device; init fails for "
-     "a node peer it cannot reach), staged (through pinned host memory and the host route), or "
-     "empty: cuda_ipc for every node peer whose device is within ZCOLL_CUDA_IPC_LEVEL and "
-     "passes the init probe, staged for the rest. Other nodes are always staged. Read at init."},
+     "a node peer it cannot reach), staged (through pinned host memory and the host route, "
+     "for every peer), or empty: cuda_ipc for every node peer whose device is within "
+     "ZCOLL_CUDA_IPC_LEVEL and passes the init probe; for peers on ucx, ucx itself when both "
+     "ranks' UCX carries CUDA memory (GPUDirect); staged for the rest. Read at init."},
     {"ZCOLL_CUDA_IPC_LEVEL", ParamType::kString, "PHB",
      "The farthest path between two GPUs of a node that cuda_ipc takes: NVL, PIX, PXB, PHB or "
      "SYS (NCCL's names; see zcoll_info --topology). Two ranks on one GPU always qualify. The "

@@ -13,6 +13,7 @@ namespace {
 
 bool deviceIdentityPlausible(const DeviceIdentity& d) {
   return (d.present == 0 || d.present == 1) && (d.ipc == 0 || d.ipc == 1) &&
+         (d.netDirect == 0 || d.netDirect == 1) &&
          std::memchr(d.kind, 0, sizeof(d.kind)) != nullptr &&
          std::memchr(d.busId, 0, sizeof(d.busId)) != nullptr;
 }

@@ -194,15 +194,12 @@ Result CudaIpcTransport::postSend(int peer, const void* buf, size_t bytes, uint6
     r = hosts_[peer]->postSend(peer, &op->desc, sizeof(op->desc), makeDescriptorTag(tag),
                                &op->descReq);
   if (r != zcollSuccess) {
-    if (!op->ackReq.complete() && op->ackReq.transport != nullptr) hosts_[peer]->cancel(&op->ackReq);
+    if (!op->ackReq.complete() && op->ackReq.transport != nullptr)
+      hosts_[peer]->cancel(&op->ackReq);
     giveBackBlock(op.get());
     return r;
   }
-  req->reset();
-  req->bytes = bytes;
-  req->peer = peer;
-  req->transport = this;
-  req->impl = op.get();
+  req->bind(this, op.get(), peer, bytes);
   active_.push_back(op.release());
   return zcollSuccess;
 }
@@ -216,11 +213,7 @@ Result CudaIpcTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t ta
   op->capacity = bytes;
   ZCOLL_CHECK(hosts_[peer]->postRecv(peer, &op->desc, sizeof(op->desc), makeDescriptorTag(tag),
                                      &op->descReq));
-  req->reset();
-  req->bytes = bytes;
-  req->peer = peer;
-  req->transport = this;
-  req->impl = op.get();
+  req->bind(this, op.get(), peer, bytes);
   active_.push_back(op.release());
   return zcollSuccess;
 }
@@ -229,11 +222,7 @@ Result CudaIpcTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t ta
 
 void CudaIpcTransport::finish(Op* op, Result status) {
   giveBackBlock(op);
-  if (op->req != nullptr) {
-    op->req->status = status;
-    op->req->impl = nullptr;
-    op->req->done = 1;
-  }
+  if (op->req != nullptr) op->req->finish(status);
   delete op;
 }
 

@@ -33,7 +33,7 @@ struct DeviceIdentity {
   int32_t present;   // 1: the rank has a device of the active component
   int32_t ordinal;   // its index in the rank's process
   int32_t ipc;       // 1: its memory can be shared with other processes (makeIpc works)
-  int32_t reserved;
+  int32_t netDirect;  // 1: the rank's network transport (UCX) carries this device's memory
   char kind[16];     // the component's name ("cuda")
   char busId[16];    // PCI bus id, lowercase "0000:12:00.0"; "" when unknown
   uint8_t uuid[16];  // the device's UUID (all zero when unknown)

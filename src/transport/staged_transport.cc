@@ -24,7 +24,9 @@ struct StagedTransport::Op {
   size_t next = 0;  // send: chunks handed to the host route; receive: chunks copied to the device
 
   size_t chunkBytes(size_t i) const { return std::min(kChunkBytes, bytes - i * kChunkBytes); }
-  char* data(size_t i) const { return static_cast<char*>(block.ptr) + kHeaderBytes + i * kChunkBytes; }
+  char* data(size_t i) const {
+    return static_cast<char*>(block.ptr) + kHeaderBytes + i * kChunkBytes;
+  }
   // What chunk i is on the wire: chunk 0 carries the header in front.
   char* wireAt(size_t i) const { return i == 0 ? static_cast<char*>(block.ptr) : data(i); }
   size_t wireBytes(size_t i) const { return chunkBytes(i) + (i == 0 ? kHeaderBytes : 0); }
@@ -67,11 +69,7 @@ Result StagedTransport::start(Op* op, Request* req) {
   op->wire.resize(op->chunks);
   op->ticket.assign(op->chunks, 0);
   ZCOLL_CHECK(blocks_.take(kHeaderBytes + op->bytes, &op->block));
-  req->reset();
-  req->bytes = op->bytes;
-  req->peer = op->peer;
-  req->transport = this;
-  req->impl = op;
+  req->bind(this, op, op->peer, op->bytes);
   return zcollSuccess;
 }
 
@@ -125,11 +123,7 @@ Result StagedTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag
 // ---- Progress -----------------------------------------------------------------------------
 
 void StagedTransport::finish(Op* op, Result status) {
-  if (op->req != nullptr) {
-    op->req->status = status;
-    op->req->impl = nullptr;
-    op->req->done = 1;
-  }
+  if (op->req != nullptr) op->req->finish(status);
   delete op;
 }
 

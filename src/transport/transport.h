@@ -51,6 +51,20 @@ struct Request {
     receive = false;
   }
   bool complete() const { return done != 0; }
+  // A transport taking the request for a `n`-byte transfer with `peerRank`, `handle` its own.
+  void bind(Transport* t, void* handle, int peerRank, size_t n) {
+    reset();
+    transport = t;
+    impl = handle;
+    peer = peerRank;
+    bytes = n;
+  }
+  // Marks it complete with `s` (from the transport's progress; its handle is gone).
+  void finish(Result s) {
+    status = s;
+    impl = nullptr;
+    done = 1;
+  }
 };
 
 class Transport {

@@ -47,6 +47,12 @@ ucs_status_t UcxTransport::open(const std::string& commName, const char* tls, co
   }
   ucp_config_release(config);
   if (st != UCS_OK) return st;
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  *step = "context query";
+  st = ucp_context_query(context_, &attr);
+  if (st != UCS_OK) return st;
+  carriesCuda_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;

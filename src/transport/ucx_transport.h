@@ -33,6 +33,9 @@ class UcxTransport final : public Transport {
 
   const char* name() const override { return "ucx"; }
   bool canConnect(const PeerReach& peer, std::string* why) const override;
+  // UCX reports CUDA memory among the kinds it carries (a UCX built with CUDA: cuda_copy, and
+  // GPUDirect RDMA where the NIC allows): device buffers may then be given to it directly.
+  bool carriesCudaMemory() const { return carriesCuda_; }
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override;
@@ -88,6 +91,7 @@ class UcxTransport final : public Transport {
   void forceClose(int peer);
 
   ucp_context_h context_ = nullptr;
+  bool carriesCuda_ = false;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
   int eventFd_ = -1;  // the worker's wakeup fd (UCP_FEATURE_WAKEUP), -1 if unavailable

@@ -392,7 +392,8 @@ class FakeIpc final : public DeviceIpc {
     return zcollSuccess;
   }
   Result map(const IpcHandle& h, const void** out) override {
-    if (h.pid != getpid()) return fail(zcollInternalError, "fake device: a handle of pid %d", h.pid);
+    if (h.pid != getpid())
+      return fail(zcollInternalError, "fake device: a handle of pid %d", h.pid);
     *out = reinterpret_cast<const void*>(h.base + h.offset);
     return zcollSuccess;
   }
