@@ -64,10 +64,14 @@ const char* cuName(CUresult r) {
 
 using GetAddressRangeFn = CUresult (*)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
 using PointerGetAttributeFn = CUresult (*)(void* data, CUpointer_attribute attr, CUdeviceptr ptr);
+using DeviceGetFn = CUresult (*)(CUdevice* device, int ordinal);
+using PrimaryCtxGetStateFn = CUresult (*)(CUdevice device, unsigned int* flags, int* active);
 
 struct DriverFns {
   GetAddressRangeFn getAddressRange = nullptr;   // required
   PointerGetAttributeFn getAttribute = nullptr;  // optional: better refusals
+  DeviceGetFn deviceGet = nullptr;               // optional: whether a device is initialized
+  PrimaryCtxGetStateFn primaryCtxGetState = nullptr;
   Result code = zcollSuccess;                    // why getAddressRange is missing
   std::string why;
 };
@@ -108,6 +112,10 @@ const DriverFns& driverFns() {
     Result ignored = zcollSuccess;
     (void)lookUp("cuPointerGetAttribute", &fn, &ignored);
     f.getAttribute = reinterpret_cast<PointerGetAttributeFn>(fn);
+    (void)lookUp("cuDeviceGet", &fn, &ignored);
+    f.deviceGet = reinterpret_cast<DeviceGetFn>(fn);
+    (void)lookUp("cuDevicePrimaryCtxGetState", &fn, &ignored);
+    f.primaryCtxGetState = reinterpret_cast<PrimaryCtxGetStateFn>(fn);
     return f;
   }();
   return fns;
@@ -668,6 +676,17 @@ Result describeCudaDevice(DeviceIdentity* out) {
 
   int device = 0;
   ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
+  // Only a device this process has already initialized (its primary context is active:
+  // cudaSetDevice, an allocation, a kernel): a host-only job on a GPU machine must not get a
+  // context and zcoll's device memory on device 0 from every rank. Asking creates no context.
+  const DriverFns& fns = driverFns();
+  CUdevice dev = 0;
+  unsigned int flags = 0;
+  int active = 0;
+  if (fns.deviceGet != nullptr && fns.primaryCtxGetState != nullptr &&
+      fns.deviceGet(&dev, device) == CUDA_SUCCESS &&
+      fns.primaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active == 0)
+    return zcollSuccess;  // present stays 0
   id.present = 1;
   id.ordinal = device;
   std::snprintf(id.kind, sizeof(id.kind), "%s", "cuda");

@@ -3,7 +3,8 @@
 // cudaIpcOpenMemHandle), with copies on a stream of the object's own. Offered by the CUDA device
 // component (core/memory.cc: DeviceComponent::describeDevice and ::makeIpc).
 //
-// Driver functions (cuMemGetAddressRange, cuPointerGetAttribute) are looked up at run time with
+// Driver functions (cuMemGetAddressRange, cuPointerGetAttribute, cuDevicePrimaryCtxGetState) are
+// looked up at run time with
 // cudaGetDriverEntryPointByVersion: nothing links libcuda.
 #pragma once
 
@@ -15,8 +16,10 @@
 namespace zcoll {
 
 // The calling thread's current device: ordinal, "cuda", lower-case PCI bus id, UUID, and ipc = 1
-// when it has unified addressing (which CUDA IPC needs on Linux). *out is zeroed first and stays
-// zero (present = 0) on failure; a CUDA error is zcollCudaError with the runtime's message.
+// when it has unified addressing (which CUDA IPC needs on Linux). Only once this process has
+// initialized that device (its primary context is active); before, present = 0 and nothing is
+// created on the GPU. *out is zeroed first and stays zero (present = 0) on failure; a CUDA error
+// is zcollCudaError with the runtime's message.
 Result describeCudaDevice(DeviceIdentity* out);
 
 // A DeviceIpc over CUDA IPC (name "cuda"). zcollUnsupported when the driver lacks the functions it

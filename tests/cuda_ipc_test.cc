@@ -109,6 +109,7 @@ TEST(CudaIpc, WithoutDeviceCallsFailCleanly) {
 
 TEST(CudaIpc, DescribeDeviceGivesBusIdAndUuid) {
   SKIP_WITHOUT_GPU();
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // an initialized device is described
   int dev = -1;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   DeviceIdentity id;

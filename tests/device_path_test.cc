@@ -406,6 +406,27 @@ TEST(StagedRoutes, ADeviceSendMetByAHostReceiveFailsTheReceiver) {
   });
 }
 
+TEST(DeviceRoutes, ACommCreatedWithoutADeviceRefusesDeviceCallsAndStaysUsable) {
+  std::unique_ptr<FakeDevice> device;  // installed once the comms exist
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    // The comm was made with no device component (CUDA: the device not yet initialized).
+    EXPECT_FALSE(comm->deviceRouted(rank));
+    if (rank == 0) device = std::make_unique<FakeDevice>();
+    ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(64 * 4);
+    EXPECT_FAILS_WITH(comm, zcollUnsupported, "initialize the device",
+                      zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollUnsupported, "no initialized device when the communicator",
+                      zcollSend(dev, 64, zcollFloat32, 1 - rank, comm, nullptr));
+    std::vector<float> host(64, 1.0f);
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(host.data(), host.data(), 64, zcollFloat32, zcollSum,
+                                         comm, nullptr));
+    EXPECT_EQ(host[0], 2.0f);
+  });
+}
+
 TEST(CudaIpcRoutes, BadSettingsFailInitNamingTheVariable) {
   FakeDevice device;
   const std::pair<const char*, const char*> cases[] = {{"ZCOLL_DEVICE_TRANSPORT", "nvlink"},
@@ -700,6 +721,9 @@ class CudaDevicePath : public test::LayoutTest {
       cudaGetLastError();
       GTEST_SKIP() << "no CUDA device available";
     }
+    // Comms take part in device routes only for a device the process has initialized when they
+    // are created (zcoll.h), as NCCL binds a comm to the device set up before it.
+    ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
   }
 };
 

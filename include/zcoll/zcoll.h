@@ -12,7 +12,10 @@
  *  - Host buffers: the call blocks until the local part of the collective is done; `stream`
  *    must be NULL.
  *  - Device (CUDA) buffers (cudaMalloc'd or managed memory of the calling thread's current device),
- *    in a build with CUDA on a machine with a device: every collective, the ZeRO++ ones and
+ *    in a build with CUDA on a machine with a device, for a communicator created while that device
+ *    was current and already initialized by the process (cudaSetDevice, an allocation: as NCCL
+ *    binds a communicator to it; before that, zcoll creates nothing on the GPU and device calls on
+ *    the communicator fail with zcollUnsupported saying so): every collective, the ZeRO++ ones and
  *    zcollSend/zcollRecv take them, with `stream` the CUDA stream that orders them (NULL: the
  *    default stream). The data work (copies, reductions, quantization) runs as kernels on the
  *    device. Bytes to a rank of the same node go device to device (the cuda_ipc transport: CUDA

@@ -34,6 +34,10 @@ def _create_backend(opts, backend_options=None):
     """c10d creator: rank 0 makes the unique id and puts it in the group's store (already
     prefixed per group by c10d), the others read it; no extra port."""
     store, rank, size = opts.store, opts.group_rank, opts.group_size
+    if _C.built_with_cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
+        # zcoll moves CUDA tensors of the device current when the group is created, once this
+        # process has initialized it; torch.cuda.set_device(d) with d already current does not.
+        torch.cuda.synchronize()
     if rank == 0:
         store.set(_UID_KEY, _C.get_unique_id())
     uid = store.get(_UID_KEY)

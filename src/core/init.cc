@@ -50,14 +50,15 @@ uint64_t machineHash() {
 }
 
 // The device this rank works on, when the device memory component names one (CUDA: the
-// current device, as NCCL binds a communicator to it). Without one, device bytes are staged.
+// current device once the process has initialized it, as NCCL binds a communicator to it).
+// Without one, this rank has no device routes: its device calls fail with a message.
 void describeDevice(DeviceIdentity* out) {
   std::memset(out, 0, sizeof(*out));
   const DeviceComponent* c = deviceComponent();
   if (c == nullptr || c->describeDevice == nullptr) return;
   if (c->describeDevice(out) != zcollSuccess) {
-    ZCOLL_WARN(LogSubsys::kTopo, "the %s device of this rank could not be described (%s): its "
-               "bytes to other ranks go through host memory", c->name, zcollGetLastError(nullptr));
+    ZCOLL_WARN(LogSubsys::kTopo, "the %s device of this rank could not be described (%s): calls "
+               "on device buffers will fail on this rank", c->name, zcollGetLastError(nullptr));
     std::memset(out, 0, sizeof(*out));
   }
   out->kind[sizeof(out->kind) - 1] = '\0';
@@ -401,7 +402,10 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
     else if (!tradesDeviceVerdict(comm, r)) why[r] = "not a node peer with a shareable device";
     else if (mine[r]) why[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
     routes[r] = comm->staged ? Route{comm->staged.get(), "staged (" + why[r] + ")"}
-                             : Route{nullptr, "none (this rank has no device copy engine)"};
+                : comm->peers[comm->rank].device.present
+                    ? Route{nullptr, "none (this rank's device copy engine did not start)"}
+                    : Route{nullptr, "none (no initialized device when the communicator was "
+                                     "created)"};
     if (s.mode == "cuda_ipc" && r != comm->rank && comm->sameMachine(r) &&
         comm->layout.nodeOf[r] == comm->node())
       return fail(zcollSystemError, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: no cuda_ipc to rank %d: %s",

@@ -63,8 +63,17 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
   return queued;
 }
 
+Result checkDeviceRoutes(const zcollComm* comm, const char* fn) {
+  if (comm->deviceRouted(comm->rank)) return zcollSuccess;  // all peers or none have one
+  return fail(zcollUnsupported, "%s: device buffers, but this communicator has no way to move "
+              "them: %s (initialize the device, e.g. cudaSetDevice, before creating the "
+              "communicator, as NCCL binds a communicator to it)", fn,
+              comm->deviceRouteWhy.empty() ? "" : comm->deviceRouteWhy[comm->rank].c_str());
+}
+
 Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
                   CallWork work) {
+  if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceRoutes(comm, fn));
   if (ce.exec->memKind() == MemKind::kHost || !comm->deviceCallsAsync)
     return runNow(comm, fn, ce, d, work);
   if (!work && !comm->checkCalls) return zcollSuccess;  // nothing to move, nothing to check

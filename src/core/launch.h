@@ -31,6 +31,11 @@ using CallWork = std::function<Result(Executor& exec)>;
 Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
                   CallWork work);
 
+// A call on device buffers needs the comm's device routes, which exist when the rank had an
+// initialized device at init (core/init.cc); zcollUnsupported saying so otherwise, before
+// anything moves (the comm stays usable).
+Result checkDeviceRoutes(const zcollComm* comm, const char* fn);
+
 // Queues `work` on the comm's progress thread for a call on device buffers whose executors
 // (streams) are `callers` (at least one). Each gets a side executor that starts after its
 // stream; all are made before any stream is held, since callers may share a stream and a side

@@ -92,8 +92,8 @@ static Result routeFor(const zcollComm* comm, int peer, MemKind kind, size_t byt
   *out = comm->route[peer];
   if (kind != MemKind::kDevice || bytes == 0) return zcollSuccess;
   if (!comm->deviceRouted(peer))
-    return fail(zcollUnsupported, "rank %d cannot move device bytes to or from rank %d: it had "
-                "no device when the communicator was created (%s)", comm->rank, peer,
+    return fail(zcollUnsupported, "rank %d cannot move device bytes to or from rank %d: %s",
+                comm->rank, peer,
                 comm->deviceRouteWhy.empty() ? "" : comm->deviceRouteWhy[peer].c_str());
   *out = comm->deviceRoute[peer];
   return zcollSuccess;
