@@ -4,19 +4,9 @@
 namespace zp = zcoll::perf;
 
 int main(int argc, char** argv) {
-  zp::Collective c;
-  c.name = "all_reduce";
-  c.reduces = true;
-  c.busFactor = [](int n) { return 2.0 * (n - 1) / n; };
-  c.counts = [](size_t elems, int, int) {
-    zp::Counts k;
-    k.count = k.sendElems = k.recvElems = elems;
-    return k;
-  };
+  zp::Collective c = zp::allReduceShape("all_reduce");
   c.run = [](const zp::RunArgs& a) {
-    return zcollAllReduce(a.send, a.recv, a.counts.count, a.dtype, a.op, a.info->comm, nullptr);
+    return zcollAllReduce(a.send, a.recv, a.counts.count, a.dtype, a.op, a.info->comm, a.stream);
   };
-  c.input = zp::reduceInput;
-  c.expected = [](const zp::Pattern& p, int, size_t i) { return zp::reduceResult(p, i); };
   return zp::perfMain(argc, argv, c);
 }

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
     return k;
   };
   c.run = [](const zp::RunArgs& a) {
-    return zcollBroadcast(a.send, a.recv, a.counts.count, a.dtype, a.root, a.info->comm, nullptr);
+    return zcollBroadcast(a.send, a.recv, a.counts.count, a.dtype, a.root, a.info->comm,
+                          a.stream);
   };
   // Every rank fills its own values, so a non-root buffer that is not overwritten shows.
   c.input = [](const zp::Pattern&, int rank, size_t i) { return zp::movedValue(rank, i); };

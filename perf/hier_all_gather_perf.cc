@@ -5,15 +5,19 @@
 // Size = the whole gathered buffer (as all_gather_perf). Needs the same ranks on every node.
 #include <vector>
 
+#include "common/device.h"
 #include "common/zeropp.h"
 
 namespace zp = zcoll::perf;
 
 namespace {
 
-// The secondary shard of the current size, (re)filled by a forward call when the size changes.
+// The secondary shard of the current size, (re)filled by a forward call when the size changes;
+// in device memory with -G 1 (the buffers of one call are all host or all device memory).
 struct Secondary {
   std::vector<unsigned char> bytes;
+  zp::DeviceBuffer deviceBytes;
+  void* ptr = nullptr;
   size_t count = static_cast<size_t>(-1);
   zcollDataType_t dtype = zcollFloat32;
 };
@@ -37,19 +41,24 @@ int main(int argc, char** argv) {
     zcollComm_t comm = a.info->comm;
     size_t count = a.counts.count;
     if (sec.count != count || sec.dtype != a.dtype) {
-      sec.bytes.assign(count * a.info->nodes * typeSize(a.dtype) + 1, 0);
+      size_t bytes = count * a.info->nodes * typeSize(a.dtype) + 1;
+      if (a.device) {
+        sec.ptr = sec.deviceBytes.ensure(bytes);  // the previous size's calls are complete
+      } else {
+        sec.bytes.assign(bytes, 0);
+        sec.ptr = sec.bytes.data();
+      }
       sec.count = count;
       sec.dtype = a.dtype;
       if (backward) {  // fill it once per size (not timed when -w >= 1)
-        zcollResult_t r = zcollAllGatherHier(a.send, a.recv, sec.bytes.data(), count, a.dtype,
-                                             quant, comm, nullptr);
+        zcollResult_t r = zcollAllGatherHier(a.send, a.recv, sec.ptr, count, a.dtype, quant, comm,
+                                             a.stream);
         if (r != zcollSuccess) return r;
       }
     }
     if (backward)
-      return zcollAllGatherFromSecondary(sec.bytes.data(), a.recv, count, a.dtype, comm, nullptr);
-    return zcollAllGatherHier(a.send, a.recv, sec.bytes.data(), count, a.dtype, quant, comm,
-                              nullptr);
+      return zcollAllGatherFromSecondary(sec.ptr, a.recv, count, a.dtype, comm, a.stream);
+    return zcollAllGatherHier(a.send, a.recv, sec.ptr, count, a.dtype, quant, comm, a.stream);
   };
   c.toleranceFor = [flags](zcollDataType_t t) { return zp::quantTolerance(flags, t); };
   c.extraColumns = zp::zeroppColumns();

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   c.notes = {zp::describe(flags)};
   c.run = [quant](const zp::RunArgs& a) {
     return zcollQuantizedAllGather(a.send, a.recv, a.counts.count, a.dtype, quant, a.info->comm,
-                                   nullptr);
+                                   a.stream);
   };
   c.toleranceFor = [flags](zcollDataType_t t) { return zp::quantTolerance(flags, t); };
   c.extraColumns = zp::zeroppColumns();

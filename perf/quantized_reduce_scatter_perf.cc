@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   c.run = [shape](const zp::RunArgs& a) {
     *shape = RunShape{a.info->nranks, a.info->nodes, a.info->localSize, a.op};
     return zcollQuantizedReduceScatter(a.send, a.recv, a.counts.count, a.dtype, a.op, &storage,
-                                       a.info->comm, nullptr);
+                                       a.info->comm, a.stream);
   };
   c.toleranceFor = [shape, flags, intraBits](zcollDataType_t t) {
     return tolerance(*shape, flags.bits, intraBits, flags.stochastic, t);

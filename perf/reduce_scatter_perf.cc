@@ -7,7 +7,7 @@ int main(int argc, char** argv) {
   zp::Collective c = zp::reduceScatterShape("reduce_scatter");
   c.run = [](const zp::RunArgs& a) {
     return zcollReduceScatter(a.send, a.recv, a.counts.count, a.dtype, a.op, a.info->comm,
-                              nullptr);
+                              a.stream);
   };
   return zp::perfMain(argc, argv, c);
 }

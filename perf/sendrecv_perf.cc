@@ -10,9 +10,10 @@ zcollResult_t ringShift(const zp::RunArgs& a) {
   int n = a.info->nranks, r = a.info->rank;
   zcollResult_t res = zcollGroupStart();
   if (res != zcollSuccess) return res;
-  zcollResult_t s = zcollSend(a.send, a.counts.count, a.dtype, (r + 1) % n, a.info->comm, nullptr);
+  zcollResult_t s =
+      zcollSend(a.send, a.counts.count, a.dtype, (r + 1) % n, a.info->comm, a.stream);
   zcollResult_t v = zcollRecv(a.recv, a.counts.count, a.dtype, (r - 1 + n) % n, a.info->comm,
-                              nullptr);
+                              a.stream);
   res = zcollGroupEnd();  // always closes the group, even after a failed enqueue
   return s != zcollSuccess ? s : v != zcollSuccess ? v : res;
 }
@@ -20,19 +21,7 @@ zcollResult_t ringShift(const zp::RunArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  zp::Collective c;
-  c.name = "sendrecv";
-  c.inPlace = false;
-  c.busFactor = [](int) { return 1.0; };
-  c.counts = [](size_t elems, int, int) {
-    zp::Counts k;
-    k.count = k.sendElems = k.recvElems = elems;
-    return k;
-  };
+  zp::Collective c = zp::sendRecvShape("sendrecv");
   c.run = ringShift;
-  c.input = [](const zp::Pattern&, int rank, size_t i) { return zp::movedValue(rank, i); };
-  c.expected = [](const zp::Pattern& p, int rank, size_t i) {
-    return zp::movedValue((rank - 1 + p.nranks) % p.nranks, i);
-  };
   return zp::perfMain(argc, argv, c);
 }

@@ -16,7 +16,11 @@
 // ZeRO++'s forward and backward weights differ.
 //
 // Flags: -p P (parameters; K/M/G), -d bfloat16|half|float, -n iterations, -w warm-up steps,
-//        --fwd-bits 4|8 (hpZ rail), --grad-bits 4|8 (qgZ both hops), -h.
+//        --fwd-bits 4|8 (hpZ rail), --grad-bits 4|8 (qgZ both hops), -G|--device 0|1, -h.
+// -G 1: every buffer in CUDA device memory (device LOCAL_RANK % device count, chosen before
+// init), calls on a non-blocking stream; each phase's time is the host clock around its call and
+// a cudaStreamSynchronize; the inputs are copied in once and the outputs back before the errors
+// are computed (on the host, as without -G).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device.h"
 #include "common/options.h"
 #include "core/dtype.h"
 #include "zcoll/zcoll.h"
@@ -40,6 +45,7 @@ struct Args {
   int warmup = 1;
   int fwdBits = 8;
   int gradBits = 4;
+  bool device = false;  // -G 1
 };
 
 // ---- Setup ------------------------------------------------------------------------------------
@@ -48,7 +54,7 @@ struct Args {
   std::fprintf(code ? stderr : stdout,
                "usage: zero_step_perf [-p params (16M)] [-d bfloat16|half|float (bfloat16)]\n"
                "       [-n iterations (5)] [-w warm-up steps (1)] [--fwd-bits 4|8 (8)]\n"
-               "       [--grad-bits 4|8 (4)]\n");
+               "       [--grad-bits 4|8 (4)] [-G|--device 0|1 (0): device buffers]\n");
   std::exit(code);
 }
 
@@ -78,7 +84,11 @@ Args parseArgs(int argc, char** argv) {
     else if (f == "-w") a.warmup = intArg(v);
     else if (f == "--fwd-bits") a.fwdBits = intArg(v);
     else if (f == "--grad-bits") a.gradBits = intArg(v);
-    else usage(2);
+    else if (f == "-G" || f == "--device") {
+      int d = intArg(v);
+      if (d > 1) usage(2);
+      a.device = d == 1;
+    } else usage(2);
   }
   if (a.iters < 1) a.iters = 1;
   return a;
@@ -87,6 +97,7 @@ Args parseArgs(int argc, char** argv) {
 struct Ranks {
   zcollComm_t comm = nullptr;
   int rank = 0, nranks = 1, nodes = 1, localSize = 1;
+  zcollStream_t stream = nullptr;  // -G 1: the stream of every call
 };
 
 void check(zcollResult_t r, const char* what, const Ranks& k) {
@@ -145,27 +156,52 @@ void fillRandom(void* buf, zcollDataType_t t, size_t n, uint64_t seed) {
   }
 }
 
+// A buffer in host memory and, with -G 1, its device mirror, which the calls get.
+struct Block {
+  std::vector<unsigned char> host;
+  zcoll::perf::DeviceBuffer device;
+  unsigned char* call = nullptr;  // what the calls get: host.data(), or the device mirror
+
+  void resize(size_t bytes, bool onDevice) {
+    host.resize(bytes);
+    call = onDevice ? device.ensure(bytes) : host.data();
+  }
+  void toDevice() {
+    if (call != host.data()) zcoll::perf::copyToDevice(call, host.data(), host.size());
+  }
+  void toHost() {
+    if (call != host.data()) zcoll::perf::copyToHost(host.data(), call, host.size());
+  }
+};
+
 struct Buffers {
   size_t shard = 0;  // C elements per rank
-  std::vector<unsigned char> weightShard, weights, weightsBack, secondary, grads, grad3, gradpp;
-  std::vector<unsigned char> weights3;
+  Block weightShard, weights, weightsBack, secondary, grads, grad3, gradpp, weights3;
 };
 
 Buffers makeBuffers(const Args& a, const Ranks& k) {
   Buffers b;
   b.shard = (a.params + k.nranks - 1) / k.nranks;
   size_t es = typeSize(a.dtype), full = b.shard * k.nranks;
-  b.weightShard.resize(b.shard * es);
-  b.weights.resize(full * es);
-  b.weightsBack.resize(full * es);
-  b.weights3.resize(full * es);
-  b.secondary.resize(b.shard * k.nodes * es);
-  b.grads.resize(full * es);
-  b.grad3.resize(b.shard * es);
-  b.gradpp.resize(b.shard * es);
-  fillRandom(b.weightShard.data(), a.dtype, b.shard, 1000 + k.rank);
-  fillRandom(b.grads.data(), a.dtype, full, 2000 + k.rank);
+  const bool dev = a.device;
+  b.weightShard.resize(b.shard * es, dev);
+  b.weights.resize(full * es, dev);
+  b.weightsBack.resize(full * es, dev);
+  b.weights3.resize(full * es, dev);
+  b.secondary.resize(b.shard * k.nodes * es, dev);
+  b.grads.resize(full * es, dev);
+  b.grad3.resize(b.shard * es, dev);
+  b.gradpp.resize(b.shard * es, dev);
+  fillRandom(b.weightShard.host.data(), a.dtype, b.shard, 1000 + k.rank);
+  fillRandom(b.grads.host.data(), a.dtype, full, 2000 + k.rank);
+  b.weightShard.toDevice();
+  b.grads.toDevice();
   return b;
+}
+
+// -G 1: the outputs back to the host, for the errors.
+void outputsToHost(Buffers& b) {
+  for (Block* x : {&b.weights, &b.weightsBack, &b.weights3, &b.grad3, &b.gradpp}) x->toHost();
 }
 
 // ---- Steps ------------------------------------------------------------------------------------
@@ -194,21 +230,30 @@ zcollResult_t runPhase(bool zeropp, Phase p, const Args& a, const Ranks& k, Buff
   fwd.bits = a.fwdBits;
   grad.bits = grad.intraBits = a.gradBits;
   const size_t c = b.shard;
+  zcollStream_t s = k.stream;
   if (!zeropp) {
     if (p == kGradient)
-      return zcollReduceScatter(b.grads.data(), b.grad3.data(), c, a.dtype, zcollAvg, k.comm,
-                                nullptr);
-    void* out = p == kForward ? b.weights3.data() : b.weightsBack.data();
-    return zcollAllGather(b.weightShard.data(), out, c, a.dtype, k.comm, nullptr);
+      return zcollReduceScatter(b.grads.call, b.grad3.call, c, a.dtype, zcollAvg, k.comm, s);
+    void* out = p == kForward ? b.weights3.call : b.weightsBack.call;
+    return zcollAllGather(b.weightShard.call, out, c, a.dtype, k.comm, s);
   }
   if (p == kForward)
-    return zcollAllGatherHier(b.weightShard.data(), b.weights.data(), b.secondary.data(), c,
-                              a.dtype, &fwd, k.comm, nullptr);
+    return zcollAllGatherHier(b.weightShard.call, b.weights.call, b.secondary.call, c, a.dtype,
+                              &fwd, k.comm, s);
   if (p == kBackward)
-    return zcollAllGatherFromSecondary(b.secondary.data(), b.weightsBack.data(), c, a.dtype,
-                                       k.comm, nullptr);
-  return zcollQuantizedReduceScatter(b.grads.data(), b.gradpp.data(), c, a.dtype, zcollAvg, &grad,
-                                     k.comm, nullptr);
+    return zcollAllGatherFromSecondary(b.secondary.call, b.weightsBack.call, c, a.dtype, k.comm,
+                                       s);
+  return zcollQuantizedReduceScatter(b.grads.call, b.gradpp.call, c, a.dtype, zcollAvg, &grad,
+                                     k.comm, s);
+}
+
+// -G 1: waits for the stream, then fails on an error an enqueued call met while it ran.
+void settle(const Ranks& k, const char* what) {
+  if (k.stream == nullptr) return;
+  zcoll::perf::synchronize(k.stream, "cudaStreamSynchronize");
+  zcollResult_t async = zcollSuccess;
+  check(zcollCommGetAsyncError(k.comm, &async), "zcollCommGetAsyncError", k);
+  check(async, what, k);
 }
 
 // One step: the three phases back to back; adds this rank's times and bytes to `t`.
@@ -219,6 +264,7 @@ void runStep(bool zeropp, const Args& a, const Ranks& k, Buffers& b, Totals* t) 
     zcollStats_t before = stats(k);
     auto start = Clock::now();
     check(runPhase(zeropp, Phase(p), a, k, b), kPhaseNames[p], k);
+    settle(k, kPhaseNames[p]);
     t->sec[p] += std::chrono::duration<double>(Clock::now() - start).count();
     zcollStats_t after = stats(k);
     t->bytes[kIntra][p] +=
@@ -264,7 +310,7 @@ double relativeError(const void* x, const void* y, size_t n, zcollDataType_t t, 
 
 // 1 when any rank's ZeRO++ forward and backward weights differ.
 int forwardBackwardDiffer(const Buffers& b, const Ranks& k) {
-  int differ = b.weights != b.weightsBack;
+  int differ = b.weights.host != b.weightsBack.host;
   check(zcollAllReduce(&differ, &differ, 1, zcollInt32, zcollMax, k.comm, nullptr),
         "zcollAllReduce", k);
   return differ;
@@ -284,6 +330,9 @@ void printReport(const Args& a, const Ranks& k, size_t shard, const Totals& z3, 
               "shard %zu, %d iterations after %d warm-up\n",
               a.params, zcoll::perf::typeName(a.dtype), k.nranks, k.nodes, k.localSize, shard,
               a.iters, a.warmup);
+  if (a.device)
+    std::printf("# device buffers (-G 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
+                "clock around each call + cudaStreamSynchronize\n");
   std::printf("# ZeRO++: forward hpZ with INT%d rail (fills the secondary), backward from the "
               "secondary, gradients qgZ INT%d\n", a.fwdBits, a.gradBits);
   std::printf("# %-7s %-24s %10s %14s %14s\n", "step", "collective", "time(ms)", "intra(B)",
@@ -304,13 +353,27 @@ void printReport(const Args& a, const Ranks& k, size_t shard, const Totals& z3, 
 
 int main(int argc, char** argv) {
   Args a = parseArgs(argc, argv);
+  int device = -1;
+  if (a.device) {  // before init, which binds the communicator to the current device
+    std::string why = zcoll::perf::selectDevice(&device);
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: -G 1 (device buffers): %s\n", argv[0], why.c_str());
+      return 1;
+    }
+  }
   Ranks k = initRanks();
+  if (a.device) {
+    zcoll::perf::setDeviceRank(k.rank);
+    k.stream = zcoll::perf::createStream();
+  }
   Buffers b = makeBuffers(a, k);
   Totals z3 = measure(false, a, k, b);
   Totals zpp = measure(true, a, k, b);
+  outputsToHost(b);
   const size_t full = b.shard * k.nranks;
-  double weightErr = relativeError(b.weights.data(), b.weights3.data(), full, a.dtype, k);
-  double gradErr = relativeError(b.gradpp.data(), b.grad3.data(), b.shard, a.dtype, k);
+  double weightErr =
+      relativeError(b.weights.host.data(), b.weights3.host.data(), full, a.dtype, k);
+  double gradErr = relativeError(b.gradpp.host.data(), b.grad3.host.data(), b.shard, a.dtype, k);
   int differ = forwardBackwardDiffer(b, k);
   const int all = kNumPhases;
   if (k.rank == 0) {
@@ -325,5 +388,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   check(zcollCommDestroy(k.comm), "zcollCommDestroy", k);
+  zcoll::perf::destroyStream(k.stream);
   return differ ? 1 : 0;
 }

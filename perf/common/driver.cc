@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/device.h"
 #include "common/table.h"
 #include "core/dtype.h"
 
@@ -61,10 +62,22 @@ std::vector<std::string> gatherRankLines(const RankInfo& info) {
   return lines;
 }
 
+// The buffers of one mode. The values are written and checked in host memory (`host`); with
+// -G 1 the call gets device mirrors of the same blocks at the same offsets (`args`), filled from
+// the host blocks before a call and read back after it.
+struct Layout {
+  RunArgs args;  // what the call gets
+  RunArgs host;  // the same layout in host memory (== args without -G 1)
+  int blocks = 0;                            // 1 (in place) or 2 (send, recv)
+  unsigned char* hostBase[2] = {nullptr, nullptr};
+  unsigned char* devBase[2] = {nullptr, nullptr};
+  size_t bytes[2] = {0, 0};
+};
+
 class Bench {
  public:
-  Bench(const Collective& coll, const Options& opt, const RankInfo& info)
-      : coll_(coll), opt_(opt), info_(info), typeSize_(dtypeSize(opt.dtype)) {}
+  Bench(const Collective& coll, const Options& opt, const RankInfo& info, zcollStream_t stream)
+      : coll_(coll), opt_(opt), info_(info), typeSize_(dtypeSize(opt.dtype)), stream_(stream) {}
 
   Row runSize(size_t requestedBytes) {
     Counts c = coll_.counts(requestedBytes / typeSize_, info_.nranks, info_.rank);
@@ -78,54 +91,100 @@ class Bench {
 
  private:
   Measurement runMode(const Counts& c, bool inPlace, size_t bytes) {
-    RunArgs args = layout(c, inPlace);
+    Layout l = layout(c, inPlace);
     Pattern pat{opt_.op, info_.nranks, opt_.root, c.count};
-    prepare(args, pat);
-    for (int i = 0; i < opt_.warmup; ++i) call(args, inPlace, bytes);
-    Measurement m = timeCalls(args, inPlace, bytes);
-    if (opt_.check) verify(args, pat, inPlace, bytes, &m);
+    prepare(l, pat);
+    for (int i = 0; i < opt_.warmup; ++i) call(l.args, inPlace, bytes);
+    settle(inPlace, bytes, "warm-up");
+    Measurement m = timeCalls(l.args, inPlace, bytes);
+    if (opt_.check) verify(l, pat, inPlace, bytes, &m);
     combine(&m);
     return m;
   }
 
   // Out of place: separate buffers. In place: one buffer holding both at the collective's
   // offsets (the larger of the two buffers is reused).
-  RunArgs layout(const Counts& c, bool inPlace) {
-    RunArgs a{nullptr, nullptr, c, opt_.dtype, opt_.op, opt_.root, &info_};
+  Layout layout(const Counts& c, bool inPlace) {
+    Layout l;
+    l.host = RunArgs{nullptr, nullptr, c, opt_.dtype, opt_.op, opt_.root, &info_, nullptr, false};
     size_t ts = typeSize_;
+    int sendBlock = 0, recvBlock = 0;
+    size_t sendOffset = 0, recvOffset = 0;
     if (!inPlace) {
-      a.send = send_.ensure(c.sendElems * ts);
-      a.recv = recv_.ensure(c.recvElems * ts);
-      return a;
+      sendBlock = place(&l, send_, devSend_, c.sendElems * ts);
+      recvBlock = place(&l, recv_, devRecv_, c.recvElems * ts);
+    } else {
+      bool recvLarger = c.recvElems >= c.sendElems;
+      sendBlock = recvBlock = place(&l, recvLarger ? recv_ : send_,
+                                    recvLarger ? devRecv_ : devSend_,
+                                    std::max(c.sendElems, c.recvElems) * ts);
+      sendOffset = c.sendInPlace * ts;
+      recvOffset = c.recvInPlace * ts;
     }
-    Buffer& shared = c.recvElems >= c.sendElems ? recv_ : send_;
-    unsigned char* base = shared.ensure(std::max(c.sendElems, c.recvElems) * ts);
-    a.send = base + c.sendInPlace * ts;
-    a.recv = base + c.recvInPlace * ts;
-    return a;
+    l.host.send = l.hostBase[sendBlock] + sendOffset;
+    l.host.recv = l.hostBase[recvBlock] + recvOffset;
+    l.args = l.host;
+    if (opt_.device) {
+      l.args.send = l.devBase[sendBlock] + sendOffset;
+      l.args.recv = l.devBase[recvBlock] + recvOffset;
+      l.args.stream = stream_;
+      l.args.device = true;
+    }
+    return l;
   }
 
-  // Poisons the receive buffer, then writes the inputs (in place they may overlap: inputs win).
-  void prepare(const RunArgs& a, const Pattern& pat) {
+  // Adds a block of `bytes` (host, and its device mirror with -G 1); returns its index.
+  int place(Layout* l, Buffer& host, DeviceBuffer& dev, size_t bytes) {
+    int b = l->blocks++;
+    l->hostBase[b] = host.ensure(bytes);
+    if (opt_.device) l->devBase[b] = dev.ensure(bytes);
+    l->bytes[b] = bytes;
+    return b;
+  }
+
+  // Poisons the receive buffer, then writes the inputs (in place they may overlap: inputs win);
+  // with -G 1 copies the host blocks to the device.
+  void prepare(const Layout& l, const Pattern& pat) {
+    const RunArgs& a = l.host;
     fillConstant(a.recv, opt_.dtype, a.counts.recvElems, kPoison);
     fillValues(const_cast<void*>(a.send), opt_.dtype, a.counts.sendElems, pat, info_.rank,
                coll_.input);
+    if (opt_.device)
+      for (int b = 0; b < l.blocks; ++b) copyToDevice(l.devBase[b], l.hostBase[b], l.bytes[b]);
   }
 
   void call(const RunArgs& a, bool inPlace, size_t bytes) {
     zcollResult_t res = coll_.run(a);
     if (res == zcollSuccess) return;
+    checkResult(res, describe(inPlace, bytes).c_str(), info_);
+  }
+
+  std::string describe(bool inPlace, size_t bytes) const {
     char what[160];
     std::snprintf(what, sizeof(what), "%s (%s, %zu bytes)", coll_.name.c_str(),
                   inPlace ? "in-place" : "out-of-place", bytes);
-    checkResult(res, what, info_);
+    return what;
   }
 
+  // -G 1: waits for the stream, then fails on an error an enqueued call met while it ran.
+  // Nothing without -G 1.
+  void settle(bool inPlace, size_t bytes, const char* phase) {
+    if (!opt_.device) return;
+    synchronize(stream_, "cudaStreamSynchronize");
+    zcollResult_t async = zcollSuccess;
+    checkResult(zcollCommGetAsyncError(info_.comm, &async), "zcollCommGetAsyncError", info_);
+    if (async != zcollSuccess)
+      checkResult(async, (describe(inPlace, bytes) + ", " + phase).c_str(), info_);
+  }
+
+  // The time of n calls, back to back: with -G 1 enqueued, then the stream synchronized, all
+  // under one host clock (as nccl-tests' default timing).
   Measurement timeCalls(const RunArgs& a, bool inPlace, size_t bytes) {
     checkResult(zcollBarrier(info_.comm, nullptr), "zcollBarrier", info_);
     zcollStats_t before = stats();
     double start = nowSec();
     for (int i = 0; i < opt_.iters; ++i) call(a, inPlace, bytes);
+    settle(inPlace, bytes, "timed calls");
     double sec = (nowSec() - start) / opt_.iters;
     Measurement m;
     m.ran = true;
@@ -142,9 +201,13 @@ class Bench {
     return m;
   }
 
-  void verify(const RunArgs& a, const Pattern& pat, bool inPlace, size_t bytes, Measurement* m) {
-    prepare(a, pat);
-    call(a, inPlace, bytes);
+  void verify(const Layout& l, const Pattern& pat, bool inPlace, size_t bytes, Measurement* m) {
+    prepare(l, pat);
+    call(l.args, inPlace, bytes);
+    settle(inPlace, bytes, "checked call");
+    const RunArgs& a = l.host;
+    if (opt_.device)
+      copyToHost(a.recv, l.args.recv, a.counts.recvElems * typeSize_);
     if (info_.rank == opt_.corruptRank && a.counts.recvElems > 0)
       spoilValue(a.recv, opt_.dtype, a.counts.recvElems / 2);
     Verdict v = verifyValues(a.recv, opt_.dtype, a.counts.recvElems, pat, info_.rank,
@@ -187,12 +250,15 @@ class Bench {
   const Options& opt_;
   const RankInfo& info_;
   size_t typeSize_;
+  zcollStream_t stream_;
   Buffer send_, recv_;
+  DeviceBuffer devSend_, devRecv_;  // -G 1 only
 };
 
 // The sweep; returns the number of wrong values over all rows (rank 0 prints as it goes).
-uint64_t sweep(const Collective& coll, const Options& opt, const RankInfo& info) {
-  Bench bench(coll, opt, info);
+uint64_t sweep(const Collective& coll, const Options& opt, const RankInfo& info,
+               zcollStream_t stream) {
+  Bench bench(coll, opt, info, stream);
   uint64_t wrong = 0;
   double busBwSum = 0;
   int measured = 0;
@@ -224,6 +290,15 @@ int perfMain(int argc, char** argv, const Collective& coll) {
   Options opt;
   int rc = parseOptions(argc, argv, coll, &opt);
   if (rc >= 0) return rc;
+  // -G 1: the device is chosen before init, which binds the communicator to it.
+  int device = -1;
+  if (opt.device) {
+    std::string why = selectDevice(&device);
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: -G 1 (device buffers): %s\n", argv[0], why.c_str());
+      return 1;
+    }
+  }
   RankInfo info = initRanks();
   if (coll.rooted && opt.root >= info.nranks) {
     if (info.rank == 0)
@@ -232,53 +307,21 @@ int perfMain(int argc, char** argv, const Collective& coll) {
     zcollCommDestroy(info.comm);
     return 2;
   }
+  zcollStream_t stream = nullptr;
+  if (opt.device) {
+    setDeviceRank(info.rank);
+    info.memory = describeDevice(device);
+    stream = createStream();
+  }
   std::vector<std::string> lines = gatherRankLines(info);
   if (info.rank == 0) {
     printSetup(coll, opt, info, lines);
     printTableHeader(coll);
   }
-  uint64_t wrong = sweep(coll, opt, info);
+  uint64_t wrong = sweep(coll, opt, info, stream);
   checkResult(zcollCommDestroy(info.comm), "zcollCommDestroy", info);
+  destroyStream(stream);
   return wrong ? 1 : 0;
-}
-
-Collective allGatherShape(const std::string& name) {
-  Collective c;
-  c.name = name;
-  c.busFactor = [](int n) { return double(n - 1) / n; };
-  c.counts = [](size_t elems, int n, int rank) {
-    Counts k;
-    k.count = elems / n;
-    k.sendElems = k.count;
-    k.recvElems = k.count * n;
-    k.sendInPlace = k.count * rank;  // in place: this rank's slot of the output
-    return k;
-  };
-  c.input = [](const Pattern&, int rank, size_t i) { return movedValue(rank, i); };
-  c.expected = [](const Pattern& p, int, size_t i) {
-    return movedValue(int(i / p.count), i % p.count);
-  };
-  return c;
-}
-
-Collective reduceScatterShape(const std::string& name) {
-  Collective c;
-  c.name = name;
-  c.reduces = true;
-  c.busFactor = [](int n) { return double(n - 1) / n; };
-  c.counts = [](size_t elems, int n, int rank) {
-    Counts k;
-    k.count = elems / n;
-    k.sendElems = k.count * n;
-    k.recvElems = k.count;
-    k.recvInPlace = k.count * rank;  // in place: this rank's slot of the input
-    return k;
-  };
-  c.input = reduceInput;
-  c.expected = [](const Pattern& p, int rank, size_t i) {
-    return reduceResult(p, size_t(rank) * p.count + i);
-  };
-  return c;
 }
 
 }  // namespace perf

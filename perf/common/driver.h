@@ -34,9 +34,11 @@ struct Counts {
 struct RankInfo {
   zcollComm_t comm = nullptr;
   int rank = 0, nranks = 1, nodes = 1, node = 0, localRank = 0, localSize = 1;
+  std::string memory = "host";  // where the buffers are: "host", or the CUDA device (-G 1)
 };
 
-// Everything one call needs.
+// Everything one call needs. With -G 1 the buffers are device memory and `stream` is the
+// benchmark's non-blocking CUDA stream (pass it to the call); else host memory and NULL.
 struct RunArgs {
   const void* send;
   void* recv;
@@ -45,6 +47,8 @@ struct RunArgs {
   zcollRedOp_t op;
   int root;
   const RankInfo* info;
+  zcollStream_t stream;
+  bool device;  // -G 1: any extra buffer the call takes must be device memory too
 };
 
 // Result of one size in one mode (out-of-place or in-place), already combined over ranks.
@@ -84,14 +88,25 @@ struct Collective {
   std::function<double(zcollDataType_t)> toleranceFor;
   std::vector<ExtraColumn> extraColumns;
   std::vector<std::string> notes;  // extra setup lines rank 0 prints (each starts with "# ")
+  // What `-h` says the benchmark runs over.
+  std::string over = "zcoll; ranks from zcollCommInitFromEnv";
 };
 
-// The shape of a gathering collective (size = whole output; each rank contributes size/n; in
-// place at its own slot; bus factor (n-1)/n; checked on moved values) and of a reduce-scatter
-// (size = whole input; each rank gets size/n; in place at its own input slot; checked against
-// the reduction). Callers add `run` and any extra columns or tolerance.
+// The shapes of the standard collectives (common/shapes.cc; shared with the NCCL peer,
+// perf/peers/nccl_coll_bench.cc): name, bus factor, count math, inputs and expected values.
+// Callers add `run` and any extra columns or tolerance.
+//  - gathering (size = whole output; each rank contributes size/n; in place at its own slot;
+//    bus factor (n-1)/n; checked on moved values);
+//  - reduce-scatter (size = whole input; each rank gets size/n; in place at its own input slot;
+//    checked against the reduction);
+//  - all-reduce (size = one rank's buffer; in place send = recv; bus factor 2(n-1)/n);
+//  - all-to-all (size = one rank's whole send buffer, n chunks; no in-place variant);
+//  - send/recv ring shift r -> r+1 (size = the buffer; bus factor 1; no in-place variant).
 Collective allGatherShape(const std::string& name);
 Collective reduceScatterShape(const std::string& name);
+Collective allReduceShape(const std::string& name);
+Collective allToAllShape(const std::string& name);
+Collective sendRecvShape(const std::string& name);
 
 // Runs the benchmark. Returns the process exit code: 0 when every call succeeded and no
 // wrong value was found anywhere, 1 otherwise, 2 on a usage error.

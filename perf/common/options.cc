@@ -50,7 +50,7 @@ bool lookUp(const Named (&table)[N], const char* name, int* value) {
 
 void printUsage(const char* prog, const Collective& coll) {
   std::printf(
-      "usage: %s [options]   (%s benchmark over zcoll; ranks from zcollCommInitFromEnv)\n"
+      "usage: %s [options]   (%s benchmark over %s)\n"
       "  -b, --minbytes N      smallest size in bytes (K/M/G suffixes), default 32M\n"
       "  -e, --maxbytes N      largest size, default 32M\n"
       "  -i, --stepbytes N     add N bytes per step, default 1M\n"
@@ -62,11 +62,13 @@ void printUsage(const char* prog, const Collective& coll) {
       "                        float|float32 double|float64 bfloat16; default float\n"
       "  -o, --op OP           sum prod max min avg, default sum%s\n"
       "  -r, --root R          root rank, default 0%s\n"
+      "  -G, --device 0|1      1: buffers in CUDA device memory (device LOCAL_RANK %% device\n"
+      "                        count), calls on a non-blocking stream; default 0 (host)\n"
       "  --test-corrupt R      (tests) rank R spoils one value before the check\n"
       "  -h, --help            this text\n"
       "Sizes are the total bytes nccl-tests would report: for all-gather, reduce-scatter and\n"
       "all-to-all the whole buffer across ranks, for the others one rank's buffer.\n",
-      prog, coll.name.c_str(), coll.reduces ? "" : " (ignored here)",
+      prog, coll.name.c_str(), coll.over.c_str(), coll.reduces ? "" : " (ignored here)",
       coll.rooted ? "" : " (ignored here)");
 }
 
@@ -93,6 +95,7 @@ bool applyOption(int c, const char* arg, Options* opt) {
     case 'c': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->check = v; return true;
     case 'r': if (!parseInt(arg, 0, &v)) return false; opt->root = int(v); return true;
     case 'C': if (!parseInt(arg, 0, &v)) return false; opt->corruptRank = int(v); return true;
+    case 'G': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->device = v; return true;
     case 'd':
       if (!lookUp(kTypes, arg, &named)) return false;
       opt->dtype = zcollDataType_t(named);
@@ -140,9 +143,10 @@ int parseOptions(int argc, char** argv, const Collective& coll, Options* opt) {
       {"check", required_argument, nullptr, 'c'},     {"datatype", required_argument, nullptr, 'd'},
       {"op", required_argument, nullptr, 'o'},        {"root", required_argument, nullptr, 'r'},
       {"test-corrupt", required_argument, nullptr, 'C'}, {"help", no_argument, nullptr, 'h'},
+      {"device", required_argument, nullptr, 'G'},
       {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:G:h", kLong, nullptr)) != -1) {
     if (c == 'h') {
       printUsage(argv[0], coll);
       return 0;

@@ -23,6 +23,7 @@ struct Options {
   zcollRedOp_t op = zcollSum;           // -o
   int root = 0;                         // -r
   int corruptRank = -1;                 // --test-corrupt: this rank spoils one checked value
+  bool device = false;                  // -G: buffers in CUDA device memory, calls on a stream
 };
 
 // Parses argv into *opt. Returns -1 to go on, else the exit code to return at once
