@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/buffer.h"
 #include "common/device.h"
 #include "common/table.h"
 #include "core/dtype.h"
@@ -23,18 +24,7 @@ double nowSec() {
       .count();
 }
 
-// A growable buffer, 8-byte aligned, never empty (so no call ever sees a NULL pointer).
-class Buffer {
- public:
-  unsigned char* ensure(size_t bytes) {
-    size_t words = std::max<size_t>(1, (bytes + 7) / 8);
-    if (words_.size() < words) words_.resize(words);
-    return reinterpret_cast<unsigned char*>(words_.data());
-  }
-
- private:
-  std::vector<uint64_t> words_;
-};
+using Buffer = HostBuffer;  // common/buffer.h
 
 RankInfo initRanks() {
   RankInfo info;

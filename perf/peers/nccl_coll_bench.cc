@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/buffer.h"
 #include "common/driver.h"
 #include "common/table.h"
 #include "core/dtype.h"
@@ -137,17 +138,7 @@ ncclUniqueId exchangeId(const std::string& dir) {
 
 // ---- Buffers: host blocks with device mirrors, as the zcoll driver lays them out ---------------
 
-class HostBuffer {
- public:
-  unsigned char* ensure(size_t bytes) {
-    size_t words = std::max<size_t>(1, (bytes + 7) / 8);
-    if (words_.size() < words) words_.resize(words);
-    return reinterpret_cast<unsigned char*>(words_.data());
-  }
-
- private:
-  std::vector<uint64_t> words_;
-};
+using zp::HostBuffer;  // common/buffer.h
 
 class DeviceBuffer {
  public:
