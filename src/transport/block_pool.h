@@ -52,7 +52,6 @@ class BlockPool {
     for (const Block& b : blocks_) free_(b.ptr);
     blocks_.clear();
   }
-  size_t freeBlocks() const { return blocks_.size(); }
 
  private:
   Alloc alloc_;
