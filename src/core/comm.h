@@ -96,6 +96,7 @@ struct zcollComm {
   // to device) for the node peers it reaches, from the device identities, the topology and a
   // probe; staged (pinned host memory, in pipelined chunks over route[]) for the rest. Both
   // exist only when this rank has a device; without one, device calls cannot move bytes.
+  std::string deviceTransport;  // ZCOLL_DEVICE_TRANSPORT, read once at init: "", cuda_ipc, staged
   std::unique_ptr<zcoll::CudaIpcTransport> cudaIpc;
   std::unique_ptr<zcoll::StagedTransport> staged;
   std::vector<zcoll::Transport*> deviceRoute;  // rank -> cuda_ipc or staged (null: none)

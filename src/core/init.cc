@@ -114,9 +114,8 @@ Result readDeviceTransportSettings(DeviceTransportSettings* out) {
 // cuda_ipc, when this rank's device can share its memory (the device component offers IPC) and
 // ZCOLL_DEVICE_TRANSPORT allows it. Without it the rank still takes part in choosing device
 // routes (chooseDeviceRoutes), and its peers stage.
-Result createCudaIpcTransport(zcollComm* comm, const DeviceIdentity& me, TransportAddresses* out) {
-  DeviceTransportSettings s;
-  ZCOLL_CHECK(readDeviceTransportSettings(&s));
+Result createCudaIpcTransport(zcollComm* comm, const DeviceIdentity& me,
+                              const DeviceTransportSettings& s, TransportAddresses* out) {
   if (s.mode == "staged" || !me.present) return zcollSuccess;
   const DeviceComponent* c = deviceComponent();
   Result r = zcollUnsupported;
@@ -197,6 +196,9 @@ Result createStagedTransport(zcollComm* comm, const DeviceIdentity& me) {
 // what its peers need (transport/addresses.h; empty for a rank alone).
 Result createTransports(zcollComm* comm, const DeviceIdentity& device, bool withPeers,
                         std::string* packed) {
+  DeviceTransportSettings settings;
+  ZCOLL_CHECK(readDeviceTransportSettings(&settings));
+  comm->deviceTransport = settings.mode;  // chooseDeviceRoutes decides by what was read here
   ZCOLL_CHECK(createStagedTransport(comm, device));
   if (!withPeers) return zcollSuccess;
   std::string forced;
@@ -204,7 +206,7 @@ Result createTransports(zcollComm* comm, const DeviceIdentity& device, bool with
   TransportAddresses addresses;
   ZCOLL_CHECK(createShmTransport(comm, forced, &addresses));
   ZCOLL_CHECK(createNetTransport(comm, forced, &addresses));
-  ZCOLL_CHECK(createCudaIpcTransport(comm, device, &addresses));
+  ZCOLL_CHECK(createCudaIpcTransport(comm, device, settings, &addresses));
   *packed = packAddresses(addresses);
   return zcollSuccess;
 }
@@ -385,16 +387,15 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
   std::vector<std::string> why(n);
   judgeDevicePeers(comm, addresses, &mine, &why);
   ZCOLL_CHECK(tradeDeviceVerdicts(comm, mine, &theirs));
-  DeviceTransportSettings s;
-  ZCOLL_CHECK(readDeviceTransportSettings(&s));
   std::vector<Route> routes(n);
   for (int r = 0; r < n; ++r) {
     if (mine[r] && theirs[r]) {
       routes[r] = Route{comm->cudaIpc.get(), "cuda_ipc (" + why[r] + ")"};
       continue;
     }
-    if (s.mode != "staged" && r != comm->rank && comm->route[r] == comm->net.get() &&
-        comm->peers[comm->rank].device.netDirect && comm->peers[r].device.netDirect) {
+    if (comm->deviceTransport != "staged" && r != comm->rank &&
+        comm->route[r] == comm->net.get() && comm->peers[comm->rank].device.netDirect &&
+        comm->peers[r].device.netDirect) {
       routes[r] = Route{comm->net.get(), "ucx (GPUDirect: UCX carries CUDA memory on both ranks)"};
       continue;
     }
@@ -406,7 +407,7 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
                     ? Route{nullptr, "none (this rank's device copy engine did not start)"}
                     : Route{nullptr, "none (no initialized device when the communicator was "
                                      "created)"};
-    if (s.mode == "cuda_ipc" && r != comm->rank && comm->sameMachine(r) &&
+    if (comm->deviceTransport == "cuda_ipc" && r != comm->rank && comm->sameMachine(r) &&
         comm->layout.nodeOf[r] == comm->node())
       return fail(zcollSystemError, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: no cuda_ipc to rank %d: %s",
                   r, why[r].c_str());
