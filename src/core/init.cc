@@ -166,7 +166,8 @@ Result createNetTransport(zcollComm* comm, const std::string& forced, TransportA
   if (forced == "shm") return zcollSuccess;
 #ifdef ZCOLL_HAVE_UCX
   UcxTransport* ucx = nullptr;
-  ZCOLL_CHECK(UcxTransport::create(comm->name, &ucx));
+  const bool carriesNodePeers = comm->shm == nullptr || !comm->shm->usable();
+  ZCOLL_CHECK(UcxTransport::create(comm->name, carriesNodePeers, &ucx));
   comm->net.reset(ucx);
   out->ucx = ucx->address();
   return zcollSuccess;

@@ -1,5 +1,6 @@
 #include "transport/ucx_transport.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <sys/statvfs.h>
 
@@ -29,14 +30,33 @@ std::string devShmFree() {
   return buf;
 }
 
+// Whether this machine has an RDMA device (InfiniBand, RoCE, iWARP): UCX's network transports
+// are then more than TCP.
+bool machineHasRdma() {
+  DIR* d = opendir("/sys/class/infiniband");
+  if (d == nullptr) return false;
+  bool any = false;
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') any = true;
+  closedir(d);
+  return any;
+}
+
 }  // namespace
+
+ucs_status_t UcxTransport::configure(ucp_config_t* config, const char* tls) const {
+  ucs_status_t st = UCS_OK;
+  if (tls != nullptr) st = ucp_config_modify(config, "TLS", tls);
+  if (st == UCS_OK && tcpEager_) st = ucp_config_modify(config, "RNDV_THRESH", "inf");
+  return st;
+}
 
 ucs_status_t UcxTransport::open(const std::string& commName, const char* tls, const char** step) {
   ucp_config_t* config = nullptr;
   *step = "config read";
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return st;
-  if (tls != nullptr) st = ucp_config_modify(config, "TLS", tls);
+  st = configure(config, tls);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -68,9 +88,15 @@ void UcxTransport::release() {
   context_ = nullptr;
 }
 
-Result UcxTransport::create(const std::string& commName, UcxTransport** out) {
+Result UcxTransport::create(const std::string& commName, bool carriesNodePeers,
+                           UcxTransport** out) {
   *out = nullptr;
   std::unique_ptr<UcxTransport> t(new UcxTransport());
+  t->tcpEager_ = !carriesNodePeers && std::getenv("UCX_RNDV_THRESH") == nullptr &&
+                 !machineHasRdma();
+  if (t->tcpEager_)
+    ZCOLL_INFO(LogSubsys::kNet, "UCX: TCP only (no RDMA device), node peers on shm: large "
+               "messages go eagerly (UCX_RNDV_THRESH=inf; set UCX_RNDV_THRESH to choose)");
   const char* userTls = std::getenv("UCX_TLS");
   const char* step = "";
   ucs_status_t st = t->open(commName, nullptr, &step);

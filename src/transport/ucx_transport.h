@@ -21,7 +21,9 @@ namespace zcoll {
 class UcxTransport final : public Transport {
  public:
   // Creates the context and worker; address() is then what peers need to connect.
-  static Result create(const std::string& commName, UcxTransport** out);
+  // `carriesNodePeers`: UCX may reach ranks on this machine (no zcoll shm for them), which
+  // keeps UCX's rendezvous protocol (see tcpEager()).
+  static Result create(const std::string& commName, bool carriesNodePeers, UcxTransport** out);
   ~UcxTransport() override;
 
   const std::string& address() const { return address_; }
@@ -36,6 +38,13 @@ class UcxTransport final : public Transport {
   // UCX reports CUDA memory among the kinds it carries (a UCX built with CUDA: cuda_copy, and
   // GPUDirect RDMA where the NIC allows): device buffers may then be given to it directly.
   bool carriesCudaMemory() const { return carriesCuda_; }
+  // Large messages go eagerly (UCX_RNDV_THRESH=inf) instead of by rendezvous. Chosen when UCX
+  // only has TCP to offer (no RDMA device on this machine), carries no node peers, and the user
+  // has not set UCX_RNDV_THRESH: UCX 1.13's rendezvous over TCP sends its handshake in the
+  // socket that carries the data going the other way, so two ranks exchanging large messages
+  // each wait behind the other's data and a link runs at about half its rate in each direction
+  // (perf/RESULTS.md, "UCX over TCP: eager, not rendezvous").
+  bool tcpEager() const { return tcpEager_; }
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override;
@@ -51,6 +60,7 @@ class UcxTransport final : public Transport {
   // Context and worker, UCX's transport list replaced by `tls` unless null; *step names what
   // failed. release() undoes a partial open.
   ucs_status_t open(const std::string& commName, const char* tls, const char** step);
+  ucs_status_t configure(ucp_config_t* config, const char* tls) const;
   void release();
 
   // user_data of a UCX request: lets a cancelled Request be freed before UCX calls back.
@@ -92,6 +102,7 @@ class UcxTransport final : public Transport {
 
   ucp_context_h context_ = nullptr;
   bool carriesCuda_ = false;
+  bool tcpEager_ = false;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
   int eventFd_ = -1;  // the worker's wakeup fd (UCP_FEATURE_WAKEUP), -1 if unavailable

@@ -27,6 +27,21 @@ if [ -x "$BUILD/perf/zero_step_perf" ]; then
   echo "ok: zero_step_perf across 2 hosts"
 fi
 
+# Large messages both ways across the link (the hierarchical all-gather's rail stage is an
+# exchange): eager over TCP by default, UCX's rendezvous when UCX_RNDV_THRESH says so, checked.
+if [ -x "$BUILD/perf/all_gather_perf" ]; then
+  AG="$BUILD/perf/all_gather_perf -b 16M -e 16M -n 2 -w 1 -d float -c 1"
+  ZCOLL_ALGO_ALLGATHER=hierarchical ZCOLL_DEBUG=INFO ZCOLL_DEBUG_SUBSYS=NET timeout 120 $EMU $AG \
+    >"$log" 2>&1 || fail "all-gather across hosts (eager)"
+  grep -q "Out of bounds values : 0 OK" "$log" || fail "all-gather across hosts (eager): wrong data"
+  grep -q "large messages go eagerly" "$log" || fail "TCP-only UCX did not choose eager"
+  UCX_RNDV_THRESH=auto ZCOLL_ALGO_ALLGATHER=hierarchical ZCOLL_DEBUG=INFO ZCOLL_DEBUG_SUBSYS=NET \
+    timeout 120 $EMU $AG >"$log" 2>&1 || fail "all-gather across hosts (rendezvous)"
+  grep -q "Out of bounds values : 0 OK" "$log" || fail "all-gather across hosts (rendezvous): wrong data"
+  grep -q "large messages go eagerly" "$log" && fail "UCX_RNDV_THRESH set, eager chosen anyway"
+  echo "ok: 16 MiB exchanges across hosts, eager and rendezvous"
+fi
+
 start=$(date +%s)
 ZCOLL_TIMEOUT=120 timeout 100 $EMU "$PROBE" die 2 >"$log" 2>&1
 elapsed=$(( $(date +%s) - start ))
