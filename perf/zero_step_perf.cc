@@ -111,10 +111,12 @@ Ranks initRanks() {
   Ranks k;
   // The ZeRO-3 baseline moves NCCL's bytes: its ring reduce-scatter sends 16-bit partials
   // (zcoll's default, fp32 partials, would send up to 2x, flattering ZeRO++). An explicit
-  // ZCOLL_REDUCE_PARTIALS in the environment wins. Likewise its all-gathers take NCCL's ring
-  // (zcoll's default on several nodes, the hierarchical all-gather, crosses between nodes less).
+  // ZCOLL_REDUCE_PARTIALS in the environment wins. Likewise its all-gathers and reduce-scatter
+  // take NCCL's ring (zcoll's defaults on several nodes, the hierarchical ones, cross between
+  // nodes less).
   setenv("ZCOLL_REDUCE_PARTIALS", "dtype", 0);
   setenv("ZCOLL_ALGO_ALLGATHER", "ring", 0);
+  setenv("ZCOLL_ALGO_REDUCESCATTER", "ring", 0);
   check(zcollCommInitFromEnv(&k.comm, nullptr), "zcollCommInitFromEnv", k);
   check(zcollCommUserRank(k.comm, &k.rank), "zcollCommUserRank", k);
   check(zcollCommCount(k.comm, &k.nranks), "zcollCommCount", k);

@@ -103,8 +103,9 @@ void checkReduceScatter(const RankSetup& s, int rank, zcollComm_t comm, zcollDat
 }
 
 TEST_P(Collectives, ReduceScatterEveryAlgorithmTypeAndOp) {
-  // shm_read reads the peers in place where every peer is on shm (one node), else runs the ring.
-  for (const char* algo : {"ring", "direct", "shm_read"}) {
+  // shm_read reads the peers in place where every peer is on shm (one node), else runs the ring;
+  // hierarchical runs on several equal nodes (2x2, 3x2, cyclic 6 on 2, 4x2), else the ring.
+  for (const char* algo : {"ring", "direct", "shm_read", "hierarchical"}) {
     ScopedEnv force("ZCOLL_ALGO_REDUCESCATTER", algo);
     runRanks(setup(), [&](int rank, zcollComm_t comm) {
       for (zcollDataType_t t : kAllTypes)

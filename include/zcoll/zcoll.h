@@ -324,8 +324,8 @@ ZCOLL_API zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, siz
 
 /* recvbuff on `root` = op over all ranks of sendbuff (count elements); recvbuff is written on
  * root only and may be NULL elsewhere. In place on root when sendbuff == recvbuff. The root gets
- * exactly the bits zcollAllReduce's ring algorithm gives (same chunks, order and precision as
- * zcollReduceScatter). */
+ * exactly the bits zcollAllReduce's ring algorithm gives (the chunks, order and precision of
+ * zcollReduceScatter's ring algorithm). */
 ZCOLL_API zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     zcollDataType_t datatype, zcollRedOp_t op, int root,
                                     zcollComm_t comm, zcollStream_t stream);

@@ -44,6 +44,11 @@ class RequestList {
   RequestList(const RequestList&) = delete;
   RequestList& operator=(const RequestList&) = delete;
   Request* next() { return &reqs_.at(used_++); }
+  // Request i, for lists filled out of order (the ones before it not handed out stay unposted).
+  Request* at(size_t i) {
+    if (used_ <= i) used_ = i + 1;
+    return &reqs_.at(i);
+  }
   Request* data() { return reqs_.data(); }
   size_t size() const { return used_; }
   void clear();  // all must be complete
@@ -178,6 +183,7 @@ Result allGatherHierarchical(zcollComm* comm, const CollArgs& a);
 Result reduceScatterRing(zcollComm* comm, const CollArgs& a);
 Result reduceScatterDirect(zcollComm* comm, const CollArgs& a);
 Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a);
+Result reduceScatterHierarchical(zcollComm* comm, const CollArgs& a);
 // Every peer of the comm (of group g) is reached over shm (shm_read can run).
 bool everyPeerOnShm(const zcollComm* comm);
 bool everyPeerOnShm(const zcollComm* comm, const Group& g);

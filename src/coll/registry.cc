@@ -25,6 +25,8 @@ const std::vector<Algorithm> kAlgorithms = {
      "every chunk straight to its owner, which reduces them in rank order: lowest latency"},
     {CollKind::kReduceScatter, "shm_read", reduceScatterShmRead,
      "every peer on shm: each rank reads its chunk from every peer's input in place, piece by piece, and reduces it in cache (else the ring)"},
+    {CollKind::kReduceScatter, "hierarchical", reduceScatterHierarchical,
+     "a direct reduce-scatter inside each node into the node's partials of its rail's chunks, then a ring over each rail between nodes: L*(N-1) chunks leave a node where the ring sends W-1"},
     {CollKind::kAllReduce, "ring", allReduceRing,
      "ring reduce-scatter, then ring all-gather: bandwidth-optimal"},
     {CollKind::kAllReduce, "shm_read", allReduceShmRead,
@@ -88,11 +90,11 @@ const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesP
     case CollKind::kAllGather:
       if (bytesPerRank <= 32 * 1024) return "direct";
       return severalEqualNodes ? "hierarchical" : "ring";
-    // (A two-stage reduce-scatter, inside the node then between nodes, measured slower than the
-    // ring over a 1 Gbit/s emulated link: its stages run one after the other, where the ring
-    // overlaps the reduction with the transfer; perf/RESULTS.md.)
-    // shm_read from 4 MiB per rank with every peer on shm: 1.1-1.6x the ring's bus bandwidth
-    // at 4 ranks on 2 cores, 1.0-1.3x at 2 ranks (perf/RESULTS.md).
+    // The hierarchical one is an option, not a default: 1.3-1.4x the ring over a 1 Gbit/s link
+    // between 2 nodes x 2 ranks, on par at 10 Gbit/s, and up to 2x slower where the link is
+    // faster than the extra local pass (TCP on loopback); zcoll cannot tell the link's speed
+    // (perf/RESULTS.md). shm_read from 4 MiB per rank with every peer on shm: 1.1-1.6x the
+    // ring's bus bandwidth at 4 ranks on 2 cores, 1.0-1.3x at 2 ranks (perf/RESULTS.md).
     case CollKind::kReduceScatter:
       if (bytesPerRank <= 32 * 1024) return "direct";
       return bytesPerRank >= (4u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
