@@ -202,7 +202,8 @@ int peerThatReportedFailure(const zcollComm* comm, const Request* reqs, size_t n
 constexpr int kBlockMs = 10;  // deadlines, aborts and dead peers are noticed within this
 
 // The one transport (self aside) that every pending request waits on, or null when they wait
-// on several: a rank can sleep on one transport's events only.
+// on several: a rank can sleep on one transport's events only, and only while no other
+// transport has operations under way (othersPending).
 Transport* soleTransport(const zcollComm* comm, const Request* reqs, size_t n) {
   Transport* sole = nullptr;
   for (size_t i = 0; i < n; ++i) {
@@ -214,10 +215,19 @@ Transport* soleTransport(const zcollComm* comm, const Request* reqs, size_t n) {
   return sole;
 }
 
+// Whether a transport other than `waitOn` (and self) has operations under way.
+bool othersPending(const zcollComm* comm, const Transport* waitOn) {
+  const Transport* others[] = {comm->shm.get(), comm->net.get(), comm->cudaIpc.get(),
+                               comm->staged.get()};
+  for (const Transport* t : others)
+    if (t != nullptr && t != waitOn && t->pending()) return true;
+  return false;
+}
+
 void backoff(zcollComm* comm, const Request* reqs, size_t n, int64_t polls, int64_t spinCount) {
   if (polls < spinCount) return;
   Transport* waitOn = soleTransport(comm, reqs, n);
-  if (waitOn != nullptr && waitOn->waitForEvents(kBlockMs)) return;
+  if (waitOn != nullptr && !othersPending(comm, waitOn) && waitOn->waitForEvents(kBlockMs)) return;
   int64_t idle = polls - spinCount;
   if (idle < 64) {
     sched_yield();

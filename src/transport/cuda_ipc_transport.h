@@ -59,6 +59,7 @@ class CudaIpcTransport final : public Transport {
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override;
+  bool pending() const override { return !active_.empty(); }
   bool peerFailed(int peer) const override;
   void cancel(Request* req) override;
   // Waits, at most about `waitMs`, for the acknowledgements of cancelled sends a peer may still

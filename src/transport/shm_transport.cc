@@ -376,6 +376,15 @@ Result ShmTransport::progress() {
   return zcollSuccess;
 }
 
+bool ShmTransport::pending() const {
+  for (int r : connected_) {
+    const Peer& p = peers_[r];
+    if (!p.posted.empty() || !p.queued.empty() || !p.rndvInFlight.empty() || !p.reads.empty())
+      return true;
+  }
+  return false;
+}
+
 bool ShmTransport::hasWork() const {
   for (int r : connected_) {
     const Peer& p = peers_[r];

@@ -61,6 +61,7 @@ class ShmTransport final : public Transport {
   Result progress() override;
   void cancel(Request* req) override;
   bool waitForEvents(int timeoutMs) override;
+  bool pending() const override;
   void settleCancelled(int waitMs) override;
 
  private:

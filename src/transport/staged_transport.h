@@ -49,6 +49,7 @@ class StagedTransport final : public Transport {
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override;
+  bool pending() const override { return !active_.empty(); }
   bool peerFailed(int peer) const override;
   // Cancels the chunks on the host route and waits for the copies the message started.
   void cancel(Request* req) override;

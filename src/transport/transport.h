@@ -97,6 +97,11 @@ class Transport {
     return false;
   }
 
+  // Whether operations posted here are still under way. A rank waiting on another transport's
+  // events sleeps only while this is false: what this one needs (a shm read the receiver does,
+  // a device copy) would otherwise wait for that sleep to end.
+  virtual bool pending() const { return false; }
+
   // Gives up an incomplete request (timeout, abort, error). Afterwards it is safe to free it.
   virtual void cancel(Request* req) = 0;
 

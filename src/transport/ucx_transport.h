@@ -51,6 +51,7 @@ class UcxTransport final : public Transport {
   void cancel(Request* req) override;
   bool peerFailed(int peer) const override { return failed_[peer] != 0; }
   bool waitForEvents(int timeoutMs) override;
+  bool pending() const override { return !slots_.empty(); }
   void settleCancelled(int waitMs) override;
 
   // Flushes and closes every endpoint, waiting at most `waitMs`.
