@@ -120,6 +120,24 @@ TEST_P(Collectives, ReduceScatterEveryAlgorithmTypeAndOp) {
   }
 }
 
+// The hierarchical algorithms pipeline in slices of about 1 MiB (at most 16): shards and chunks
+// of 3 uneven slices, and of 16 full ones plus a remainder spread over them.
+TEST_P(Collectives, HierarchicalInSlices) {
+  ScopedEnv ag("ZCOLL_ALGO_ALLGATHER", "hierarchical");
+  ScopedEnv rs("ZCOLL_ALGO_REDUCESCATTER", "hierarchical");
+  const size_t counts[] = {700001, (17u << 20) / 4 + 5};  // float elements per rank
+  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    for (size_t count : counts) {
+      if (count > 1000000 && setup().nranks > 4) continue;  // keep memory and time small
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE("count " + std::to_string(count));
+        checkAllGather(setup(), rank, comm, zcollFloat32, count, inPlace);
+        checkReduceScatter(setup(), rank, comm, zcollFloat32, zcollSum, count, inPlace);
+      }
+    }
+  });
+}
+
 // ---- All-reduce -----------------------------------------------------------------------------
 
 void checkAllReduce(const RankSetup& s, int rank, zcollComm_t comm, zcollDataType_t t,
