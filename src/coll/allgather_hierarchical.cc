@@ -12,8 +12,6 @@
 //   lands, so the node's copies run while the link is busy. (hpZ's forward, hpz_allgather.cc,
 //   runs the same two stages one after the other, because it keeps the rail's shards in the
 //   secondary shard.) One node, or nodes of different sizes: the flat ring.
-#include <algorithm>
-
 #include "coll/coll.h"
 #include "core/dtype.h"
 
@@ -21,26 +19,18 @@ namespace zcoll {
 
 namespace {
 
-constexpr size_t kSliceBytes = size_t{1} << 20;
-constexpr size_t kMaxSlices = 16;
-
 struct Shards {
   const NodeLayout& lay;
   char* recv;
-  size_t bytes;   // of one shard
-  size_t slices;  // per shard
+  size_t bytes;  // of one shard
+  Slices cut;    // of a shard, in bytes
+  size_t slices() const { return cut.count; }
 
   // Shard of local member `j` of node `m`, in the output.
   char* at(int m, int j) const { return recv + static_cast<size_t>(lay.members[m][j]) * bytes; }
-  size_t first(size_t k) const { return bytes * k / slices; }
-  size_t len(size_t k) const { return first(k + 1) - first(k); }
+  size_t first(size_t k) const { return cut.first(k); }
+  size_t len(size_t k) const { return cut.len(k); }
 };
-
-size_t sliceCount(size_t bytes, int nodes) {
-  size_t s = std::min({(bytes + kSliceBytes - 1) / kSliceBytes, kMaxSlices,
-                       0xfffe / static_cast<size_t>(nodes)});
-  return std::max<size_t>(s, 1);
-}
 
 class HierarchicalAllGather {
  public:
@@ -50,23 +40,23 @@ class HierarchicalAllGather {
         sh_(sh),
         railSt_(comm, exec),
         nodeSt_(comm, exec),
-        railRecv_(static_cast<size_t>(rail_.size() - 1) * sh.slices),
+        railRecv_(static_cast<size_t>(rail_.size() - 1) * sh.slices()),
         sends_((static_cast<size_t>(rail_.size() - 1) +
-                static_cast<size_t>(node_.size() - 1) * rail_.size()) * sh.slices),
-        nodeRecv_(static_cast<size_t>(node_.size() - 1) * rail_.size() * sh.slices) {}
+                static_cast<size_t>(node_.size() - 1) * rail_.size()) * sh.slices()),
+        nodeRecv_(static_cast<size_t>(node_.size() - 1) * rail_.size() * sh.slices()) {}
 
   Result run(const void* own) {
     const int n = rail_.size();
     ZCOLL_CHECK(postNodeReceives());
-    for (size_t k = 0; k < sh_.slices; ++k)
+    for (size_t k = 0; k < sh_.slices(); ++k)
       ZCOLL_CHECK(postRail(0, k, static_cast<const char*>(own) + sh_.first(k)));
     ZCOLL_CHECK(forward(rail_.me, static_cast<const char*>(own)));
     ZCOLL_CHECK(railSt_.copy(sh_.at(rail_.me, node_.me), own, sh_.bytes));
     // Each slice the rail brings: on to the node, and to the next hop of the rail.
     for (int s = 0; s < n - 1; ++s) {
       const int block = (rail_.me - s - 1 + n) % n;
-      for (size_t k = 0; k < sh_.slices; ++k) {
-        ZCOLL_CHECK(railSt_.wait(railRecv_.data() + s * sh_.slices + k, 1));
+      for (size_t k = 0; k < sh_.slices(); ++k) {
+        ZCOLL_CHECK(railSt_.wait(railRecv_.data() + s * sh_.slices() + k, 1));
         const char* got = sh_.at(block, node_.me) + sh_.first(k);
         ZCOLL_CHECK(forwardSlice(block, k, got));
         if (s + 1 < n - 1) ZCOLL_CHECK(postRail(s + 1, k, got));
@@ -81,9 +71,9 @@ class HierarchicalAllGather {
   Result postRail(int s, size_t k, const char* from) {
     const int n = rail_.size();
     const int block = (rail_.me - s - 1 + n) % n;
-    const uint32_t step = static_cast<uint32_t>(s * sh_.slices + k);
+    const uint32_t step = static_cast<uint32_t>(s * sh_.slices() + k);
     ZCOLL_CHECK(railSt_.recv(rail_.at(rail_.me - 1), sh_.at(block, node_.me) + sh_.first(k),
-                             sh_.len(k), step, railRecv_.at(s * sh_.slices + k)));
+                             sh_.len(k), step, railRecv_.at(s * sh_.slices() + k)));
     return railSt_.send(rail_.at(rail_.me + 1), from, sh_.len(k), step, sends_.next());
   }
 
@@ -93,7 +83,7 @@ class HierarchicalAllGather {
     for (int i = 1; i < l; ++i) {
       const int j = (node_.me + i) % l;
       for (int m = 0; m < rail_.size(); ++m)
-        for (size_t k = 0; k < sh_.slices; ++k)
+        for (size_t k = 0; k < sh_.slices(); ++k)
           ZCOLL_CHECK(nodeSt_.recv(node_.ranks[j], sh_.at(m, j) + sh_.first(k), sh_.len(k),
                                    nodeStep(m, k), nodeRecv_.next()));
     }
@@ -110,13 +100,13 @@ class HierarchicalAllGather {
   }
 
   Result forward(int block, const char* shard) {
-    for (size_t k = 0; k < sh_.slices; ++k)
+    for (size_t k = 0; k < sh_.slices(); ++k)
       ZCOLL_CHECK(forwardSlice(block, k, shard + sh_.first(k)));
     return zcollSuccess;
   }
 
   uint32_t nodeStep(int block, size_t k) const {
-    return static_cast<uint32_t>(block * sh_.slices + k);
+    return static_cast<uint32_t>(block * sh_.slices() + k);
   }
 
   const Group node_, rail_;
@@ -131,7 +121,9 @@ Result allGatherHierarchical(zcollComm* comm, const CollArgs& a) {
   const NodeLayout& lay = comm->layout;
   if (lay.nodes == 1 || !lay.uniform()) return allGatherRing(comm, a);
   const size_t bytes = a.count * dtypeSize(a.dtype);
-  const Shards sh{lay, static_cast<char*>(a.recv), bytes, sliceCount(bytes, lay.nodes)};
+  // Node and rail step tags number block * slices + k (16 bits, 0xffff reserved).
+  const Slices cut = makeSlices(bytes, 1, 0xfffe / static_cast<size_t>(lay.nodes));
+  const Shards sh{lay, static_cast<char*>(a.recv), bytes, cut};
   HierarchicalAllGather ag(comm, *a.exec, sh);
   return ag.run(a.send);
 }

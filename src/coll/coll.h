@@ -129,6 +129,15 @@ struct BalancedChunks {
 };
 BalancedChunks balancedChunks(size_t count, int w, size_t elemSize);
 
+// Slices of a block of `units` (elements or bytes) for the pipelined hierarchical algorithms:
+// about 1 MiB each, at most 16, and at most `maxSlices` (what the step tags can number).
+struct Slices {
+  size_t units = 0, count = 1;
+  size_t first(size_t k) const { return units * k / count; }
+  size_t len(size_t k) const { return first(k + 1) - first(k); }
+};
+Slices makeSlices(size_t units, size_t unitBytes, size_t maxSlices);
+
 // The world offsets i * bytes (i = 0..W) of an all-gather of a.count elements per rank.
 std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs& a);
 

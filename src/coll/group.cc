@@ -70,6 +70,12 @@ BalancedChunks balancedChunks(size_t count, int w, size_t elemSize) {
   return c;
 }
 
+Slices makeSlices(size_t units, size_t unitBytes, size_t maxSlices) {
+  constexpr size_t kSliceBytes = size_t{1} << 20, kMaxSlices = 16;
+  const size_t want = (units * unitBytes + kSliceBytes - 1) / kSliceBytes;
+  return Slices{units, std::max<size_t>(std::min({want, kMaxSlices, maxSlices}), 1)};
+}
+
 RequestList::~RequestList() {
   for (size_t i = 0; i < used_; ++i)
     if (!reqs_[i].complete() && reqs_[i].transport != nullptr) reqs_[i].transport->cancel(&reqs_[i]);

@@ -15,17 +15,12 @@
 //   which is why it pays only on slow links and is an option, not the default (registry.cc).
 //   The order is fixed (local order, then the ring over nodes), so results are identical run to
 //   run, though not the flat ring's bits. One node, or nodes of different sizes: the flat ring.
-#include <algorithm>
-
 #include "coll/coll.h"
 #include "coll/reduce_kernels.h"
 
 namespace zcoll {
 
 namespace {
-
-constexpr size_t kSliceBytes = size_t{1} << 20;
-constexpr size_t kMaxSlices = 16;
 
 struct Call {
   const NodeLayout& lay;
@@ -34,11 +29,11 @@ struct Call {
   zcollDataType_t dtype;
   zcollRedOp_t op;
   size_t es, as;  // bytes of one element and of one accumulator element
-  size_t slices;
+  Slices cut;     // of a chunk, in elements
+  size_t slices() const { return cut.count; }
 
-  // Slice k of a chunk: elements [first(k), first(k + 1)).
-  size_t first(size_t k) const { return count * k / slices; }
-  size_t len(size_t k) const { return first(k + 1) - first(k); }
+  size_t first(size_t k) const { return cut.first(k); }
+  size_t len(size_t k) const { return cut.len(k); }
   // Chunk owned by local member `j` of node `m`, in this rank's input.
   const char* chunk(int m, int j) const {
     return in + static_cast<size_t>(lay.members[m][j]) * count * es;
@@ -53,11 +48,11 @@ class InsideNode {
   InsideNode(zcollComm* comm, Executor& exec, const Group& node, const Call& c, char* pieces)
       : st_(comm, exec), node_(node), c_(c), pieces_(pieces),
         perSlice_(2 * static_cast<size_t>(node.size() - 1) * c.lay.nodes),
-        reqs_(perSlice_ * c.slices) {}
+        reqs_(perSlice_ * c.slices()) {}
 
   Result post() {
     const int l = node_.size(), n = c_.lay.nodes;
-    for (size_t k = 0; k < c_.slices; ++k) {
+    for (size_t k = 0; k < c_.slices(); ++k) {
       const size_t off = c_.first(k), bytes = c_.len(k) * c_.es;
       for (int i = 1; i < l; ++i) {
         const int j = (node_.me + i) % l;
@@ -118,7 +113,7 @@ class AcrossNodes {
   AcrossNodes(zcollComm* comm, Executor& exec, const Group& rail, const Call& c,
               const char* partials, char* bufs)
       : st_(comm, exec), rail_(rail), c_(c), partials_(partials), bufs_(bufs),
-        reqs_(2 * static_cast<size_t>(rail.size() - 1) * c.slices) {}
+        reqs_(2 * static_cast<size_t>(rail.size() - 1) * c.slices()) {}
 
   Result start(size_t k) { return postStep(k, 0, partial(mod(rail_.me - 1), k)); }
 
@@ -161,20 +156,16 @@ class AcrossNodes {
   RequestList reqs_;
 };
 
-size_t sliceCount(size_t count, size_t es, int nodes) {
-  size_t s = (count * es + kSliceBytes - 1) / kSliceBytes;
-  s = std::min({s, kMaxSlices, 0xfffe / static_cast<size_t>(nodes)});
-  return std::max<size_t>(s, 1);
-}
-
 }  // namespace
 
 Result reduceScatterHierarchical(zcollComm* comm, const CollArgs& a) {
   const NodeLayout& lay = comm->layout;
   if (lay.nodes == 1 || !lay.uniform()) return reduceScatterRing(comm, a);
   const size_t es = dtypeSize(a.dtype);
-  const Call c{lay,  static_cast<const char*>(a.send), a.count, a.dtype, a.op, es,
-               accSize(a.dtype), sliceCount(a.count, es, lay.nodes)};
+  // Step tags number slice * N + node (16 bits, 0xffff reserved).
+  const Slices cut = makeSlices(a.count, es, 0xfffe / static_cast<size_t>(lay.nodes));
+  const Call c{lay, static_cast<const char*>(a.send), a.count, a.dtype, a.op, es, accSize(a.dtype),
+               cut};
   const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
   const Group rail = makeGroup(comm, lay.railGroup(comm->rank));
   const size_t n = static_cast<size_t>(lay.nodes), l = static_cast<size_t>(node.size());
@@ -192,12 +183,12 @@ Result reduceScatterHierarchical(zcollComm* comm, const CollArgs& a) {
   InsideNode inside(comm, *a.exec, node, c, pieces);
   AcrossNodes across(comm, *a.exec, rail, c, partials, partials + partialsBytes);
   ZCOLL_CHECK(inside.post());
-  for (size_t k = 0; k < c.slices; ++k) {
+  for (size_t k = 0; k < c.slices(); ++k) {
     ZCOLL_CHECK(inside.reduceSlice(k, partials));
     ZCOLL_CHECK(across.start(k));
     if (k > 0) ZCOLL_CHECK(across.finish(k - 1));
   }
-  ZCOLL_CHECK(across.finish(c.slices - 1));
+  ZCOLL_CHECK(across.finish(c.slices() - 1));
   return a.exec->fromAcc(a.recv, across.total(), a.dtype, a.op, comm->nranks, a.count);
 }
 
