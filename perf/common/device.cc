@@ -9,6 +9,8 @@
 
 #ifdef ZCOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "common/cuda_device_name.h"
 #endif
 
 namespace zcoll {
@@ -84,15 +86,7 @@ std::string selectDevice(int* device) {
   return "";
 }
 
-std::string describeDevice(int device) {
-  cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "cuda device ?";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "cuda device %d [%04x:%02x:%02x.0] ", device,
-                unsigned(prop.pciDomainID) & 0xffff, unsigned(prop.pciBusID) & 0xff,
-                unsigned(prop.pciDeviceID) & 0xff);
-  return buf + std::string(prop.name, strnlen(prop.name, sizeof(prop.name)));
-}
+std::string describeDevice(int device) { return cudaDeviceName(device); }
 
 zcollStream_t createStream() {
   cudaStream_t s = nullptr;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/cuda_device_name.h"
 #include "common/driver.h"
 #include "common/table.h"
 #include "core/dtype.h"
@@ -396,16 +397,6 @@ class Bench {
   DeviceBuffer devSend_, devRecv_, scratch_;
 };
 
-std::string describeDevice(int device) {
-  cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "cuda device ?";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "cuda device %d [%04x:%02x:%02x.0] ", device,
-                unsigned(prop.pciDomainID) & 0xffff, unsigned(prop.pciBusID) & 0xff,
-                unsigned(prop.pciDeviceID) & 0xff);
-  return buf + std::string(prop.name, strnlen(prop.name, sizeof(prop.name)));
-}
-
 void usage(FILE* out, const char* prog) {
   std::fprintf(out,
                "usage: %s all_gather|reduce_scatter|all_reduce|alltoall|sendrecv --id-dir DIR "
@@ -501,7 +492,7 @@ int main(int argc, char** argv) {
   info.nranks = gJob.nranks;
   info.localRank = gJob.localRank;
   info.localSize = gJob.localSize;
-  info.memory = describeDevice(gJob.device);
+  info.memory = zp::cudaDeviceName(gJob.device);
   std::vector<std::string> lines = bench.gatherLines(zp::rankLine(info));
   if (gJob.rank == 0) {
     std::printf("# nccl %d.%d.%d (loaded; built against %d.%d.%d) %s: nccl_coll_bench\n",
