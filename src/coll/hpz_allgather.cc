@@ -96,8 +96,9 @@ Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* 
   return exchangeShards(st, node, lay.nodes, sec, out);
 }
 
-}  // namespace
-
+// hpZ forward: stage A over the rail (quantized when p != nullptr) into the secondary shard
+// (`secondary`, or scratch when nullptr), then stage B, read in place from the peers'
+// secondaries when shmRead (and every node peer is on shm). Requires a uniform layout.
 Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv,
                         void* secondary, size_t count, zcollDataType_t dtype,
                         const quant::QuantParams* p, bool shmRead) {
@@ -115,6 +116,8 @@ Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void*
   Stage st(comm, exec);
   return nodeStage(st, comm, sec, recv, count, dtype, shmRead);
 }
+
+}  // namespace
 
 Result hpzAllGatherFromSecondary(zcollComm* comm, Executor& exec, const void* secondary,
                                  void* recv, size_t count, zcollDataType_t dtype, bool shmRead) {

@@ -28,13 +28,6 @@ Group nodeOrderedRing(const zcollComm* comm);
 Result qwzAllGather(zcollComm* comm, Executor& exec, const void* send, void* recv, size_t count,
                     zcollDataType_t dtype, const quant::QuantParams& p);
 
-// hpZ forward: stage A over the rail (quantized when p != nullptr) into the secondary shard
-// (`secondary`, or scratch when nullptr), then stage B, read in place from the peers'
-// secondaries when shmRead (and every node peer is on shm). Requires a uniform layout.
-Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv,
-                        void* secondary, size_t count, zcollDataType_t dtype,
-                        const quant::QuantParams* p, bool shmRead);
-
 // hpZ backward: stage B only (intra-node all-gather of the secondary shards).
 Result hpzAllGatherFromSecondary(zcollComm* comm, Executor& exec, const void* secondary,
                                  void* recv, size_t count, zcollDataType_t dtype, bool shmRead);
