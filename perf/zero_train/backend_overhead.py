@@ -5,6 +5,11 @@ after the other on this machine, --rounds times alternating which goes first (so
 shared machine hits both alike). Prints a Markdown table: per size the median over rounds of
 each side's mean time, the ratio of the medians and the range of the per-round ratios.
 
+The torch side is also timed one layer down, in the same processes: the zcoll backend object's
+own `_allgather_base(...).wait()` (zcoll.zeropp.zcoll_backend(): no torch.distributed Python
+wrapper, no ProcessGroup dispatch). The difference between the two torch columns is torch's own
+cost per call, which no backend can remove.
+
   python3 perf/zero_train/backend_overhead.py --world 4 --sizes 1M,64M --rounds 5
 """
 import statistics
@@ -35,20 +40,24 @@ def parse_size(text):
 
 
 def torch_worker(rank, world, path, sizes, iters, warmup, queue):
-    import zcoll  # noqa: F401
+    import zcoll.zeropp
     torch.set_num_threads(1)
     dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank, world_size=world)
+    backend = zcoll.zeropp.zcoll_backend()
+    calls = {"torch": dist.all_gather_into_tensor,
+             "backend": lambda out, shard: backend._allgather_base(out, shard).wait()}
     result = {}
     for size in sizes:
         out = torch.empty(size // 4)
         shard = torch.ones(size // 4 // world)
-        for _ in range(warmup):
-            dist.all_gather_into_tensor(out, shard)
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):  # back to back, as all_gather_perf times them
-            dist.all_gather_into_tensor(out, shard)
-        result[size] = (time.perf_counter() - t0) / iters
+        for name, call in calls.items():
+            for _ in range(warmup):
+                call(out, shard)
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):  # back to back, as all_gather_perf times them
+                call(out, shard)
+            result[(name, size)] = (time.perf_counter() - t0) / iters
     if rank == 0:
         queue.put(result)
     dist.destroy_process_group()
@@ -100,16 +109,18 @@ def main():
             rounds[side].append(run(args.world, sizes, args.iters, args.warmup))
     print(f"{args.world} ranks, {args.iters} calls per size, {args.rounds} rounds")
     print("| size (gathered) | all_gather_perf ms | torch zcoll backend ms | torch / zcoll "
-          "(medians) | per-round ratios |")
-    print("|---|---|---|---|---|")
+          "(medians) | per-round ratios | backend object ms | torch's own cost ms |")
+    print("|---|---|---|---|---|---|---|")
     for s in sizes:
         tp = [x[s] for x in rounds["perf"]]
-        tt = [x[s] for x in rounds["torch"]]
+        tt = [x[("torch", s)] for x in rounds["torch"]]
+        tb = [x[("backend", s)] for x in rounds["torch"]]
         ratios = sorted(b / a for a, b in zip(tp, tt))
         print(f"| {size_label(s)} | {statistics.median(tp) * 1e3:.3f} | "
               f"{statistics.median(tt) * 1e3:.3f} | "
               f"{statistics.median(tt) / statistics.median(tp):.2f} | "
-              f"{ratios[0]:.2f}-{ratios[-1]:.2f} |")
+              f"{ratios[0]:.2f}-{ratios[-1]:.2f} | {statistics.median(tb) * 1e3:.3f} | "
+              f"{statistics.median([t - b for t, b in zip(tt, tb)]) * 1e3:.3f} |")
 
 
 if __name__ == "__main__":

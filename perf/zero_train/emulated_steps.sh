@@ -4,6 +4,8 @@
 # torch + zcoll ZeRO++, ROUNDS rounds interleaved (every config once per round, so drift on a
 # shared machine hits all alike). Writes perf/results/emulated_steps.{jsonl,md}: the median step
 # time per config and rate, and the speedups over gloo. Needs root (network namespaces).
+# zcoll ZeRO-3 runs twice: with zcoll's default algorithms, and with the hierarchical
+# reduce-scatter (ZCOLL_ALGO_REDUCESCATTER=hierarchical, the option for slow links between nodes).
 #   usage: perf/zero_train/emulated_steps.sh [ROUNDS] [RATES] [step_time.py args...]
 #   e.g.   perf/zero_train/emulated_steps.sh 3 1gbit,10gbit
 set -euo pipefail
@@ -17,14 +19,17 @@ jsonl=$out/emulated_steps.jsonl
 : > "$jsonl"
 py=$(command -v python3)
 export GLOO_SOCKET_IFNAME=zc0
-configs=("torch gloo zero3" "zcoll zcoll zero3" "zcoll zcoll zeropp")
+# impl backend variant label [environment]
+configs=("torch gloo zero3 gloo_zero3" "zcoll zcoll zero3 zcoll_zero3"
+         "zcoll zcoll zero3 zcoll_zero3_hrs ZCOLL_ALGO_REDUCESCATTER=hierarchical"
+         "zcoll zcoll zeropp zcoll_zeropp")
 for ((round = 1; round <= rounds; round++)); do
   for rate in ${rates//,/ }; do
     for cfg in "${configs[@]}"; do
-      read -r impl backend variant <<< "$cfg"
-      line=$(tools/emulate_cluster.sh --nodes 2 --ranks-per-node 2 --rate "$rate" -- "$py" \
-               perf/zero_train/step_time.py --impl "$impl" --backend "$backend" \
-               --variant "$variant" --label "${backend}_${variant}" "$@" 2>&1 |
+      read -r impl backend variant label environment <<< "$cfg"
+      line=$(env ${environment:-} tools/emulate_cluster.sh --nodes 2 --ranks-per-node 2 \
+               --rate "$rate" -- "$py" perf/zero_train/step_time.py --impl "$impl" \
+               --backend "$backend" --variant "$variant" --label "$label" "$@" 2>&1 |
              sed -n 's/^\[0\] \({"label".*\)$/\1/p')
       [ -n "$line" ] || { echo "emulated_steps: no result for $cfg at $rate" >&2; exit 1; }
       echo "${line%\}}, \"rate\": \"$rate\", \"round\": $round}" | tee -a "$jsonl"
@@ -34,20 +39,22 @@ done
 python3 - "$jsonl" "$out/emulated_steps.md" "$rounds" "$*" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-labels = ["gloo_zero3", "zcoll_zero3", "zcoll_zeropp"]
+labels = ["gloo_zero3", "zcoll_zero3", "zcoll_zero3_hrs", "zcoll_zeropp"]
 rates = sorted({r["rate"] for r in rows}, key=lambda s: float(s.rstrip("gbit")))
 params = rows[0]["params"]
 lines = [f"Step time, 2 nodes x 2 ranks, {params / 1e6:.1f} M fp32 parameters, median over "
          f"{sys.argv[3]} interleaved rounds (each a median of the timed steps); extra args: "
          f"'{sys.argv[4]}'.", "",
-         "| link | gloo ZeRO-3 (s) | zcoll ZeRO-3 (s) | zcoll ZeRO++ (s) | zcoll ZeRO-3 vs gloo | "
-         "zcoll ZeRO++ vs gloo ZeRO-3 |", "|---|---|---|---|---|---|"]
+         "| link | gloo ZeRO-3 (s) | zcoll ZeRO-3 (s) | zcoll ZeRO-3, hierarchical RS (s) | "
+         "zcoll ZeRO++ (s) | zcoll ZeRO-3 vs gloo | zcoll ZeRO-3, hierarchical RS, vs gloo | "
+         "zcoll ZeRO++ vs gloo ZeRO-3 |", "|---|---|---|---|---|---|---|---|"]
 for rate in rates:
     med = {l: statistics.median(r["median_s"] for r in rows if r["rate"] == rate and r["label"] == l)
            for l in labels}
-    lines.append(f"| {rate} | {med['gloo_zero3']:.3f} | {med['zcoll_zero3']:.3f} | "
-                 f"{med['zcoll_zeropp']:.3f} | **{med['gloo_zero3'] / med['zcoll_zero3']:.2f}x** | "
-                 f"**{med['gloo_zero3'] / med['zcoll_zeropp']:.2f}x** |")
+    g = med["gloo_zero3"]
+    lines.append(f"| {rate} | {g:.3f} | {med['zcoll_zero3']:.3f} | {med['zcoll_zero3_hrs']:.3f} | "
+                 f"{med['zcoll_zeropp']:.3f} | **{g / med['zcoll_zero3']:.2f}x** | "
+                 f"**{g / med['zcoll_zero3_hrs']:.2f}x** | **{g / med['zcoll_zeropp']:.2f}x** |")
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF

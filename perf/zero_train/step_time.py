@@ -29,6 +29,30 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_parity as tp  # noqa: E402
 
 
+COLLECTIVES = ("all_gather", "reduce_scatter_avg", "qwz_hpz_gather", "gather_from_secondary",
+               "qgz_reduce_scatter_avg")
+
+
+def time_phases(comms):
+    """Wraps the step's collectives (synchronous calls) with wall-clock timers; returns
+    {name: [seconds per call]}, filled as the steps run."""
+    phases = {}
+
+    def timed(name, fn):
+        def call(*a, **kw):
+            dist.barrier()  # the collective's own time, not the wait for the slowest rank
+            t0 = time.perf_counter()
+            result = fn(*a, **kw)
+            phases.setdefault(name, []).append(time.perf_counter() - t0)
+            return result
+        return call
+
+    for name in COLLECTIVES:
+        if hasattr(comms, name):
+            setattr(comms, name, timed(name, getattr(comms, name)))
+    return phases
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impl", choices=["torch", "zcoll"], default="torch")
@@ -45,6 +69,8 @@ def main():
     ap.add_argument("--qwz-bits", type=int, default=8)
     ap.add_argument("--qgz-bits", type=int, default=4)
     ap.add_argument("--label", default="")
+    ap.add_argument("--phases", action="store_true",
+                    help="also report the median time of each collective of the step")
     args = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -58,6 +84,7 @@ def main():
     dist.init_process_group(args.backend, store=store, rank=rank, world_size=world,
                             timeout=timedelta(seconds=300))
     comms = (tp.ZcollComms if args.impl == "zcoll" else tp.Comms)(world, local, args)
+    phases = time_phases(comms) if args.phases else None
 
     torch.manual_seed(1)
     model = tp.ByteLM(args.d, args.layers, args.heads, args.ctx)
@@ -81,11 +108,16 @@ def main():
         dist.barrier()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
+        elif phases:
+            phases.clear()
     if rank == 0:
         print(json.dumps({"label": args.label, "backend": args.backend, "impl": args.impl,
                           "variant": args.variant, "params": total, "world": world,
                           "ranks_per_node": local, "median_s": statistics.median(times),
-                          "mean_s": statistics.mean(times), "steps": len(times)}), flush=True)
+                          "mean_s": statistics.mean(times), "steps": len(times),
+                          **({"phases_s": {name: statistics.median(ts)
+                                           for name, ts in phases.items()}} if phases else {})}),
+              flush=True)
     dist.destroy_process_group()
 
 

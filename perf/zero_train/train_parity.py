@@ -197,7 +197,9 @@ class ZcollComms(Comms):
 
     def qwz_hpz_gather(self, shard):
         out = torch.empty(shard.numel() * self.world)
-        self.secondary = torch.empty(self.zpp.secondary_shard_numel(shard.numel()))
+        numel = self.zpp.secondary_shard_numel(shard.numel())
+        if getattr(self, "secondary", None) is None or self.secondary.numel() != numel:
+            self.secondary = torch.empty(numel)  # kept across steps, as DeepSpeed keeps its own
         self.zpp.all_gather_hier(out, shard, self.secondary, bits=self.args.qwz_bits,
                                  block_size=self.block)
         return out
