@@ -9,9 +9,9 @@
 //   between nodes at every hop). Pipelined in slices of the shard (about 1 MiB, at most 16):
 //   all of the rail's first step and the own shard's node sends are posted at once, and each
 //   slice the rail brings is forwarded inside the node (and to the next rail hop) as soon as it
-//   lands, so the node's copies run while the link is busy. (hpZ's forward, hpz_allgather.cc,
-//   runs the same two stages one after the other, because it keeps the rail's shards in the
-//   secondary shard.) One node, or nodes of different sizes: the flat ring.
+//   lands, so the node's copies run while the link is busy. (hpZ's quantized forward,
+//   hpz_allgather.cc, overlaps the same two stages by whole shards.) One node, or nodes of
+//   different sizes: the flat ring.
 #include "coll/coll.h"
 #include "core/dtype.h"
 

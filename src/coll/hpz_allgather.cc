@@ -4,6 +4,10 @@
 //            quantized, via the qwZ ring; exact otherwise)                 -> the secondary shard
 //   stage B (intra-node, over node(r)):  recv[members[m][l'] * C] = sec_{l'}[m]  for all m, l'
 //   Forward = A then B; backward (FromSecondary) = B alone: zero inter-node bytes, same bits.
+//   Quantized with B by messages, the forward overlaps them shard by shard: each shard goes on
+//   inside the node as soon as A has dequantized it into the secondary, the own one while A's
+//   first step is still on the wire (whole shards, not slices: a quantized shard travels in the
+//   wire format's one layout, so the byte counts stay (N-1) * Q(C)).
 //   Inter-node bytes per rank: (N-1) * quantizedBytes(C) (or (N-1)*C*es exact), all in A.
 //   Stage B read in place (the *_shm_read algorithms, every node peer on shm, host buffers): the
 //   members trade the addresses of their secondary shards, each copies every member's N shards
@@ -23,9 +27,11 @@ constexpr size_t kAlign = 64;
 
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Stage A: the rail all-gather into `sec` (N shards in node order).
+// Stage A: the rail all-gather into `sec` (N shards in node order). Quantized, `landed(m)` runs
+// as soon as shard m is in `sec`.
 Result railStage(const Stage& st, zcollComm* comm, const void* send, char* sec, size_t count,
-                 zcollDataType_t dtype, const quant::QuantParams* p, void* wire) {
+                 zcollDataType_t dtype, const quant::QuantParams* p, void* wire,
+                 const SlotLanded& landed = {}) {
   const Group rail = makeGroup(comm, comm->layout.railGroup(comm->rank));
   const size_t bytes = count * dtypeSize(dtype);
   std::vector<size_t> off(rail.size() + 1);
@@ -33,7 +39,7 @@ Result railStage(const Stage& st, zcollComm* comm, const void* send, char* sec, 
   if (p == nullptr) return ringAllGatherv(st, rail, sec, off.data(), send);
   quant::QuantParams mine = *p;
   mine.elementOffset = static_cast<uint64_t>(comm->rank) * count;  // same bits as qwZ
-  return quantizedRingAllGather(st, rail, send, count, dtype, mine, wire, sec, off.data());
+  return quantizedRingAllGather(st, rail, send, count, dtype, mine, wire, sec, off.data(), landed);
 }
 
 // Where stage B puts shard m of local member `local`: recv[members[m][local] * count].
@@ -96,9 +102,40 @@ Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* 
   return exchangeShards(st, node, lay.nodes, sec, out);
 }
 
+// Stages A and B together (quantized forward, stage B by messages): each shard goes on to the
+// node peers, and into its place in recv, as soon as the rail has put it in the secondary; the
+// own shard while the rail's first step is still in flight. Same messages and tags as A then B.
+Result railAndNodeOverlapped(zcollComm* comm, Executor& exec, const void* send, char* sec,
+                             void* recv, size_t count, zcollDataType_t dtype,
+                             const quant::QuantParams& p, void* wire) {
+  const NodeLayout& lay = comm->layout;
+  const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
+  const Placement out{lay, static_cast<char*>(recv), count * dtypeSize(dtype)};
+  const int l = node.size();
+  Stage railSt(comm, exec), nodeSt(comm, exec);
+  RequestList reqs(2 * static_cast<size_t>(l - 1) * lay.nodes);
+  for (int k = 1; k < l; ++k) {
+    const int peer = (node.me + k) % l;
+    for (int m = 0; m < lay.nodes; ++m)
+      ZCOLL_CHECK(nodeSt.recv(node.at(peer), out.at(m, peer), out.bytes, static_cast<uint32_t>(m),
+                              reqs.next()));
+  }
+  auto passOn = [&](int m) -> Result {
+    const char* shard = sec + m * out.bytes;
+    ZCOLL_CHECK(nodeSt.copy(out.at(m, node.me), shard, out.bytes));
+    for (int k = 1; k < l; ++k)
+      ZCOLL_CHECK(nodeSt.send(node.at(node.me + k), shard, out.bytes, static_cast<uint32_t>(m),
+                              reqs.next()));
+    return zcollSuccess;
+  };
+  ZCOLL_CHECK(railStage(railSt, comm, send, sec, count, dtype, &p, wire, passOn));
+  return nodeSt.wait(reqs);
+}
+
 // hpZ forward: stage A over the rail (quantized when p != nullptr) into the secondary shard
 // (`secondary`, or scratch when nullptr), then stage B, read in place from the peers'
-// secondaries when shmRead (and every node peer is on shm). Requires a uniform layout.
+// secondaries when shmRead (and every node peer is on shm). Quantized and by messages, B runs
+// as A's shards land. Requires a uniform layout.
 Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv,
                         void* secondary, size_t count, zcollDataType_t dtype,
                         const quant::QuantParams* p, bool shmRead) {
@@ -108,10 +145,12 @@ Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void*
   void* scratch = nullptr;
   ZCOLL_CHECK(scratchGet(comm, exec, secBytes + wireBytes, &scratch));  // [secondary?][wire?]
   char* sec = secondary ? static_cast<char*>(secondary) : static_cast<char*>(scratch);
+  void* wire = static_cast<char*>(scratch) + secBytes;
+  if (p != nullptr && !shmRead)
+    return railAndNodeOverlapped(comm, exec, send, sec, recv, count, dtype, *p, wire);
   {
     Stage st(comm, exec);
-    ZCOLL_CHECK(
-        railStage(st, comm, send, sec, count, dtype, p, static_cast<char*>(scratch) + secBytes));
+    ZCOLL_CHECK(railStage(st, comm, send, sec, count, dtype, p, wire));
   }
   Stage st(comm, exec);
   return nodeStage(st, comm, sec, recv, count, dtype, shmRead);

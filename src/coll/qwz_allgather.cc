@@ -14,16 +14,17 @@ namespace zcoll {
 
 Result quantizedRingAllGather(const Stage& st, const Group& g, const void* own, size_t count,
                               zcollDataType_t dtype, const quant::QuantParams& p, void* wire,
-                              void* out, const size_t* outElem) {
+                              void* out, const size_t* outElem, const SlotLanded& landed) {
   const int w = g.size();
   const size_t qb = quant::quantizedBytes(count, p);
   const size_t es = dtypeSize(dtype);
   char* q = static_cast<char*>(wire);
   auto slot = [&](int i) { return q + static_cast<size_t>((i % w + w) % w) * qb; };
-  auto land = [&](int i) {
+  auto land = [&](int i) -> Result {
     int k = (i % w + w) % w;
-    return st.exec().dequantize(slot(k), count, p, static_cast<char*>(out) + outElem[k] * es,
-                                dtype);
+    ZCOLL_CHECK(st.exec().dequantize(slot(k), count, p, static_cast<char*>(out) + outElem[k] * es,
+                                     dtype));
+    return landed ? landed(k) : zcollSuccess;
   };
   RequestList reqs(2 * static_cast<size_t>(w));
   auto post = [&](int s) -> Result {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "coll/coll.h"
 #include "quant/quant.h"
@@ -15,10 +16,13 @@ namespace zcoll {
 // of quantizedBytes(count, p) bytes), the packed slots travel round the ring, and slot i is
 // dequantized to out + outElem[i] elements while the next slot is in flight. `own` is read
 // before anything is written, so it may be one of the output slots (in place). The owner's
-// slot is dequantized too: every member writes the same bits for every slot.
+// slot is dequantized too: every member writes the same bits for every slot. `landed`, when
+// given, runs after each slot i is dequantized (own slot first, while the ring's first step is
+// in flight), so a caller can pass it on at once.
+using SlotLanded = std::function<Result(int slot)>;
 Result quantizedRingAllGather(const Stage& st, const Group& g, const void* own, size_t count,
                               zcollDataType_t dtype, const quant::QuantParams& p, void* wire,
-                              void* out, const size_t* outElem);
+                              void* out, const size_t* outElem, const SlotLanded& landed = {});
 
 // The ring qwZ runs on: ranks node by node (nodes in order, ranks in node order), so the
 // ring crosses between nodes exactly `nodes` times (once when there is one node: never).
