@@ -50,7 +50,7 @@ const std::vector<Algorithm> kAlgorithms = {
      "as it arrives"},
     {CollKind::kAllGatherHier, "rail_then_node", allGatherHierRailThenNode,
      "hpZ forward: a rail all-gather (optionally quantized) fills the per-node secondary shard, "
-     "then an all-gather inside the node"},
+     "and an all-gather inside the node passes each of its shards on (quantized: as it lands)"},
     {CollKind::kAllGatherHier, "rail_then_node_shm_read", allGatherHierRailThenNodeShmRead,
      "hpZ forward as rail_then_node, each rank reading its node peers' secondary shards in place "
      "(every node peer on shm; else rail_then_node)"},
