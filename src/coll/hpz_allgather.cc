@@ -68,22 +68,31 @@ Result readShards(const Stage& st, zcollComm* comm, const Group& node, const cha
   return tradeTokens(st, node, 1);
 }
 
-// Stage B by messages: this rank's N shards to every other member, theirs from them.
-Result exchangeShards(const Stage& st, const Group& node, int n, const char* sec,
-                      const Placement& out) {
-  const int l = node.size();
-  RequestList reqs(2 * static_cast<size_t>(l) * n);
-  for (int k = 1; k < l; ++k) {
-    int peer = (node.me + k) % l;
+// Stage B by messages, the receives: every other member's N shards, into their places.
+Result postShardReceives(const Stage& st, const Group& node, int n, const Placement& out,
+                         RequestList& reqs) {
+  for (int k = 1; k < node.size(); ++k) {
+    const int peer = (node.me + k) % node.size();
     for (int m = 0; m < n; ++m)
       ZCOLL_CHECK(st.recv(node.at(peer), out.at(m, peer), out.bytes, static_cast<uint32_t>(m),
                           reqs.next()));
   }
-  for (int k = 1; k < l; ++k)
-    for (int m = 0; m < n; ++m)
-      ZCOLL_CHECK(st.send(node.at(node.me + k), sec + m * out.bytes, out.bytes,
-                          static_cast<uint32_t>(m), reqs.next()));
-  return st.wait(reqs);
+  return zcollSuccess;
+}
+
+// Stage B by messages, this rank's shard m (at `shard`, in its secondary): into its own place
+// in recv, and to every other member.
+Result passShardOn(const Stage& st, const Group& node, int m, const char* shard,
+                   const Placement& out, RequestList& reqs) {
+  ZCOLL_CHECK(st.copy(out.at(m, node.me), shard, out.bytes));
+  for (int k = 1; k < node.size(); ++k)
+    ZCOLL_CHECK(st.send(node.at(node.me + k), shard, out.bytes, static_cast<uint32_t>(m),
+                        reqs.next()));
+  return zcollSuccess;
+}
+
+size_t shardMessages(const Group& node, int n) {
+  return 2 * static_cast<size_t>(node.size() - 1) * n;
 }
 
 // Stage B: every local member's N secondary shards reach every other local member; shard m of
@@ -95,11 +104,16 @@ Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* 
   const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
   const Placement out{lay, static_cast<char*>(recv), count * dtypeSize(dtype)};
   const char* sec = static_cast<const char*>(secondary);
-  for (int m = 0; m < lay.nodes; ++m)
-    ZCOLL_CHECK(st.copy(out.at(m, node.me), sec + m * out.bytes, out.bytes));
-  if (shmRead && &st.exec() == &hostExecutor() && everyPeerOnShm(comm, node))
+  if (shmRead && &st.exec() == &hostExecutor() && everyPeerOnShm(comm, node)) {
+    for (int m = 0; m < lay.nodes; ++m)
+      ZCOLL_CHECK(st.copy(out.at(m, node.me), sec + m * out.bytes, out.bytes));
     return readShards(st, comm, node, sec, out);
-  return exchangeShards(st, node, lay.nodes, sec, out);
+  }
+  RequestList reqs(shardMessages(node, lay.nodes));
+  ZCOLL_CHECK(postShardReceives(st, node, lay.nodes, out, reqs));
+  for (int m = 0; m < lay.nodes; ++m)
+    ZCOLL_CHECK(passShardOn(st, node, m, sec + m * out.bytes, out, reqs));
+  return st.wait(reqs);
 }
 
 // Stages A and B together (quantized forward, stage B by messages): each shard goes on to the
@@ -111,22 +125,11 @@ Result railAndNodeOverlapped(zcollComm* comm, Executor& exec, const void* send, 
   const NodeLayout& lay = comm->layout;
   const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
   const Placement out{lay, static_cast<char*>(recv), count * dtypeSize(dtype)};
-  const int l = node.size();
   Stage railSt(comm, exec), nodeSt(comm, exec);
-  RequestList reqs(2 * static_cast<size_t>(l - 1) * lay.nodes);
-  for (int k = 1; k < l; ++k) {
-    const int peer = (node.me + k) % l;
-    for (int m = 0; m < lay.nodes; ++m)
-      ZCOLL_CHECK(nodeSt.recv(node.at(peer), out.at(m, peer), out.bytes, static_cast<uint32_t>(m),
-                              reqs.next()));
-  }
-  auto passOn = [&](int m) -> Result {
-    const char* shard = sec + m * out.bytes;
-    ZCOLL_CHECK(nodeSt.copy(out.at(m, node.me), shard, out.bytes));
-    for (int k = 1; k < l; ++k)
-      ZCOLL_CHECK(nodeSt.send(node.at(node.me + k), shard, out.bytes, static_cast<uint32_t>(m),
-                              reqs.next()));
-    return zcollSuccess;
+  RequestList reqs(shardMessages(node, lay.nodes));
+  ZCOLL_CHECK(postShardReceives(nodeSt, node, lay.nodes, out, reqs));
+  auto passOn = [&](int m) {
+    return passShardOn(nodeSt, node, m, sec + m * out.bytes, out, reqs);
   };
   ZCOLL_CHECK(railStage(railSt, comm, send, sec, count, dtype, &p, wire, passOn));
   return nodeSt.wait(reqs);
