@@ -95,16 +95,23 @@ size_t shardMessages(const Group& node, int n) {
   return 2 * static_cast<size_t>(node.size() - 1) * n;
 }
 
+// Whether stage B reads the peers' secondaries in place: when asked (shmRead), for host
+// buffers with every node peer on shm; otherwise it goes by messages.
+bool readsInPlace(zcollComm* comm, const Executor& exec, bool shmRead) {
+  return shmRead && &exec == &hostExecutor() &&
+         everyPeerOnShm(comm, makeGroup(comm, comm->layout.nodeGroup(comm->rank)));
+}
+
 // Stage B: every local member's N secondary shards reach every other local member; shard m of
 // member l lands at recv[members[m][l] * count]. Placement from the layout only. Read in place
-// when asked (shmRead), for host buffers with every node peer on shm.
+// when readsInPlace.
 Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* recv, size_t count,
                  zcollDataType_t dtype, bool shmRead) {
   const NodeLayout& lay = comm->layout;
   const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
   const Placement out{lay, static_cast<char*>(recv), count * dtypeSize(dtype)};
   const char* sec = static_cast<const char*>(secondary);
-  if (shmRead && &st.exec() == &hostExecutor() && everyPeerOnShm(comm, node)) {
+  if (readsInPlace(comm, st.exec(), shmRead)) {
     for (int m = 0; m < lay.nodes; ++m)
       ZCOLL_CHECK(st.copy(out.at(m, node.me), sec + m * out.bytes, out.bytes));
     return readShards(st, comm, node, sec, out);
@@ -137,8 +144,8 @@ Result railAndNodeOverlapped(zcollComm* comm, Executor& exec, const void* send, 
 
 // hpZ forward: stage A over the rail (quantized when p != nullptr) into the secondary shard
 // (`secondary`, or scratch when nullptr), then stage B, read in place from the peers'
-// secondaries when shmRead (and every node peer is on shm). Quantized and by messages, B runs
-// as A's shards land. Requires a uniform layout.
+// secondaries when readsInPlace. Quantized and by messages, B runs as A's shards land.
+// Requires a uniform layout.
 Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void* recv,
                         void* secondary, size_t count, zcollDataType_t dtype,
                         const quant::QuantParams* p, bool shmRead) {
@@ -149,7 +156,7 @@ Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void*
   ZCOLL_CHECK(scratchGet(comm, exec, secBytes + wireBytes, &scratch));  // [secondary?][wire?]
   char* sec = secondary ? static_cast<char*>(secondary) : static_cast<char*>(scratch);
   void* wire = static_cast<char*>(scratch) + secBytes;
-  if (p != nullptr && !shmRead)
+  if (p != nullptr && !readsInPlace(comm, exec, shmRead))
     return railAndNodeOverlapped(comm, exec, send, sec, recv, count, dtype, *p, wire);
   {
     Stage st(comm, exec);
