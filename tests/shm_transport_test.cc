@@ -19,8 +19,10 @@
 
 #include <csignal>
 
+#include "coll/shm_read.h"
 #include "core/comm.h"
 #include "support/ranks.h"
+#include "transport/host_memory.h"
 #include "transport/shm_segment.h"
 #include "transport/shm_window.h"
 
@@ -175,6 +177,9 @@ PathBytes pathBytes(zcollComm_t comm) {
 
 // ---- shm_read: the reduce-scatter that reads its peers in place ------------------------------
 
+// What a read in place costs in messages per peer: the published buffer and the release token.
+constexpr uint64_t kNotices = sizeof(PeerBuffers::Published) + 1;
+
 struct RsResult {
   std::vector<uint16_t> out;
   PathBytes bytes;
@@ -207,11 +212,11 @@ TEST(ShmRead, ReduceScatterHasTheDirectAlgorithmsBitsAndBytes) {
     for (int r = 0; r < nranks; ++r) {
       EXPECT_TRUE(read[r].out == direct[r].out) << nranks << " ranks, rank " << r;
       // Each peer's chunk crosses once each way: as much as the direct algorithm sends, plus
-      // the 8-byte addresses and 1-byte tokens the reads need.
+      // the published buffers and 1-byte tokens the reads need.
       uint64_t chunk = (3 * 65536 + 77) * 2 * uint64_t(nranks - 1);
       EXPECT_EQ(direct[r].bytes.intraSent, chunk);
-      EXPECT_EQ(read[r].bytes.intraSent, chunk + 9 * uint64_t(nranks - 1));
-      EXPECT_EQ(read[r].bytes.intraRecv, chunk + 9 * uint64_t(nranks - 1));
+      EXPECT_EQ(read[r].bytes.intraSent, chunk + kNotices * uint64_t(nranks - 1));
+      EXPECT_EQ(read[r].bytes.intraRecv, chunk + kNotices * uint64_t(nranks - 1));
     }
   }
 }
@@ -356,8 +361,8 @@ std::vector<HpzRun> hpzRuns(const RankSetup& s, const char* forward, const char*
   return runs;
 }
 
-// Same results as the exchange, the same shard bytes (read instead of sent) plus an 8-byte
-// address and a 1-byte token per local peer and call; nothing more between nodes.
+// Same results as the exchange, the same shard bytes (read instead of sent) plus a published
+// buffer and a 1-byte token per local peer and call; nothing more between nodes.
 TEST(HpzShmRead, SameResultsAndBytesAsTheExchange) {
   for (Placement placement : {Placement::kContiguous, Placement::kCyclic}) {
     RankSetup s = cyclicNodes(6, 2);
@@ -369,8 +374,10 @@ TEST(HpzShmRead, SameResultsAndBytesAsTheExchange) {
       EXPECT_TRUE(read[r].forward == exchange[r].forward) << "rank " << r;
       EXPECT_TRUE(read[r].backward == exchange[r].backward) << "rank " << r;
       EXPECT_TRUE(read[r].backward == read[r].forward) << "rank " << r;
-      EXPECT_EQ(read[r].bytes.intraSent, exchange[r].bytes.intraSent + 2 * 2 * 9) << "rank " << r;
-      EXPECT_EQ(read[r].bytes.intraRecv, exchange[r].bytes.intraRecv + 2 * 2 * 9) << "rank " << r;
+      EXPECT_EQ(read[r].bytes.intraSent, exchange[r].bytes.intraSent + 2 * 2 * kNotices)
+          << "rank " << r;
+      EXPECT_EQ(read[r].bytes.intraRecv, exchange[r].bytes.intraRecv + 2 * 2 * kNotices)
+          << "rank " << r;
       EXPECT_EQ(read[r].bytes.interSent, exchange[r].bytes.interSent) << "rank " << r;
     }
   }
@@ -453,6 +460,189 @@ TEST(ShmMemory, AWindowThatCannotGrowOnOneRankFailsTheCallOnEveryRank) {
     EXPECT_NE(zcollBarrier(comm, nullptr), zcollSuccess);  // the comm is broken
   });
   limit.reset();
+}
+
+// ---- Registered host memory (zcollMemAllocHost): peers map it and read it with loads -------
+
+TEST(HostMemory, AllocAndFreeValidateTheirArguments) {
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "ptr is NULL", zcollMemAllocHost(nullptr, 64));
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "size is 0", zcollMemAllocHost(&p, 0));
+  EXPECT_EQ(p, nullptr);
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "too large", zcollMemAllocHost(&p, SIZE_MAX));
+  ASSERT_EQ(zcollMemAllocHost(&p, 5000), zcollSuccess);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  const std::vector<uint8_t> zeros(8192, 0);
+  EXPECT_EQ(std::memcmp(p, zeros.data(), 8192), 0);  // zero-filled, whole pages
+  std::memset(p, 7, 5000);
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "was not returned by zcollMemAllocHost",
+                    zcollMemFreeHost(static_cast<char*>(p) + 8));
+  int onStack = 0;
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "was not returned", zcollMemFreeHost(&onStack));
+  EXPECT_EQ(zcollMemFreeHost(p), zcollSuccess);
+  EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "freed already", zcollMemFreeHost(p));
+  EXPECT_EQ(zcollMemFreeHost(nullptr), zcollSuccess);
+}
+
+TEST(HostMemory, MemoryTheMachineCannotReserveFailsTheAllocationWithAMessage) {
+  FileSizeLimit limit(1 << 20);
+  void* p = nullptr;
+  EXPECT_FAILS_WITH(nullptr, zcollSystemError, "cannot reserve 4194304 bytes of shared memory",
+                    zcollMemAllocHost(&p, 4 << 20));
+  EXPECT_EQ(p, nullptr);
+}
+
+TEST(HostMemory, ABufferIsRegisteredOnlyWhenOneAllocationHoldsAllOfIt) {
+  char* a = nullptr;
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&a), 10000), zcollSuccess);
+  const size_t whole = 12288;  // 3 pages
+  EXPECT_EQ(shm::findHostMemory(a, whole).offset, 0u);
+  EXPECT_GE(shm::findHostMemory(a, whole).fd, 0);
+  EXPECT_EQ(shm::findHostMemory(a + 4100, 100).offset, 4100u);
+  EXPECT_LT(shm::findHostMemory(a + 4100, whole).fd, 0);  // runs past the end
+  EXPECT_LT(shm::findHostMemory(a + whole, 1).fd, 0);
+  std::vector<char> ordinary(100);
+  EXPECT_LT(shm::findHostMemory(ordinary.data(), 100).fd, 0);
+  ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
+  EXPECT_LT(shm::findHostMemory(a, 1).fd, 0);  // forgotten once freed
+}
+
+TEST(HostMemory, AMappedRegionShowsTheBytesAtItsOffsetAndRefusesMore) {
+  char* a = nullptr;
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&a), 3 * 4096), zcollSuccess);
+  for (int i = 0; i < 3 * 4096; ++i) a[i] = static_cast<char>(i * 7 + 3);
+  shm::RegionRef ref = shm::findHostMemory(a + 5001, 7000);
+  shm::MappedRegion region;
+  const char* at = nullptr;
+  ASSERT_EQ(region.map(getpid(), ref, 7000, &at), zcollSuccess) << zcollGetLastError(nullptr);
+  ASSERT_NE(at, nullptr);
+  EXPECT_NE(at, a + 5001);  // a second mapping of the same memory
+  EXPECT_EQ(std::memcmp(at, a + 5001, 7000), 0);
+  a[6000] = 42;  // shared: the mapping sees later writes
+  EXPECT_EQ(at[999], 42);
+  EXPECT_FAILS_WITH(nullptr, zcollRemoteError, "smaller",
+                    region.map(getpid(), ref, 3 * 4096, &at));
+  ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
+}
+
+// Buffers for one rank: registered when `registered`, ordinary otherwise.
+class RankBuffer {
+ public:
+  RankBuffer(size_t bytes, bool registered) : registered_(registered) {
+    if (registered) {
+      EXPECT_EQ(zcollMemAllocHost(&reg_, bytes), zcollSuccess);
+    } else {
+      ordinary_.resize(bytes);
+    }
+  }
+  ~RankBuffer() { zcollMemFreeHost(reg_); }
+  template <typename T>
+  T* as() { return static_cast<T*>(registered_ ? reg_ : static_cast<void*>(ordinary_.data())); }
+
+ private:
+  bool registered_;
+  void* reg_ = nullptr;
+  std::vector<char> ordinary_;
+};
+
+// Every shm_read algorithm's outputs (all-gather, bf16 reduce-scatter and all-reduce, in and
+// out of place, above and below the streaming-copy size), with the buffers of rank r in
+// registered memory when bit r of `registeredRanks` is set.
+std::vector<std::vector<uint8_t>> shmReadOutputs(int nranks, unsigned registeredRanks) {
+  ScopedEnv ag("ZCOLL_ALGO_ALLGATHER", "shm_read");
+  ScopedEnv rs("ZCOLL_ALGO_REDUCESCATTER", "shm_read");
+  ScopedEnv ar("ZCOLL_ALGO_ALLREDUCE", "shm_read");
+  std::vector<std::vector<uint8_t>> outputs(nranks);
+  runRanks(oneNode(nranks), [&](int rank, zcollComm_t comm) {
+    const bool reg = (registeredRanks >> rank) & 1;
+    for (size_t count : {size_t(7001), size_t(600000)}) {  // 14 KB and 1.2 MB per rank
+      const size_t total = count * nranks;
+      for (bool inPlace : {false, true}) {
+        RankBuffer in(total * 2, reg), out(total * 2, reg);
+        uint16_t* x = in.as<uint16_t>();
+        for (size_t i = 0; i < total; ++i)
+          x[i] = static_cast<uint16_t>(0x3c00 + ((i * 2654435761u + rank * 97u) % 0x0900)) |
+                 static_cast<uint16_t>((i + rank) % 3 == 0 ? 0x8000 : 0);
+        auto keep = [&](const uint16_t* p, size_t n) {
+          const uint8_t* b = reinterpret_cast<const uint8_t*>(p);
+          outputs[rank].insert(outputs[rank].end(), b, b + n * 2);
+        };
+        uint16_t* y = out.as<uint16_t>();
+        uint16_t* mine = inPlace ? x + rank * count : y;
+        ZCOLL_EXPECT_OK(comm, zcollReduceScatter(x, mine, count, zcollBfloat16, zcollSum, comm,
+                                                 nullptr));
+        keep(mine, count);
+        ZCOLL_EXPECT_OK(comm, zcollAllReduce(x, inPlace ? x : y, total, zcollBfloat16, zcollSum,
+                                             comm, nullptr));
+        keep(inPlace ? x : y, total);
+        uint16_t* gathered = inPlace ? x : y;
+        ZCOLL_EXPECT_OK(comm, zcollAllGather(inPlace ? x + rank * count : x + 5, gathered, count,
+                                             zcollBfloat16, comm, nullptr));
+        keep(gathered, total);
+      }
+    }
+  });
+  return outputs;
+}
+
+TEST(ShmRead, RegisteredBuffersGiveTheSameBitsAsOrdinaryOnes) {
+  const int w = 3;
+  auto ordinary = shmReadOutputs(w, 0);
+  auto registered = shmReadOutputs(w, 0b111);
+  auto mixed = shmReadOutputs(w, 0b101);
+  for (int r = 0; r < w; ++r) {
+    ASSERT_FALSE(ordinary[r].empty());
+    EXPECT_TRUE(registered[r] == ordinary[r]) << "rank " << r;
+    EXPECT_TRUE(mixed[r] == ordinary[r]) << "rank " << r;
+  }
+}
+
+TEST(ShmRead, AllGatherHasTheRingsResult) {
+  const int w = 3;
+  const size_t count = 300001;  // over the streaming-copy size per block
+  std::vector<std::vector<float>> got[2];
+  for (int algo = 0; algo < 2; ++algo) {
+    ScopedEnv force("ZCOLL_ALGO_ALLGATHER", algo == 0 ? "ring" : "shm_read");
+    got[algo].resize(w);
+    runRanks(oneNode(w), [&](int rank, zcollComm_t comm) {
+      RankBuffer in(count * 4, rank == 1);
+      float* x = in.as<float>();
+      for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(i % 977) * 0.5f + rank;
+      got[algo][rank].assign(count * w, -1.f);
+      ZCOLL_EXPECT_OK(comm, zcollAllGather(x, got[algo][rank].data(), count, zcollFloat32, comm,
+                                           nullptr));
+    });
+  }
+  for (int r = 0; r < w; ++r) {
+    EXPECT_TRUE(got[1][r] == got[0][r]) << "rank " << r;
+    EXPECT_EQ(got[1][r][2 * count + 5], 5 * 0.5f + 2) << "rank " << r;
+  }
+}
+
+// hpZ's backward reading registered secondary shards in place: the exchange's result.
+TEST(HpzShmRead, ARegisteredSecondaryGivesTheSameResult) {
+  RankSetup s = cyclicNodes(4, 2);
+  const size_t count = 300001;
+  std::vector<std::vector<float>> got[2];
+  for (int algo = 0; algo < 2; ++algo) {
+    ScopedEnv bwd("ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY", algo == 0 ? "node" : "node_shm_read");
+    got[algo].resize(s.nranks);
+    runRanks(s, [&](int rank, zcollComm_t comm) {
+      size_t secCount = 0;
+      ZCOLL_EXPECT_OK(comm, zcollSecondaryShardCount(comm, count, &secCount));
+      RankBuffer sec(secCount * 4, true);
+      std::vector<float> send(count), out(count * s.nranks);
+      for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i * 7 + rank) % 101);
+      ZCOLL_EXPECT_OK(comm, zcollAllGatherHier(send.data(), out.data(), sec.as<float>(), count,
+                                               zcollFloat32, nullptr, comm, nullptr));
+      got[algo][rank].assign(count * s.nranks, -1.f);
+      ZCOLL_EXPECT_OK(comm, zcollAllGatherFromSecondary(sec.as<float>(), got[algo][rank].data(),
+                                                        count, zcollFloat32, comm, nullptr));
+      EXPECT_TRUE(got[algo][rank] == out) << "rank " << rank;
+    });
+  }
+  for (int r = 0; r < s.nranks; ++r) EXPECT_TRUE(got[1][r] == got[0][r]) << "rank " << r;
 }
 
 // ---- Every collective, same bits over every transport -------------------------------------

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/buffer.h"
+#include "common/registered_buffer.h"
 #include "common/device.h"
 #include "common/table.h"
 #include "core/dtype.h"
@@ -101,12 +102,11 @@ class Bench {
     int sendBlock = 0, recvBlock = 0;
     size_t sendOffset = 0, recvOffset = 0;
     if (!inPlace) {
-      sendBlock = place(&l, send_, devSend_, c.sendElems * ts);
-      recvBlock = place(&l, recv_, devRecv_, c.recvElems * ts);
+      sendBlock = place(&l, 0, c.sendElems * ts);
+      recvBlock = place(&l, 1, c.recvElems * ts);
     } else {
       bool recvLarger = c.recvElems >= c.sendElems;
-      sendBlock = recvBlock = place(&l, recvLarger ? recv_ : send_,
-                                    recvLarger ? devRecv_ : devSend_,
+      sendBlock = recvBlock = place(&l, recvLarger ? 1 : 0,
                                     std::max(c.sendElems, c.recvElems) * ts);
       sendOffset = c.sendInPlace * ts;
       recvOffset = c.recvInPlace * ts;
@@ -123,11 +123,12 @@ class Bench {
     return l;
   }
 
-  // Adds a block of `bytes` (host, and its device mirror with -G 1); returns its index.
-  int place(Layout* l, Buffer& host, DeviceBuffer& dev, size_t bytes) {
+  // Adds a block of `bytes` in buffer pair `which` (0: send, 1: recv): host (registered with
+  // -R 1), and its device mirror with -G 1; returns its index.
+  int place(Layout* l, int which, size_t bytes) {
     int b = l->blocks++;
-    l->hostBase[b] = host.ensure(bytes);
-    if (opt_.device) l->devBase[b] = dev.ensure(bytes);
+    l->hostBase[b] = opt_.registered ? registered_[which].ensure(bytes) : host_[which].ensure(bytes);
+    if (opt_.device) l->devBase[b] = device_[which].ensure(bytes);
     l->bytes[b] = bytes;
     return b;
   }
@@ -241,8 +242,9 @@ class Bench {
   const RankInfo& info_;
   size_t typeSize_;
   zcollStream_t stream_;
-  Buffer send_, recv_;
-  DeviceBuffer devSend_, devRecv_;  // -G 1 only
+  Buffer host_[2];                       // send, recv
+  RegisteredHostBuffer registered_[2];   // -R 1 only
+  DeviceBuffer device_[2];               // -G 1 only
 };
 
 // The sweep; returns the number of wrong values over all rows (rank 0 prints as it goes).

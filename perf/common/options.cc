@@ -64,6 +64,8 @@ void printUsage(const char* prog, const Collective& coll) {
       "  -r, --root R          root rank, default 0%s\n"
       "  -G, --device 0|1      1: buffers in CUDA device memory (device LOCAL_RANK %% device\n"
       "                        count), calls on a non-blocking stream; default 0 (host)\n"
+      "  -R, --register 0|1    1: host buffers from zcollMemAllocHost (node peers read them\n"
+      "                        in place); default 0 (ordinary memory)\n"
       "  --test-corrupt R      (tests) rank R spoils one value before the check\n"
       "  -h, --help            this text\n"
       "Sizes are the total bytes nccl-tests would report: for all-gather, reduce-scatter and\n"
@@ -96,6 +98,7 @@ bool applyOption(int c, const char* arg, Options* opt) {
     case 'r': if (!parseInt(arg, 0, &v)) return false; opt->root = int(v); return true;
     case 'C': if (!parseInt(arg, 0, &v)) return false; opt->corruptRank = int(v); return true;
     case 'G': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->device = v; return true;
+    case 'R': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->registered = v; return true;
     case 'd':
       if (!lookUp(kTypes, arg, &named)) return false;
       opt->dtype = zcollDataType_t(named);
@@ -113,6 +116,7 @@ const char* checkRanges(const Options& opt) {
   if (opt.stepFactor > 1 && opt.minBytes == 0) return "-b 0 cannot grow by a factor (-f)";
   if (opt.stepFactor <= 1 && opt.stepBytes == 0 && opt.minBytes != opt.maxBytes)
     return "stepbytes (-i) is 0";
+  if (opt.device && opt.registered) return "-R 1 registers host buffers; -G 1 uses device ones";
   return nullptr;
 }
 
@@ -143,10 +147,10 @@ int parseOptions(int argc, char** argv, const Collective& coll, Options* opt) {
       {"check", required_argument, nullptr, 'c'},     {"datatype", required_argument, nullptr, 'd'},
       {"op", required_argument, nullptr, 'o'},        {"root", required_argument, nullptr, 'r'},
       {"test-corrupt", required_argument, nullptr, 'C'}, {"help", no_argument, nullptr, 'h'},
-      {"device", required_argument, nullptr, 'G'},
+      {"device", required_argument, nullptr, 'G'},   {"register", required_argument, nullptr, 'R'},
       {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:G:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:G:R:h", kLong, nullptr)) != -1) {
     if (c == 'h') {
       printUsage(argv[0], coll);
       return 0;

@@ -24,6 +24,7 @@ struct Options {
   int root = 0;                         // -r
   int corruptRank = -1;                 // --test-corrupt: this rank spoils one checked value
   bool device = false;                  // -G: buffers in CUDA device memory, calls on a stream
+  bool registered = false;              // -R: host buffers from zcollMemAllocHost
 };
 
 // Parses argv into *opt. Returns -1 to go on, else the exit code to return at once

@@ -106,6 +106,9 @@ void printSetup(const Collective& coll, const Options& opt, const RankInfo& info
   if (opt.device)
     std::printf("# device buffers (-G 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
                 "clock around %d enqueued calls + cudaStreamSynchronize\n", opt.iters);
+  if (opt.registered)
+    std::printf("# registered host buffers (-R 1): from zcollMemAllocHost, read in place by the "
+                "node's peers\n");
   std::printf("#\n# Using ranks\n");
   for (const std::string& line : rankLines) std::printf("%s\n", line.c_str());
   std::printf("#\n");

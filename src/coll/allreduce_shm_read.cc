@@ -1,10 +1,10 @@
 // All-reduce by reading the peers in place (every peer on this node, over shm).
-//   The count is split into W balanced chunks. Members publish the addresses of their input and
-//   output; member i reduces chunk i reading every member's input in place, piece by piece, in
+//   The count is split into W balanced chunks. Members publish their input and output (by
+//   address; by region too when in zcollMemAllocHost memory, read with plain loads); member i reduces chunk i reading every member's input in place, piece by piece, in
 //   rank order (as reducescatter_shm_read.cc), into its output. After a token from every member
 //   (every chunk reduced, and no one reads an input any more: an in-place call may now
 //   overwrite it), each member copies the other reduced chunks straight from their owners'
-//   outputs with one process_vm_readv each, and a last token releases the outputs. Every rank
+//   outputs (one process_vm_readv or memcpy each), and a last token releases the outputs. Every rank
 //   ends with identical bits. Without shm to every peer (or for device buffers) it runs the ring.
 #include "coll/shm_read.h"
 #include "core/dtype.h"
@@ -14,13 +14,13 @@ namespace zcoll {
 namespace {
 
 // Copies every other member's reduced chunk from its output into this rank's output.
-Result gatherChunks(zcollComm* comm, const std::vector<uint64_t>& outAddr,
-                    const BalancedChunks& c, char* out) {
+Result gatherChunks(zcollComm* comm, const PeerBuffers& outputs, const BalancedChunks& c,
+                    char* out) {
   for (int k = 1; k < comm->nranks; ++k) {
     int p = (comm->rank + k) % comm->nranks;
     size_t bytes = c.byte[p + 1] - c.byte[p];
     if (bytes == 0) continue;
-    ZCOLL_CHECK(comm->shm->read(p, outAddr[p] + c.byte[p], out + c.byte[p], bytes));
+    ZCOLL_CHECK(outputs.read(p, c.byte[p], out + c.byte[p], bytes));
     countTransfer(comm, p, bytes, false);
     countTransfer(comm, p, c.byte[comm->rank + 1] - c.byte[comm->rank], true);
   }
@@ -37,14 +37,15 @@ Result allReduceShmRead(zcollComm* comm, const CollArgs& a) {
   char* out = static_cast<char*>(a.recv);
   const Group world = worldGroup(comm);
   Stage st(comm, *a.exec);
-  std::vector<uint64_t> inAddr, outAddr;
-  ZCOLL_CHECK(tradeAddresses(st, world, in, &inAddr));
-  ZCOLL_CHECK(tradeAddresses(st, world, out, &outAddr));
-  ZCOLL_CHECK(readAndReduce(comm, st.exec(), inAddr, in, c.byte[me], c.elem[me + 1] - c.elem[me],
+  const size_t bytes = a.count * dtypeSize(a.dtype);
+  PeerBuffers inputs, outputs;
+  ZCOLL_CHECK(inputs.publish(st, world, in, bytes));
+  ZCOLL_CHECK(outputs.publish(st, world, out, bytes));
+  ZCOLL_CHECK(readAndReduce(comm, st.exec(), inputs, c.byte[me], c.elem[me + 1] - c.elem[me],
                             a.dtype, a.op, out + c.byte[me]));
   countPeerReads(comm, world, c.byte[me + 1] - c.byte[me]);
   ZCOLL_CHECK(tradeTokens(st, world, 1));
-  ZCOLL_CHECK(gatherChunks(comm, outAddr, c, out));
+  ZCOLL_CHECK(gatherChunks(comm, outputs, c, out));
   return tradeTokens(st, world, 2);
 }
 

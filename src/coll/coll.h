@@ -189,6 +189,7 @@ std::function<Result(Executor&)> algorithmWork(zcollComm* comm, CollKind kind,
 Result allGatherRing(zcollComm* comm, const CollArgs& a);
 Result allGatherDirect(zcollComm* comm, const CollArgs& a);
 Result allGatherHierarchical(zcollComm* comm, const CollArgs& a);
+Result allGatherShmRead(zcollComm* comm, const CollArgs& a);
 Result reduceScatterRing(zcollComm* comm, const CollArgs& a);
 Result reduceScatterDirect(zcollComm* comm, const CollArgs& a);
 Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a);

@@ -56,13 +56,12 @@ struct Placement {
 Result readShards(const Stage& st, zcollComm* comm, const Group& node, const char* sec,
                   const Placement& out) {
   const int n = comm->layout.nodes;
-  std::vector<uint64_t> addr;
-  ZCOLL_CHECK(tradeAddresses(st, node, sec, &addr));
+  PeerBuffers secondaries;
+  ZCOLL_CHECK(secondaries.publish(st, node, sec, n * out.bytes));
   for (int k = 1; k < node.size(); ++k) {
     int peer = (node.me + k) % node.size();
     for (int m = 0; m < n; ++m)
-      ZCOLL_CHECK(comm->shm->read(node.ranks[peer], addr[peer] + m * out.bytes, out.at(m, peer),
-                                  out.bytes));
+      ZCOLL_CHECK(secondaries.read(peer, m * out.bytes, out.at(m, peer), out.bytes));
   }
   countPeerReads(comm, node, n * out.bytes);
   return tradeTokens(st, node, 1);

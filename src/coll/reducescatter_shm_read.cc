@@ -1,8 +1,9 @@
 // Reduce-scatter by reading the peers' inputs in place (every peer on this node, over shm).
-//   Every member sends the address of its input to the others (one small message each), then
-//   builds its output chunk piece by piece: for each piece it reads the matching piece of every
-//   member's input straight from that member's memory (process_vm_readv into a cache-sized
-//   buffer) and accumulates it in source order 0..W-1 (the direct algorithm's order: the same
+//   Every member publishes its input to the others (one small message each), then builds its
+//   output chunk piece by piece: for each piece it reads the matching piece of every member's
+//   input straight from that member's memory (process_vm_readv into a cache-sized buffer, or,
+//   for an input in zcollMemAllocHost memory, plain loads from the mapped input) and
+//   accumulates it in source order 0..W-1 (the direct algorithm's order: the same
 //   bits, fp32 accumulation for 16-bit floats). Last, the members trade a done-token, so no one
 //   returns (and reuses its input) while a peer may still read it. Per rank, each input byte of
 //   its chunk is read once and the output written once: no received copy is written to memory
@@ -20,10 +21,10 @@ Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a) {
   const char* in = static_cast<const char*>(a.send);
   const Group world = worldGroup(comm);
   Stage st(comm, *a.exec);
-  std::vector<uint64_t> addr;
-  ZCOLL_CHECK(tradeAddresses(st, world, in, &addr));
-  ZCOLL_CHECK(readAndReduce(comm, st.exec(), addr, in, comm->rank * chunk, a.count, a.dtype,
-                            a.op, static_cast<char*>(a.recv)));
+  PeerBuffers inputs;
+  ZCOLL_CHECK(inputs.publish(st, world, in, chunk * comm->nranks));
+  ZCOLL_CHECK(readAndReduce(comm, st.exec(), inputs, comm->rank * chunk, a.count, a.dtype, a.op,
+                            static_cast<char*>(a.recv)));
   countPeerReads(comm, world, chunk);
   return tradeTokens(st, world, 1);
 }

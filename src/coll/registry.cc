@@ -19,6 +19,8 @@ const std::vector<Algorithm> kAlgorithms = {
      "every block straight to every rank in one step: lowest latency"},
     {CollKind::kAllGather, "hierarchical", allGatherHierarchical,
      "a ring over each rail between nodes, then an exchange inside each node: each block enters every other node once"},
+    {CollKind::kAllGather, "shm_read", allGatherShmRead,
+     "every peer on shm: each rank copies every peer's block straight out of the peer's memory (memcpy for zcollMemAllocHost memory; else the ring)"},
     {CollKind::kReduceScatter, "ring", reduceScatterRing,
      "W-1 steps around the ring, reducing as the partials pass: bandwidth-optimal"},
     {CollKind::kReduceScatter, "direct", reduceScatterDirect,

@@ -4,6 +4,7 @@
 
 #include "coll/reduce_kernels.h"
 #include "core/dtype.h"
+#include "exec/bulk_copy.h"
 #include "transport/shm_transport.h"
 
 namespace zcoll {
@@ -36,11 +37,35 @@ Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, s
   return st.wait(reqs);
 }
 
-Result tradeAddresses(const Stage& st, const Group& g, const void* mine,
-                      std::vector<uint64_t>* addr) {
-  addr->assign(g.size(), 0);
-  (*addr)[g.me] = reinterpret_cast<uintptr_t>(mine);
-  return tradeItems(st, g, 0, addr->data(), sizeof(uint64_t));
+Result PeerBuffers::publish(const Stage& st, const Group& g, const void* mine, size_t bytes) {
+  comm_ = st.comm();
+  ranks_ = g.ranks;
+  published_.assign(g.size(), Published{});
+  published_[g.me] = Published{reinterpret_cast<uintptr_t>(mine), bytes,
+                               shm::findHostMemory(mine, bytes)};
+  ZCOLL_CHECK(tradeItems(st, g, 0, published_.data(), sizeof(Published)));
+  view_.assign(g.size(), nullptr);
+  view_[g.me] = static_cast<const char*>(mine);
+  maps_.clear();
+  maps_.resize(g.size());
+  for (int i = 0; i < g.size(); ++i) {
+    const Published& p = published_[i];
+    if (i == g.me || p.region.fd < 0 || p.bytes == 0) continue;
+    ZCOLL_CHECK(comm_->shm->mapRegistered(ranks_[i], p.region, p.bytes, &maps_[i], &view_[i]));
+  }
+  return zcollSuccess;
+}
+
+Result PeerBuffers::read(int i, size_t offset, void* dst, size_t bytes) const {
+  if (offset > published_[i].bytes || bytes > published_[i].bytes - offset)
+    return fail(zcollInternalError, "shm read: %zu bytes at %zu lie outside the %llu bytes rank "
+                "%d published", bytes, offset,
+                static_cast<unsigned long long>(published_[i].bytes), ranks_[i]);
+  if (view_[i] != nullptr) {
+    bulkCopy(dst, view_[i] + offset, bytes);
+    return zcollSuccess;
+  }
+  return comm_->shm->read(ranks_[i], published_[i].addr + offset, dst, bytes);
 }
 
 Result tradeTokens(const Stage& st, const Group& g, uint32_t step) {
@@ -59,10 +84,9 @@ Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine,
   return zcollSuccess;
 }
 
-Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>& addr,
-                     const char* in, size_t offset, size_t m, zcollDataType_t dtype,
-                     zcollRedOp_t op, char* out) {
-  const int w = comm->nranks, me = comm->rank;
+Result readAndReduce(zcollComm* comm, Executor& ex, const PeerBuffers& in, size_t offset,
+                     size_t m, zcollDataType_t dtype, zcollRedOp_t op, char* out) {
+  const int w = comm->nranks;
   const size_t es = dtypeSize(dtype);
   const size_t pieceElems = std::max<size_t>(1, kPieceBytes / es);
   const size_t accOffset = (pieceElems * es + 63) / 64 * 64;
@@ -74,11 +98,8 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const std::vector<uint64_t>&
     const size_t k = std::min(pieceElems, m - done);
     const size_t at = offset + done * es;
     for (int p = 0; p < w; ++p) {
-      const void* piece = in + at;
-      if (p != me) {
-        ZCOLL_CHECK(comm->shm->read(p, addr[p] + at, buf, k * es));
-        piece = buf;
-      }
+      const void* piece = in.view(p) != nullptr ? in.view(p) + at : buf;
+      if (piece == buf) ZCOLL_CHECK(in.read(p, at, buf, k * es));
       ZCOLL_CHECK(p == 0 ? ex.toAcc(acc, piece, dtype, k)
                          : ex.accumulate(acc, piece, false, dtype, op, k));
     }

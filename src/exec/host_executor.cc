@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "coll/reduce_kernels.h"
+#include "exec/bulk_copy.h"
 #include "exec/executor.h"
 
 namespace zcoll {
@@ -25,7 +26,13 @@ class HostExecutor final : public Executor {
   const MemoryOps& memory() const override { return hostMemory(); }
 
   Result copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+    if (bytes == 0 || dst == src) return zcollSuccess;
+    const char* d = static_cast<const char*>(dst);
+    const char* s = static_cast<const char*>(src);
+    if (d + bytes <= s || s + bytes <= d)
+      bulkCopy(dst, src, bytes);
+    else
+      std::memmove(dst, src, bytes);
     return zcollSuccess;
   }
   Result toAcc(void* acc, const void* in, zcollDataType_t dtype, size_t n) override {

@@ -347,6 +347,12 @@ Result ShmTransport::peerWindow(int peer, const shm::WindowRef& ref, const char*
   return peers_[peer].window.map(peers_[peer].pid, ref, base);
 }
 
+Result ShmTransport::mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes,
+                                   shm::MappedRegion* region, const char** at) {
+  ZCOLL_CHECK(checkConnected(peer));
+  return region->map(peers_[peer].pid, ref, bytes, at);
+}
+
 Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {
   size_t done = 0;
   while (done < bytes) {

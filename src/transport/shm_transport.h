@@ -22,6 +22,7 @@
 
 #include "core/node_layout.h"
 #include "transport/shm_segment.h"
+#include "transport/host_memory.h"
 #include "transport/shm_window.h"
 #include "transport/transport.h"
 
@@ -51,6 +52,10 @@ class ShmTransport final : public Transport {
   // sent (*base: its start here, read-only).
   Result ownWindow(size_t bytes, char** base, shm::WindowRef* ref);
   Result peerWindow(int peer, const shm::WindowRef& ref, const char** base);
+  // Maps `bytes` of connected peer `peer`'s registered memory (transport/host_memory.h) from
+  // the reference it sent, into `region` (*at: their first byte here, read-only).
+  Result mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes,
+                       shm::MappedRegion* region, const char** at);
   // Progresses until queued sends (e.g. close notices) are out or `waitMs` passes.
   void flushQueued(int waitMs);
 
