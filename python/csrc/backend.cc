@@ -1110,6 +1110,18 @@ pybind11::bytes getUniqueId() {
   return pybind11::bytes(id.internal, ZCOLL_UNIQUE_ID_BYTES);
 }
 
+// A uint8 tensor of `bytes` in registered host memory (zcollMemAllocHost): node peers read it in
+// place. Its storage frees the memory (zcollMemFreeHost) when the last view of it goes.
+at::Tensor hostBytes(int64_t bytes) {
+  TORCH_CHECK(bytes >= 0, "zcoll.empty_host: the size must not be negative, got ", bytes, " bytes");
+  void* p = nullptr;
+  zcollResult_t rc = zcollMemAllocHost(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  TORCH_CHECK(rc == zcollSuccess, "zcoll zcollMemAllocHost failed: ", zcollGetErrorString(rc),
+              " (", static_cast<int>(rc), "): ", zcollGetLastError(nullptr));
+  return at::from_blob(p, {bytes}, [](void* q) { zcollMemFreeHost(q); },
+                       at::TensorOptions().dtype(at::kByte));
+}
+
 }  // namespace zcoll_torch
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -1157,6 +1169,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("intra_bits"), py::arg("block_size"), py::arg("symmetric"),
           py::arg("stochastic"), py::arg("seed"), py::arg("pipeline_depth"));
   m.def("get_unique_id", &zcoll_torch::getUniqueId);
+  m.def("host_bytes", &zcoll_torch::hostBytes, py::arg("bytes"));
   // Whether CUDA tensors can be passed: this extension was built with CUDA and the libzcoll it
   // loaded recognises device buffers (a CUDA build, a device visible).
 #ifdef ZCOLL_TORCH_CUDA

@@ -271,9 +271,50 @@ def scenario_dead_peer(rank, world):
     os._exit(0)
 
 
+def scenario_registered_memory(rank, world):
+    import zcoll
+    t = zcoll.empty_host(3, 5, dtype=torch.bfloat16)
+    assert t.shape == (3, 5) and t.dtype == torch.bfloat16 and not t.any()
+    assert zcoll.empty_host((2, 0)).numel() == 0
+    with pytest.raises(ValueError, match="non-negative"):
+        zcoll.empty_host(-1)
+    with pytest.raises(TypeError, match="dtype"):
+        zcoll.empty_host(4, dtype="float")
+    # Sizes where zcoll reads the peers in place (all-gather from 1 MiB per rank, reduce-scatter
+    # and all-reduce from 4 MiB): registered tensors give gloo's results, and so do ordinary
+    # ones next to them on the other ranks.
+    n = (5 << 20) // 4 + 3
+    mine = zcoll.empty_host(n) if rank % 2 == 0 else torch.empty(n)
+    mine.copy_(_values(rank, n, torch.float32))
+
+    def agt(g):
+        out = zcoll.empty_host(n * world)
+        dist.all_gather_into_tensor(out, mine, group=g)
+        return out
+    a, b = _both(agt)
+    assert torch.equal(a, b)
+
+    def ar(g):
+        t = zcoll.empty_host(n)
+        t.copy_(mine)
+        dist.all_reduce(t, group=g)
+        return t
+    a, b = _both(ar)
+    assert torch.equal(a, b)
+
+    def rs(g):
+        big = zcoll.empty_host(n * world)
+        big.copy_(_values(rank, n * world, torch.float32, 1))
+        out = torch.empty(n)
+        dist.reduce_scatter_tensor(out, big, group=g)
+        return out
+    a, b = _both(rs)
+    assert torch.equal(a, b)
+
+
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
              [scenario_collectives, scenario_coalescing, scenario_async, scenario_subgroup, scenario_bad_input,
-              scenario_dead_peer]}
+              scenario_dead_peer, scenario_registered_memory]}
 
 
 def _run(scenario, world):
@@ -306,3 +347,8 @@ def test_bad_input_raises_with_message():
 
 def test_dead_peer_fails_pending_works():
     _run("dead_peer", 3)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_registered_host_memory(world):
+    _run("registered_memory", world)

@@ -89,9 +89,12 @@ const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesP
   const int nranks = comm->nranks;
   const bool severalEqualNodes = comm->layout.nodes > 1 && comm->layout.uniform();
   switch (kind) {
+    // shm_read from 1 MiB per rank with every peer on shm: on par with the ring for ordinary
+    // buffers, 1.4-2x for buffers in zcollMemAllocHost memory (perf/RESULTS.md).
     case CollKind::kAllGather:
       if (bytesPerRank <= 32 * 1024) return "direct";
-      return severalEqualNodes ? "hierarchical" : "ring";
+      if (severalEqualNodes) return "hierarchical";
+      return bytesPerRank >= (1u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
     // The hierarchical one is an option, not a default: 1.3-1.4x the ring over a 1 Gbit/s link
     // between 2 nodes x 2 ranks, on par at 10 Gbit/s, and up to 2x slower where the link is
     // faster than the extra local pass (TCP on loopback); zcoll cannot tell the link's speed
@@ -100,10 +103,12 @@ const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesP
     case CollKind::kReduceScatter:
       if (bytesPerRank <= 32 * 1024) return "direct";
       return bytesPerRank >= (4u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
+    // shm_read from 4 MiB with every peer on shm: 1.1-1.4x the ring (its gather copies stream
+    // since bulk copies do: perf/RESULTS.md).
     case CollKind::kAllReduce:
-      return bytesPerRank <= 64 * 1024 || bytesPerRank < static_cast<size_t>(nranks) * 64
-                 ? "recursive_doubling"
-                 : "ring";
+      if (bytesPerRank <= 64 * 1024 || bytesPerRank < static_cast<size_t>(nranks) * 64)
+        return "recursive_doubling";
+      return bytesPerRank >= (4u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
     case CollKind::kAllToAll: return "pairwise";
     case CollKind::kBroadcast: return bytesPerRank <= 256 * 1024 ? "binomial" : "pipelined_ring";
     case CollKind::kReduce: return "ring";
