@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/device.h"
+#include "common/registered_buffer.h"
 #include "common/zeropp.h"
 
 namespace zp = zcoll::perf;
@@ -13,9 +14,11 @@ namespace zp = zcoll::perf;
 namespace {
 
 // The secondary shard of the current size, (re)filled by a forward call when the size changes;
-// in device memory with -G 1 (the buffers of one call are all host or all device memory).
+// in device memory with -G 1 (the buffers of one call are all host or all device memory), in
+// registered host memory with -R 1.
 struct Secondary {
   std::vector<unsigned char> bytes;
+  zp::RegisteredHostBuffer registeredBytes;
   zp::DeviceBuffer deviceBytes;
   void* ptr = nullptr;
   size_t count = static_cast<size_t>(-1);
@@ -44,6 +47,8 @@ int main(int argc, char** argv) {
       size_t bytes = count * a.info->nodes * typeSize(a.dtype) + 1;
       if (a.device) {
         sec.ptr = sec.deviceBytes.ensure(bytes);  // the previous size's calls are complete
+      } else if (a.registered) {
+        sec.ptr = sec.registeredBytes.ensure(bytes);
       } else {
         sec.bytes.assign(bytes, 0);
         sec.ptr = sec.bytes.data();

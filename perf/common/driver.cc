@@ -97,7 +97,8 @@ class Bench {
   // offsets (the larger of the two buffers is reused).
   Layout layout(const Counts& c, bool inPlace) {
     Layout l;
-    l.host = RunArgs{nullptr, nullptr, c, opt_.dtype, opt_.op, opt_.root, &info_, nullptr, false};
+    l.host = RunArgs{nullptr, nullptr, c, opt_.dtype, opt_.op, opt_.root, &info_, nullptr, false,
+                     opt_.registered};
     size_t ts = typeSize_;
     int sendBlock = 0, recvBlock = 0;
     size_t sendOffset = 0, recvOffset = 0;

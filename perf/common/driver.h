@@ -49,6 +49,7 @@ struct RunArgs {
   const RankInfo* info;
   zcollStream_t stream;
   bool device;  // -G 1: any extra buffer the call takes must be device memory too
+  bool registered = false;  // -R 1: host buffers from zcollMemAllocHost (extra ones too)
 };
 
 // Result of one size in one mode (out-of-place or in-place), already combined over ranks.

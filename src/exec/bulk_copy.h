@@ -3,11 +3,11 @@
 // A collective's output (a gathered block, a peer's chunk) is written once and not read again
 // by zcoll. An ordinary copy reads every destination line before writing it
 // (read-for-ownership), and glibc's memcpy streams only above about 3/4 of the last-level
-// cache. On the 2-core EPYC this project measures on, copying one block in all_gather_perf on
-// one rank, streaming stores (from 8 MiB with a prefetch 512 bytes ahead) beat memcpy 2-2.5x
-// at 4-8 MiB, 1.3-2x at 16-32 MiB, 1.25x at 64 MiB and match it at 1-2 MiB (perf/RESULTS.md,
-// "Registered host memory"). bulkCopy streams from kStreamCopyBytes up; smaller copies stay in
-// cache for whoever reads them next.
+// cache. On the 2-core EPYC this project measures on, copying one block (all_gather_perf on one
+// rank, A/B against memcpy), streaming stores (from 8 MiB with a prefetch 512 bytes ahead) are
+// 1.9-2.5x faster at 4-8 MiB, 1.85x at 16-32 MiB, 1.15x at 64 MiB and 1.04-1.08x at 1-2 MiB
+// (perf/RESULTS.md, "Registered host memory"). bulkCopy streams from kStreamCopyBytes up;
+// smaller copies stay in cache for whoever reads them next.
 #pragma once
 
 #include <cstddef>
