@@ -146,16 +146,15 @@ Result MappedRegion::map(int pid, const RegionRef& ref, size_t bytes, const char
                 "registered buffer that is smaller", pid, bytes,
                 static_cast<unsigned long long>(ref.offset));
   }
-  void* p = bytes == 0 ? nullptr
-                       : mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+  void* p = mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
   const int err = errno;
   close(fd);  // the mapping keeps the memory
   if (p == MAP_FAILED)
     return fail(zcollSystemError, "host memory: mapping %zu bytes of pid %d failed: %s", length,
                 pid, std::strerror(err));
   base_ = p;
-  length_ = p == nullptr ? 0 : length;
-  *at = p == nullptr ? nullptr : static_cast<const char*>(p) + (ref.offset - start);
+  length_ = length;
+  *at = static_cast<const char*>(p) + (ref.offset - start);
   return zcollSuccess;
 }
 

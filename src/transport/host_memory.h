@@ -46,7 +46,7 @@ class MappedRegion {
   MappedRegion(const MappedRegion&) = delete;
   MappedRegion& operator=(const MappedRegion&) = delete;
 
-  // Maps `bytes` from ref.offset of process pid's allocation; *at = their first byte here.
+  // Maps `bytes` (> 0) from ref.offset of process pid's allocation; *at = their first byte here.
   Result map(int pid, const RegionRef& ref, size_t bytes, const char** at);
 
  private:
