@@ -10,6 +10,9 @@ GLOO_SOCKET_IFNAME (zc0 under emulate_cluster), so its bytes cross the same rate
   --impl torch --backend gloo --variant zero3     torch + gloo ZeRO-3
   --impl zcoll --backend zcoll --variant zero3    torch + zcoll ZeRO-3 (standard collectives)
   --impl zcoll --backend zcoll --variant zeropp   torch + zcoll ZeRO++ (qwZ INT8 + hpZ + qgZ INT4)
+  --impl none --variant zero3                     the step's floor: its compute and the writes of
+                                                  the gathered and reduced tensors, without any
+                                                  communication (what no backend can go below)
 
 Rank 0 prints one JSON line: the median and mean step time over --steps timed steps (after
 --warmup), each step bracketed by barriers so the slowest rank sets it.
@@ -31,6 +34,23 @@ import train_parity as tp  # noqa: E402
 
 COLLECTIVES = ("all_gather", "reduce_scatter_avg", "qwz_hpz_gather", "gather_from_secondary",
                "qgz_reduce_scatter_avg")
+
+
+class LocalComms(tp.Comms):
+    """ZeRO-3's collectives without communication: the gather writes a fresh full vector from
+    a local copy of the parameters, the reduce-scatter averages this rank's own slice. The step
+    keeps its compute, allocations and output writes, so its time is a floor for any backend."""
+
+    def __init__(self, world, local, args, full):
+        super().__init__(world, local, args)
+        self.full = full
+
+    def all_gather(self, shard):
+        return torch.empty_like(self.full).copy_(self.full)
+
+    def reduce_scatter_avg(self, full):
+        c = full.numel() // self.world
+        return full[self.rank * c:(self.rank + 1) * c] / self.world
 
 
 def time_phases(comms):
@@ -55,7 +75,7 @@ def time_phases(comms):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--impl", choices=["torch", "zcoll"], default="torch")
+    ap.add_argument("--impl", choices=["torch", "zcoll", "none"], default="torch")
     ap.add_argument("--backend", default="gloo")
     ap.add_argument("--variant", choices=["zero3", "zeropp"], default="zero3")
     ap.add_argument("--steps", type=int, default=5)
@@ -83,38 +103,44 @@ def main():
                           timeout=timedelta(seconds=120))
     dist.init_process_group(args.backend, store=store, rank=rank, world_size=world,
                             timeout=timedelta(seconds=300))
-    comms = (tp.ZcollComms if args.impl == "zcoll" else tp.Comms)(world, local, args)
-    phases = time_phases(comms) if args.phases else None
-
     torch.manual_seed(1)
     model = tp.ByteLM(args.d, args.layers, args.heads, args.ctx)
     shapes, total, padded = tp.flat_layout(model, world, args.block)
     init = torch.zeros(padded)
     init[:total] = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    if args.impl == "none":
+        if args.variant != "zero3":
+            ap.error("--impl none times ZeRO-3's step without communication: use --variant zero3")
+        comms = LocalComms(world, local, args, init)
+    else:
+        comms = (tp.ZcollComms if args.impl == "zcoll" else tp.Comms)(world, local, args)
+    phases = time_phases(comms) if args.phases else None
     for p in model.parameters():
         p.requires_grad_(False)
     c = padded // world
     shard = init[rank * c:(rank + 1) * c].clone()
     opt = torch.optim.AdamW([shard], lr=1e-3)
     g = torch.Generator().manual_seed(rank)
-    times = []
+    times, cpu = [], []
     for step in range(args.warmup + args.steps):
         x = torch.randint(0, 256, (args.batch, args.ctx), generator=g)
         y = torch.randint(0, 256, (args.batch, args.ctx), generator=g)
         dist.barrier()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         tp.zero_step(comms, model, shapes, shard, x, y, args.variant)
         opt.step()
         dist.barrier()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         elif phases:
             phases.clear()
     if rank == 0:
         print(json.dumps({"label": args.label, "backend": args.backend, "impl": args.impl,
                           "variant": args.variant, "params": total, "world": world,
                           "ranks_per_node": local, "median_s": statistics.median(times),
-                          "mean_s": statistics.mean(times), "steps": len(times),
+                          "mean_s": statistics.mean(times), "cpu_s": statistics.median(cpu),
+                          "steps": len(times),
                           **({"phases_s": {name: statistics.median(ts)
                                            for name, ts in phases.items()}} if phases else {})}),
               flush=True)
