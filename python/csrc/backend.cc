@@ -13,6 +13,8 @@
 #include <torch/python.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -401,7 +403,10 @@ class ZcollBackend : public c10d::Backend {
     if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollCommInitRankConfig");
     check(zcollCommNodeCount(comm_, &nodes_), comm_, "zcollCommNodeCount");
     queue_ = std::make_shared<OpQueue>(comm_);
-    worker_ = std::thread([queue = queue_] { queue->serve(); });
+    worker_ = std::thread([queue = queue_] {
+      pthread_setname_np(pthread_self(), "zcoll-torch");  // as top and perf show it
+      queue->serve();
+    });
   }
 
   ~ZcollBackend() override {

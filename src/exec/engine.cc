@@ -54,7 +54,10 @@ Result Engine::enqueue(Op op, Done done) {
   }
   if (!progress_.joinable()) {
     try {
-      progress_ = std::thread([this] { progressLoop(); });
+      progress_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "zcoll-progress");  // as top and perf show it
+        progressLoop();
+      });
     } catch (const std::system_error& e) {
       return fail(zcollSystemError, "cannot start the progress thread: %s", e.what());
     }
