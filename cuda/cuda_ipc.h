@@ -1,7 +1,7 @@
 // CUDA's side of transport/device_ipc.h: the device a thread works on (DeviceIdentity) and device
 // memory shared between the processes of one machine by legacy CUDA IPC (cudaIpcGetMemHandle /
 // cudaIpcOpenMemHandle), with copies on a stream of the object's own. Offered by the CUDA device
-// component (core/memory.cc: DeviceComponent::describeDevice and ::makeIpc).
+// component (exec/device_component.cc: DeviceComponent::describeDevice and ::makeIpc).
 //
 // Driver functions (cuMemGetAddressRange, cuPointerGetAttribute, cuDevicePrimaryCtxGetState) are
 // looked up at run time with
@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "transport/device_ipc.h"
 
 namespace zcoll {

@@ -43,7 +43,7 @@ const MemoryOps& cudaMemory() {
 //    wait for the caller's stream there, and nothing flushed it). That is fine: the next user's
 //    work is queued behind it, in stream order, and runs once it is done (it always ends: a side
 //    stream is never held at a gate itself, and the gates of the caller's streams it may wait
-//    behind are always opened, core/launch.cc).
+//    behind are always opened, api/launch.cc).
 //  - An event given back may be recorded again at once: cudaStreamWaitEvent waits for the record
 //    that was the event's latest when the wait was issued, and later records do not change it.
 class SidePool {

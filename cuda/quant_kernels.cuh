@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype.h"
-#include "core/result.h"
+#include "base/dtype.h"
+#include "base/result.h"
 #include "cuda/quant_cuda.h"
 #include "quant/quant_math.h"
 #include "quant/type_switch.h"

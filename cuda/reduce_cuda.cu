@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "coll/reduce_math.h"
+#include "exec/reduce_math.h"
 
 namespace zcoll {
 namespace cuda {

@@ -1,5 +1,5 @@
-// CUDA reduction kernels: the operations of src/coll/reduce_kernels.h on device pointers,
-// enqueued on a stream, with the same element rules (src/coll/reduce_math.h), so the same bits.
+// CUDA reduction kernels: the operations of src/exec/reduce_kernels.h on device pointers,
+// enqueued on a stream, with the same element rules (src/exec/reduce_math.h), so the same bits.
 // Arguments are validated by the callers (the collectives' entry points); a failed launch
 // returns zcollCudaError with the CUDA error text.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "zcoll/zcoll.h"
 
 namespace zcoll {

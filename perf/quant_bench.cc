@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/isa.h"
 #include "quant/quant.h"
 

@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "common/device.h"
 #include "common/options.h"
-#include "core/dtype.h"
 #include "zcoll/zcoll.h"
 
 namespace {

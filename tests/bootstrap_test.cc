@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/result.h"
 #include "bootstrap/hello.h"
 #include "bootstrap/rendezvous.h"
-#include "core/result.h"
 #include "zcoll/zcoll.h"
 
 namespace zcoll {

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "cuda/cuda_ipc.h"
 #include "transport/device_ipc.h"
 

@@ -22,8 +22,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "base/dtype.h"
 #include "core/comm.h"
-#include "core/dtype.h"
 #include "support/fake_device.h"
 #include "support/ranks.h"
 #include "support/values.h"
@@ -507,7 +507,7 @@ TEST(DevicePathErrors, DeviceSupportIsReportedAsTheEntryPointsSeeIt) {
   EXPECT_EQ(supported, expected);
 }
 
-// ---- Stream semantics: a device collective returns once enqueued (core/launch.h) ------------
+// ---- Stream semantics: a device collective returns once enqueued (api/launch.h) ------------
 
 TEST(DeviceCallsAsync, CallsReturnBeforeTheirStreamReachesThemAndTheirResultsFollowOnIt) {
   FakeDevice device;

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "api/guard.h"
 #include "coll/coll.h"
-#include "core/api_guard.h"
 #include "core/comm.h"
 #include "exec/engine.h"
 #include "support/ranks.h"

@@ -17,10 +17,10 @@
 #include <memory>
 #include <vector>
 
+#include "base/dtype.h"
 #include "coll/coll.h"
 #include "coll/zeropp_config.h"
 #include "core/comm.h"
-#include "core/dtype.h"
 #include "exec/executor.h"
 #include "exec/scratch.h"
 #include "support/fake_device.h"

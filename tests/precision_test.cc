@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "support/ranks.h"
 #include "support/values.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/isa.h"
 #include "quant/quant.h"
 #include "quant/quant_math.h"

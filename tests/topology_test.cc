@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "support/fake_device.h"
 #include "topology/topology.h"
 #include "transport/cuda_ipc_transport.h"

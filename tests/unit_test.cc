@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
+#include "base/params.h"
+#include "base/tags.h"
 #include "coll/coll.h"
-#include "coll/reduce_kernels.h"
-#include "core/dtype.h"
-#include "core/node_layout.h"
-#include "core/params.h"
-#include "core/tags.h"
+#include "exec/reduce_kernels.h"
+#include "topology/node_layout.h"
 #include "transport/select.h"
 #include "transport/self_transport.h"
 

@@ -13,10 +13,10 @@
 #include <cstring>
 #include <string>
 
+#include "base/params.h"
 #include "coll/coll.h"
 #include "core/comm.h"
-#include "core/memory.h"
-#include "core/params.h"
+#include "exec/device_component.h"
 #include "exec/executor.h"
 #include "quant/isa.h"
 #include "topology/topology.h"

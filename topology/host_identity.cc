@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "topology/topology.h"
 
 namespace zcoll {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "topology/pci_paths.h"
 #include "topology/topology.h"
 

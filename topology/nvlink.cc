@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "topology/topology.h"
 
 namespace zcoll {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace zcoll {
 namespace perf {

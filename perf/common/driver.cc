@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/dtype.h"
 #include "common/buffer.h"
-#include "common/registered_buffer.h"
 #include "common/device.h"
+#include "common/registered_buffer.h"
 #include "common/table.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 namespace perf {

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "zcoll/zcoll_version.h"
 
 namespace zcoll {

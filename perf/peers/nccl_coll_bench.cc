@@ -30,11 +30,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/dtype.h"
 #include "common/buffer.h"
 #include "common/cuda_device_name.h"
 #include "common/driver.h"
 #include "common/table.h"
-#include "core/dtype.h"
 
 namespace zp = zcoll::perf;
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace zcoll {
 

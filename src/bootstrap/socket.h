@@ -7,7 +7,7 @@
 #include <chrono>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll {
 

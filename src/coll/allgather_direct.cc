@@ -1,8 +1,8 @@
 // Direct all-gather.
 //   Every member sends its block to every other member at once and receives theirs in place:
 //   one step of latency, W-1 concurrent flows per rank. Best for small blocks.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

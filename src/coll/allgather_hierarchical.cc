@@ -12,8 +12,8 @@
 //   lands, so the node's copies run while the link is busy. (hpZ's quantized forward,
 //   hpz_allgather.cc, overlaps the same two stages by whole shards.) One node, or nodes of
 //   different sizes: the flat ring.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

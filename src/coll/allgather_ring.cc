@@ -1,8 +1,8 @@
 // Ring all-gather.
 //   W-1 steps; at step s member i sends block (i - s) to i+1 and receives block (i - s - 1)
 //   from i-1. Each block crosses each link once: bandwidth-optimal, latency W-1 hops.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

@@ -5,7 +5,7 @@
 //   ranks hand the result back. log2(P) + 2 steps. Each combine is commutative, so both
 //   partners compute identical bits and every rank ends with the same result.
 #include "coll/coll.h"
-#include "coll/reduce_kernels.h"
+#include "exec/reduce_kernels.h"
 
 namespace zcoll {
 

@@ -2,8 +2,8 @@
 //   The count is split into W balanced chunks (any count works); member i reduces chunk i
 //   (fixed order, accumulator-type partials), then the reduced chunks are all-gathered in the
 //   output type, so every rank ends with identical bits. 2(W-1)/W of the data per link.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

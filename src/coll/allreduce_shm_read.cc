@@ -6,8 +6,8 @@
 //   overwrite it), each member copies the other reduced chunks straight from their owners'
 //   outputs (one process_vm_readv or memcpy each), and a last token releases the outputs. Every rank
 //   ends with identical bits. Without shm to every peer (or for device buffers) it runs the ring.
+#include "base/dtype.h"
 #include "coll/shm_read.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

@@ -1,8 +1,8 @@
 // Pairwise all-to-all.
 //   W-1 steps; at step s rank i sends its block for (i + s) and receives the block from
 //   (i - s). Each step is a perfect matching, so no rank is flooded; the own block is copied.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

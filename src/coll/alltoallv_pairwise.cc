@@ -3,8 +3,8 @@
 //   (i + s) and receives the block of (i - s). Every pair exchanges a message, empty ones
 //   included, so a count one side gives and the other does not expect fails as a size mismatch
 //   on the receiver instead of waiting for a message that never comes.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

@@ -1,8 +1,8 @@
 // Binomial-tree broadcast (small messages).
 //   Relative to the root, rank v receives from v - 2^k (its lowest set bit) and then sends to
 //   v + 2^j for each 2^j below that bit. ceil(log2 W) steps.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

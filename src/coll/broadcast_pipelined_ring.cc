@@ -4,8 +4,8 @@
 //   instead of log2(W) * size/bw.
 #include <algorithm>
 
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

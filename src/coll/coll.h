@@ -11,9 +11,9 @@
 #include <memory>
 #include <vector>
 
+#include "base/tags.h"
 #include "core/comm.h"
 #include "core/progress.h"
-#include "core/tags.h"
 #include "exec/executor.h"
 
 namespace zcoll {
@@ -178,7 +178,7 @@ const std::vector<Algorithm>& allAlgorithms();
 // Selects (as above) and runs the algorithm for a call, and counts it in the stats.
 Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank);
 const char* collKindName(CollKind kind);
-// The work of a call that runs `kind` (core/launch.h: CallWork), on the executor it is given.
+// The work of a call that runs `kind` (api/launch.h: CallWork), on the executor it is given.
 // It owns copies of what `args` points to besides the buffers (quantization settings,
 // all-to-all-v counts), so it may run after the entry point returned. Empty when the call
 // moves nothing (count 0; an all-to-all-v always runs: every rank takes part).

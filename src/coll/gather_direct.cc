@@ -1,8 +1,8 @@
 // Direct gather: every rank sends its block to the root, which has all W-1 receives posted at
 //   once and copies its own block meanwhile. One step; the root's link carries (W-1)/W of the
 //   result, the least any gather can.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

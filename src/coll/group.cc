@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

@@ -14,10 +14,10 @@
 //   straight into its output (process_vm_readv, one copy), and a token releases the shards.
 #include <vector>
 
+#include "base/dtype.h"
 #include "coll/shm_read.h"
 #include "coll/zeropp_allgather.h"
 #include "coll/zeropp_config.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

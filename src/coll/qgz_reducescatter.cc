@@ -19,9 +19,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/dtype.h"
 #include "coll/qgz.h"
 #include "coll/shm_read.h"
-#include "core/dtype.h"
 #include "quant/quant.h"
 #include "transport/shm_transport.h"
 

@@ -6,9 +6,9 @@
 //   the next transfer. Wire bytes per rank: (W-1) * quantizedBytes(C) instead of (W-1)*C*2.
 #include <vector>
 
+#include "base/dtype.h"
 #include "coll/zeropp_allgather.h"
 #include "coll/zeropp_config.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

@@ -4,8 +4,8 @@
 //   the ring, then every rank sends its reduced chunk (1/W) to the root.
 #include <memory>
 
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

@@ -3,7 +3,7 @@
 //   chunks it receives in source order 0..W-1 (fp32 accumulation for 16-bit floats). One step
 //   of latency; each input element is rounded once. Best for small chunks.
 #include "coll/coll.h"
-#include "coll/reduce_kernels.h"
+#include "exec/reduce_kernels.h"
 
 namespace zcoll {
 

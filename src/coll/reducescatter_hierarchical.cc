@@ -16,7 +16,7 @@
 //   The order is fixed (local order, then the ring over nodes), so results are identical run to
 //   run, though not the flat ring's bits. One node, or nodes of different sizes: the flat ring.
 #include "coll/coll.h"
-#include "coll/reduce_kernels.h"
+#include "exec/reduce_kernels.h"
 
 namespace zcoll {
 

@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "coll/coll.h"
-#include "coll/reduce_kernels.h"
+#include "exec/reduce_kernels.h"
 
 namespace zcoll {
 

@@ -9,8 +9,8 @@
 //   its chunk is read once and the output written once: no received copy is written to memory
 //   and read back, which is what the ring and the direct algorithm pay. Without shm to every
 //   peer (or for device buffers) it runs the ring.
+#include "base/dtype.h"
 #include "coll/shm_read.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

@@ -2,10 +2,10 @@
 // and the ZCOLL_ALGO_<KIND> overrides tests use to force each one.
 #include <cstring>
 
+#include "base/dtype.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
-#include "core/log.h"
-#include "core/params.h"
 #include "coll/zeropp_config.h"
 
 namespace zcoll {

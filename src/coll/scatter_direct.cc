@@ -1,7 +1,7 @@
 // Direct scatter: the root posts one send per rank at once and copies its own block; every
 //   other rank receives its block. One step; the root's link carries (W-1)/W of the input.
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

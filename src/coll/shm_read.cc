@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "coll/reduce_kernels.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "exec/bulk_copy.h"
+#include "exec/reduce_kernels.h"
 #include "transport/shm_transport.h"
 
 namespace zcoll {

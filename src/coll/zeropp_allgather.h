@@ -1,5 +1,5 @@
 // Internal interface of the ZeRO++ all-gathers: qwZ (qwz_allgather.cc) and hpZ
-// (hpz_allgather.cc). The public entry points (core/api_zeropp_allgather.cc) check the
+// (hpz_allgather.cc). The public entry points (api/zeropp_allgather.cc) check the
 // arguments, then call these. Semantics and byte counts: docs/ZEROPP.md.
 #pragma once
 

@@ -7,16 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "core/node_layout.h"
-#include "core/result.h"
+#include "base/result.h"
 #include "exec/engine.h"
 #include "exec/scratch.h"
+#include "topology/node_layout.h"
 #include "topology/topology.h"
 #include "transport/cuda_ipc_transport.h"
 #include "transport/device_ipc.h"
 #include "transport/self_transport.h"
-#include "transport/staged_transport.h"
 #include "transport/shm_transport.h"
+#include "transport/staged_transport.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -70,11 +70,11 @@ struct zcollComm {
   // choice, half the bytes). Read once at init: every rank of a call must agree.
   bool partialsInDtype = false;
   // ZCOLL_CHECK_CALLS: every collective first checks that all ranks made the same call
-  // (core/call_check.h). Read once at init. callNumber counts this rank's collectives.
+  // (api/call_check.h). Read once at init. callNumber counts this rank's collectives.
   bool checkCalls = false;
   uint64_t callNumber = 0;
   // ZCOLL_DEVICE_CALLS: a collective on device buffers returns once enqueued on its stream
-  // (true, "async") or once complete ("sync"). Read once at init (core/launch.h).
+  // (true, "async") or once complete ("sync"). Read once at init (api/launch.h).
   bool deviceCallsAsync = true;
   // Read once at init (splits inherit them), never per call: ZCOLL_SPIN_COUNT (-1: chosen at
   // init, see chooseSpinCount) and the ZCOLL_ALGO_<KIND> overrides, indexed by CollKind ("" =

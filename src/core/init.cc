@@ -11,12 +11,12 @@
 #include <cstring>
 #include <numeric>
 
+#include "base/params.h"
+#include "base/tags.h"
 #include "coll/coll.h"
-#include "core/api_guard.h"
-#include "core/params.h"
+#include "core/live_comms.h"
 #include "core/peer_notice.h"
 #include "core/progress.h"
-#include "core/tags.h"
 #include "transport/addresses.h"
 #include "transport/select.h"
 #ifdef ZCOLL_HAVE_UCX

@@ -4,8 +4,8 @@
 #include <string>
 #include <thread>
 
-#include "core/log.h"
-#include "core/tags.h"
+#include "base/log.h"
+#include "base/tags.h"
 
 namespace zcoll {
 

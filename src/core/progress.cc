@@ -10,7 +10,8 @@
 #include <cstring>
 #include <thread>
 
-#include "core/params.h"
+#include "base/params.h"
+#include "base/process.h"
 #include "core/peer_notice.h"
 
 namespace zcoll {
@@ -121,19 +122,6 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
   req->receive = true;
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;
-}
-
-bool processGone(int pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return false;
-  char buf[512] = {};
-  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  const char* close = std::strrchr(buf, ')');  // the state follows the command name
-  return n > 0 && close != nullptr && (close[2] == 'Z' || close[2] == 'X');
 }
 
 namespace {

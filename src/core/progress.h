@@ -18,9 +18,6 @@ Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64
 Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
                 MemKind kind = MemKind::kHost);
 
-// Whether process `pid` (on this machine) is gone, or a zombie nobody reaped yet (kill()
-// still succeeds on those).
-bool processGone(int pid);
 
 // Counts `bytes` moved to (sending) or from `peer` outside postSend/postRecv (one-sided reads)
 // in the comm's per-path statistics.

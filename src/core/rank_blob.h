@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "base/result.h"
 #include "core/comm.h"
-#include "core/result.h"
 
 namespace zcoll {
 

@@ -14,7 +14,7 @@
 // condition variable: an engine with nothing to do takes no CPU. Once the engine is stopped
 // (destroyComm, after a destroy or an abort), every operation still queued completes with the
 // stop's error without running. A broken communicator does not stop it: the operations queued
-// on it fail in their turn with the error that broke it (core/api_guard.h, commEnqueue).
+// on it fail in their turn with the error that broke it (api/guard.h, commEnqueue).
 #pragma once
 
 #include <condition_variable>
@@ -24,7 +24,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll {
 

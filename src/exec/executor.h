@@ -3,9 +3,9 @@
 // memory kind, in the shape of UCC's executor (ec) component. Algorithms call these operations
 // through their Stage and never ask where the bytes live: the entry point picks the executor from
 // the memory kind of the call's buffers (host: the caller's thread and the SIMD kernels of
-// src/quant and src/coll/reduce_kernels; CUDA: the kernels of cuda/ on the call's stream).
+// src/quant and src/exec/reduce_kernels; CUDA: the kernels of cuda/ on the call's stream).
 //
-// Semantics of every operation are those of the functions they wrap (coll/reduce_kernels.h,
+// Semantics of every operation are those of the functions they wrap (exec/reduce_kernels.h,
 // quant/quant.h); every executor produces the same bytes for the same inputs. Ordering: the
 // operations of one executor run in issue order. An executor may run them asynchronously
 // (CUDA); flush() returns once everything issued so far is done, and Stage::send and
@@ -17,8 +17,8 @@
 #include <memory>
 #include <string>
 
-#include "core/memory.h"
-#include "core/result.h"
+#include "base/result.h"
+#include "exec/device_component.h"
 #include "exec/gate.h"
 #include "quant/quant.h"
 #include "zcoll/zcoll.h"
@@ -35,7 +35,7 @@ struct MemoryOps {
   Result (*alloc)(size_t bytes, void** out);
   void (*release)(void* p);
   // release() waits for the whole device (cudaFree does). It must then not run while a queued
-  // call holds a stream (core/launch.h): the progress thread would wait for a stream that waits
+  // call holds a stream (api/launch.h): the progress thread would wait for a stream that waits
   // for it. Scratch of such a kind is kept until its owner goes (exec/scratch.h).
   bool releaseWaitsForDevice = false;
 };
@@ -84,7 +84,7 @@ class Executor {
   // Returns once every operation issued so far has completed.
   virtual Result flush() = 0;
 
-  // Stream ordering, for calls that return once enqueued (core/launch.h). Device executors
+  // Stream ordering, for calls that return once enqueued (api/launch.h). Device executors
   // implement them; the host executor, whose operations are done when they return, refuses.
   //
   // An executor of this kind on a stream of its own, whose operations start only after every
@@ -104,7 +104,7 @@ class Executor {
 Executor& hostExecutor();
 
 // The executor for a call whose buffers are of `kind`, work ordered on `stream` (device kinds).
-// Host: hostExecutor(). Device: the device component's executor (core/memory.h: CUDA's when
+// Host: hostExecutor(). Device: the device component's executor (exec/device_component.h: CUDA's when
 // CUDA support is built and a device is present), else zcollUnsupported with a message saying
 // which is missing.
 Result makeExecutor(MemKind kind, zcollStream_t stream, std::unique_ptr<Executor>* owned,

@@ -7,7 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll {
 

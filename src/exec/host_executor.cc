@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "coll/reduce_kernels.h"
 #include "exec/bulk_copy.h"
 #include "exec/executor.h"
+#include "exec/reduce_kernels.h"
 
 namespace zcoll {
 

@@ -10,7 +10,7 @@
 #include <chrono>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/isa.h"
 #include "quant/quant_math.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 #include <string>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "quant/isa.h"
 
 namespace zcoll {

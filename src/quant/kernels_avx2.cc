@@ -7,7 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/quant_math.h"
 
 namespace zcoll {
@@ -46,14 +46,14 @@ struct Vec {
   static __m128i toHalf(VF v) {
     return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
-  // floatToBf16 of core/dtype.h, lane-wise, in the high 16 bits (low bits: garbage): RNE. Not
+  // floatToBf16 of base/dtype.h, lane-wise, in the high 16 bits (low bits: garbage): RNE. Not
   // for NaN input with a payload (the carry can reach the exponent; the default NaN is fine).
   static VI bf16HighNoNan(VF v) {
     VI u = _mm256_castps_si256(v);
     VI lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), i32(1));
     return _mm256_add_epi32(u, _mm256_add_epi32(i32(0x7fff), lsb));
   }
-  // floatToBf16 of core/dtype.h, lane-wise: RNE, NaN stays NaN (quiet).
+  // floatToBf16 of base/dtype.h, lane-wise: RNE, NaN stays NaN (quiet).
   static __m128i toBf16(VF v) {
     VI u = _mm256_castps_si256(v);
     VI lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), i32(1));

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/quant_math.h"
 
 namespace zcoll {
@@ -48,7 +48,7 @@ struct Vec {
   static __m256i toHalf(VF v) {
     return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
-  // floatToBf16 of core/dtype.h, lane-wise, in the high 16 bits (low bits: garbage): RNE. Not
+  // floatToBf16 of base/dtype.h, lane-wise, in the high 16 bits (low bits: garbage): RNE. Not
   // for NaN input with a payload (the carry can reach the exponent; the default NaN is fine).
   static VI bf16HighNoNan(VF v) {
     VI u = _mm512_castps_si512(v);

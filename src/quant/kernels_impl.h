@@ -17,7 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/isa.h"
 #include "quant/quant_math.h"
 #include "quant/type_switch.h"

@@ -1,7 +1,7 @@
 // Portable scalar variant (one lane): the reference the SIMD variants must match byte for byte.
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/quant_math.h"
 
 namespace zcoll {

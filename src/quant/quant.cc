@@ -6,7 +6,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "quant/isa.h"
 #include "quant/quant_math.h"
 

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "zcoll/zcoll.h"
 
 namespace zcoll {

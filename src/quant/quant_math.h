@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 // Host copies are static so that the per-ISA translation units (compiled with -mavx2 / -mavx512*)
 // never share an out-of-line copy with the baseline code.
@@ -30,7 +30,7 @@ constexpr int kBlockSizeMultiple = 32;
 constexpr uint32_t kCanonicalNan = 0x7fc00000u;  // what a non-finite block dequantizes to
 constexpr uint32_t kExpMask = 0x7f800000u;
 
-// Bit casts: floatBits / bitsFloat from core/dtype.h (shared with the fp16/bf16 code).
+// Bit casts: floatBits / bitsFloat from base/dtype.h (shared with the fp16/bf16 code).
 
 // Correctly rounded (round-to-nearest-even) IEEE operations, never contracted into FMAs.
 #if defined(__CUDA_ARCH__)

@@ -4,7 +4,7 @@
 
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "zcoll/zcoll.h"
 
 namespace zcoll {

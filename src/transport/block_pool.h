@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll {
 

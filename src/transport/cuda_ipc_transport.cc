@@ -8,7 +8,7 @@
 #include <random>
 #include <thread>
 
-#include "core/tags.h"
+#include "base/tags.h"
 #include "topology/topology.h"
 
 namespace zcoll {

@@ -1,5 +1,5 @@
 // A device's copy engine and its memory shared between the processes of one machine (CUDA IPC),
-// as the device memory component offers them (core/memory.h: DeviceComponent::makeIpc). The
+// as the device memory component offers them (exec/device_component.h: DeviceComponent::makeIpc). The
 // device transports, cuda_ipc (transport/cuda_ipc_transport.h) and staged
 // (transport/staged_transport.h), are written over this interface only, so their protocols run
 // on a CPU with the tests' stand-in device; CUDA's implementation lives in cuda/cuda_ipc.cc.
@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll {
 

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll::shm {
 

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll::shm {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/progress.h"
+#include "base/process.h"
 
 namespace zcoll {
 

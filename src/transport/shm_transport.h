@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "core/node_layout.h"
-#include "transport/shm_segment.h"
+#include "topology/node_layout.h"
 #include "transport/host_memory.h"
+#include "transport/shm_segment.h"
 #include "transport/shm_window.h"
 #include "transport/transport.h"
 

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll::shm {
 

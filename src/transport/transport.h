@@ -2,7 +2,7 @@
 // make progress, cancel. Completion is reported through the Request the caller owns.
 //
 // Tags are matched exactly (all 64 bits); the source rank is encoded in the tag by the caller
-// (see core/tags.h), so a transport need not know who sent a message. Messages with the same
+// (see base/tags.h), so a transport need not know who sent a message. Messages with the same
 // tag from the same peer match in posting order.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace zcoll {
 

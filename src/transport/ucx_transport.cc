@@ -10,7 +10,7 @@
 #include <memory>
 #include <thread>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace zcoll {
 

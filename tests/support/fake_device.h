@@ -5,12 +5,12 @@
 //    while a stream runs an operation, and streams: a worker thread per stream that runs the
 //    operations queued on it in order, after the call that queued them returned, as a GPU runs
 //    a CUDA stream. Events and host functions (the side streams and gates of calls that return
-//    once enqueued, core/launch.h) are operations that wait.
+//    once enqueued, api/launch.h) are operations that wait.
 //  - FakeIpc: the device's memory shared between ranks (transport/device_ipc.h) for the cuda_ipc
 //    transport: ranks are threads, so a handle is an address; copies run on a stream of their
 //    own with both arenas open. Memory from allocUnexportable() refuses export, as CUDA's
 //    stream-ordered allocations do.
-//  - FakeDevice: installs them as the device memory component (core/memory.h), so the public
+//  - FakeDevice: installs them as the device memory component (exec/device_component.h), so the public
 //    entry points take arena pointers as device buffers.
 #pragma once
 
@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/memory.h"
+#include "exec/device_component.h"
 #include "exec/executor.h"
 #include "transport/device_ipc.h"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace zcoll::test {
 

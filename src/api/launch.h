@@ -17,8 +17,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/call_check.h"
-#include "core/validate.h"
+#include "api/call_check.h"
+#include "api/validate.h"
 
 namespace zcoll {
 

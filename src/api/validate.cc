@@ -1,13 +1,13 @@
-#include "core/validate.h"
+#include "api/validate.h"
 
 #include <cstdint>
 
-#include "core/dtype.h"
-#include "core/memory.h"
+#include "base/dtype.h"
+#include "exec/device_component.h"
 
 namespace zcoll {
 
-bool inGroup();  // core/p2p.cc
+bool inGroup();  // api/p2p.cc
 
 Result checkDtype(zcollDataType_t dtype, const char* fn) {
   if (!dtypeValid(dtype))

@@ -1,4 +1,4 @@
-#include "core/result.h"
+#include "base/result.h"
 
 #include <cstdarg>
 #include <cstdio>

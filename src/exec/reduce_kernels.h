@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace zcoll {
 

@@ -1,20 +1,18 @@
-#include "core/memory.h"
-
-#include <atomic>
-
-#ifdef ZCOLL_HAVE_CUDA
+// CUDA's device component (exec/device_component.h): recognises CUDA device memory, makes the
+// CUDA executor for a call's stream, describes the current device for the topology exchange and
+// shares device memory through CUDA IPC. This file defines builtinDeviceComponent() for a build
+// with CUDA, so the library's lower layers reach CUDA through the link, never an include.
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_ipc.h"
 #include "cuda/executor_cuda.h"
 #include "cuda/quant_cuda.h"
-#endif
+#include "exec/device_component.h"
 
 namespace zcoll {
 
 namespace {
 
-#ifdef ZCOLL_HAVE_CUDA
 bool anyCudaDevice() {
   static const bool present = quant::cuda::cudaDeviceAvailable();  // asked once: it costs a call
   return present;
@@ -38,32 +36,9 @@ Result cudaDescribeDevice(DeviceIdentity* out) { return describeCudaDevice(out);
 Result cudaMakeIpc(std::unique_ptr<DeviceIpc>* out) { return makeCudaIpc(out); }
 
 const DeviceComponent kCuda{"cuda", cudaOwns, cudaExecutorOn, cudaDescribeDevice, cudaMakeIpc};
-#endif
-
-const DeviceComponent* builtIn() {
-#ifdef ZCOLL_HAVE_CUDA
-  if (anyCudaDevice()) return &kCuda;
-#endif
-  return nullptr;
-}
-
-std::atomic<const DeviceComponent*> gReplaced{nullptr};
 
 }  // namespace
 
-const DeviceComponent* deviceComponent() {
-  const DeviceComponent* c = gReplaced.load(std::memory_order_acquire);
-  return c != nullptr ? c : builtIn();
-}
-
-void setDeviceComponent(const DeviceComponent* c) {
-  gReplaced.store(c, std::memory_order_release);
-}
-
-MemKind memoryKind(const void* ptr) {
-  if (ptr == nullptr) return MemKind::kHost;
-  const DeviceComponent* c = deviceComponent();
-  return c != nullptr && c->owns(ptr) ? MemKind::kDevice : MemKind::kHost;
-}
+const DeviceComponent* builtinDeviceComponent() { return anyCudaDevice() ? &kCuda : nullptr; }
 
 }  // namespace zcoll

@@ -4,12 +4,12 @@
 #include <utility>
 #include <vector>
 
+#include "api/call_check.h"
+#include "api/guard.h"
+#include "api/launch.h"
+#include "api/validate.h"
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/api_guard.h"
-#include "core/call_check.h"
-#include "core/dtype.h"
-#include "core/launch.h"
-#include "core/validate.h"
 
 using namespace zcoll;
 

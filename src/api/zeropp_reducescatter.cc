@@ -3,13 +3,13 @@
 // hierarchical algorithm, or the flat one when nodes hold unequal rank counts.
 #include <cstddef>
 
+#include "api/call_check.h"
+#include "api/guard.h"
+#include "api/launch.h"
+#include "api/validate.h"
+#include "base/dtype.h"
+#include "base/log.h"
 #include "coll/qgz.h"
-#include "core/api_guard.h"
-#include "core/call_check.h"
-#include "core/dtype.h"
-#include "core/launch.h"
-#include "core/log.h"
-#include "core/validate.h"
 
 using namespace zcoll;
 

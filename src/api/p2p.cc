@@ -4,7 +4,7 @@
 //   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
 //   complete. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
 //   Device buffers travel over the peer's device route (cuda_ipc or staged). Calls on device
-//   buffers of one comm return once enqueued, as collectives do (core/launch.h): they run on the
+//   buffers of one comm return once enqueued, as collectives do (api/launch.h): they run on the
 //   comm's progress thread, and each stream is held until they are done. Otherwise (host
 //   buffers, ZCOLL_DEVICE_CALLS=sync, a group over several comms or mixing kinds) they run on the
 //   caller's thread, in their turn of every comm they use, and are complete when the call (or
@@ -14,11 +14,11 @@
 #include <memory>
 #include <vector>
 
+#include "api/guard.h"
+#include "api/launch.h"
+#include "api/validate.h"
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/api_guard.h"
-#include "core/dtype.h"
-#include "core/launch.h"
-#include "core/validate.h"
 
 using namespace zcoll;
 
@@ -74,7 +74,7 @@ Result inTurnOfEach(const std::vector<zcollComm*>& comms, size_t i,
   return comms[i]->engine.runInOrder([&] { return inTurnOfEach(comms, i + 1, body); });
 }
 
-// Whether `ops` are queued like a device collective (core/launch.h): all on one comm that
+// Whether `ops` are queued like a device collective (api/launch.h): all on one comm that
 // queues device calls, each one that moves bytes on device buffers, and at least one such.
 bool queueable(const std::vector<P2pOp>& ops) {
   bool device = false;
@@ -87,7 +87,7 @@ bool queueable(const std::vector<P2pOp>& ops) {
   return device && ops[0].comm->deviceCallsAsync;
 }
 
-// Queues `ops` on their comm's progress thread (core/launch.h): each operation that moves bytes
+// Queues `ops` on their comm's progress thread (api/launch.h): each operation that moves bytes
 // runs on a side stream of its own stream, and its stream is held until the whole batch is over.
 Result enqueueOps(const char* fn, const std::vector<P2pOp>& ops) {
   std::vector<Executor*> callers;

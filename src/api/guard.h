@@ -8,11 +8,9 @@
 #include <new>
 
 #include "core/comm.h"
+#include "core/live_comms.h"
 
 namespace zcoll {
-
-constexpr uint64_t kCommMagic = 0x7a636f6c6c636f6dULL;  // "zcollcom" (debugging aid)
-constexpr uint64_t kCommDeadMagic = 0xdeadc0111dead;
 
 void recordError(zcollComm* comm);
 
@@ -32,26 +30,6 @@ zcollResult_t guarded(zcollComm* comm, F&& body) {
   if (r != zcollSuccess && comm != nullptr) recordError(comm);
   return r;
 }
-
-// ---- Live communicators ------------------------------------------------------------------------
-// A comm is registered when its init succeeds and unregistered right before it is freed. Entry
-// points pin a comm (count a call on it as active) only while it is registered, under the
-// registry's lock, and destroy/abort unregister it only when no call is active, under the same
-// lock: a comm cannot be freed between a caller's check and its count, and a stale or garbage
-// handle is recognised without reading the memory it points to.
-void registerComm(zcollComm* comm);
-bool isRegistered(const zcollComm* comm);
-// Counts a call on `comm` as active (undo with unpinComm) when it is registered and not being
-// aborted: an abort then waits only for the calls already running, never for new ones.
-enum class Pin { kPinned, kNotLive, kAborting };
-Pin pinComm(const zcollComm* comm);
-void unpinComm(zcollComm* comm);
-// Marks a registered comm as being aborted and pins it for the aborting thread; false when
-// `comm` is not registered.
-bool pinForAbort(zcollComm* comm);
-// Unregisters `comm` when no call is active on it (nothing can pin it afterwards). Returns 0 when
-// it did, the number of active calls when it did not, -1 when `comm` was not registered.
-int unregisterIfIdle(zcollComm* comm);
 
 // Why a handle could not be pinned: not a live communicator (NULL, destroyed, garbage), or one
 // being aborted.
@@ -101,7 +79,7 @@ zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
 }
 
 // A collective: pinned, checked usable, and `body` run on the calling thread outside the comm's
-// order; it validates the arguments, then takes its turn through launchCall (core/launch.h),
+// order; it validates the arguments, then takes its turn through launchCall (api/launch.h),
 // which runs it in order or queues it.
 template <typename F>
 zcollResult_t collCall(zcollComm* comm, const char* fn, F&& body) {

@@ -1,7 +1,6 @@
-#include "core/api_guard.h"
+#include "api/guard.h"
 
 #include <mutex>
-#include <unordered_set>
 
 namespace zcoll {
 
@@ -10,55 +9,9 @@ void recordError(zcollComm* comm) {
   comm->lastError = threadLastError();
 }
 
-namespace {
-
-std::mutex gLiveMu;
-std::unordered_set<const zcollComm*>& liveComms() {
-  static auto* live = new std::unordered_set<const zcollComm*>();  // never destroyed: usable at exit
-  return *live;
-}
-
-}  // namespace
-
-void registerComm(zcollComm* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
-  liveComms().insert(comm);
-}
-
-bool isRegistered(const zcollComm* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
-  return comm != nullptr && liveComms().count(comm) != 0;
-}
-
-Pin pinComm(const zcollComm* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
-  if (comm == nullptr || liveComms().count(comm) == 0) return Pin::kNotLive;
-  if (comm->aborting.load()) return Pin::kAborting;
-  const_cast<zcollComm*>(comm)->activeCalls.fetch_add(1);
-  return Pin::kPinned;
-}
-
-bool pinForAbort(zcollComm* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
-  if (comm == nullptr || liveComms().count(comm) == 0) return false;
-  comm->aborting.store(true);
-  comm->activeCalls.fetch_add(1);
-  return true;
-}
-
-void unpinComm(zcollComm* comm) { comm->activeCalls.fetch_sub(1); }
-
 void settleCancelledTransfers(zcollComm* comm) {
   constexpr int kSettleMs = 100;
   for (Transport* t : comm->transports()) t->settleCancelled(kSettleMs);
-}
-
-int unregisterIfIdle(zcollComm* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
-  if (comm == nullptr || liveComms().count(comm) == 0) return -1;
-  int active = comm->activeCalls.load();
-  if (active == 0) liveComms().erase(comm);
-  return active;
 }
 
 Result notPinned(Pin why, const zcollComm* comm, const char* fn) {

@@ -1,10 +1,10 @@
-#include "core/launch.h"
+#include "api/launch.h"
 
 #include <memory>
 #include <utility>
 #include <vector>
 
-#include "core/api_guard.h"
+#include "api/guard.h"
 #include "core/progress.h"
 
 namespace zcoll {

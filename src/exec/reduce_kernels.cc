@@ -1,9 +1,9 @@
-#include "coll/reduce_kernels.h"
+#include "exec/reduce_kernels.h"
 
 #include <cstdint>
 #include <cstring>
 
-#include "coll/reduce_math.h"
+#include "exec/reduce_math.h"
 
 namespace zcoll {
 
@@ -129,17 +129,6 @@ void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op,
     return;
   }
   redmath::dispatchDtype<FromAcc>(dtype, out, acc, op, nranks, n);
-}
-
-const char* dtypeName(zcollDataType_t t) {
-  static const char* kNames[] = {"int8", "uint8", "int32", "uint32", "int64",
-                                 "uint64", "half", "float", "double", "bfloat16"};
-  return dtypeValid(t) ? kNames[t] : "invalid";
-}
-
-const char* opName(zcollRedOp_t op) {
-  static const char* kNames[] = {"sum", "prod", "max", "min", "avg"};
-  return opValid(op) ? kNames[op] : "invalid";
 }
 
 }  // namespace zcoll

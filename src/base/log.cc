@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "base/log.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace zcoll {
 

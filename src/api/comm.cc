@@ -6,13 +6,13 @@
 #include <cstring>
 #include <thread>
 
+#include "api/guard.h"
+#include "base/params.h"
+#include "base/tags.h"
 #include "bootstrap/rendezvous.h"
-#include "core/api_guard.h"
 #include "core/init.h"
-#include "core/memory.h"
-#include "core/params.h"
 #include "core/progress.h"
-#include "core/tags.h"
+#include "exec/device_component.h"
 
 using namespace zcoll;
 

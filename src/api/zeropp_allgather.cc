@@ -2,13 +2,13 @@
 // (zcollSecondaryShardCount, zcollAllGatherHier, zcollAllGatherFromSecondary). Each entry point
 // checks its arguments in the order a user would fix them, then runs its algorithm
 // (coll/qwz_allgather.cc, coll/hpz_allgather.cc).
+#include "api/call_check.h"
+#include "api/guard.h"
+#include "api/launch.h"
+#include "api/validate.h"
+#include "base/dtype.h"
 #include "coll/zeropp_allgather.h"
 #include "coll/zeropp_config.h"
-#include "core/api_guard.h"
-#include "core/call_check.h"
-#include "core/dtype.h"
-#include "core/launch.h"
-#include "core/validate.h"
 
 using namespace zcoll;
 

@@ -1,4 +1,4 @@
-#include "core/node_layout.h"
+#include "topology/node_layout.h"
 
 #include <unordered_map>
 

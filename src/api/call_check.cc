@@ -1,11 +1,11 @@
-#include "core/call_check.h"
+#include "api/call_check.h"
 
 #include <cinttypes>
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "coll/coll.h"
-#include "core/dtype.h"
 
 namespace zcoll {
 

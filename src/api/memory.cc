@@ -1,5 +1,5 @@
 // Entry points for host memory the ranks of a node read in place (transport/host_memory.h).
-#include "core/api_guard.h"
+#include "api/guard.h"
 #include "transport/host_memory.h"
 
 using namespace zcoll;

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "zcoll/zcoll.h"
 
 namespace zcoll {
@@ -33,7 +33,12 @@ struct DeviceComponent {
   Result (*makeIpc)(std::unique_ptr<DeviceIpc>* out);
 };
 
-// The active device component: the one set last, else CUDA's, else none (NULL).
+// The component this build brings: CUDA's when built with CUDA and a device is present, else
+// NULL. Defined by the device's own folder (cuda/device_component_cuda.cc), or by
+// device_component.cc in a build without CUDA: the link, not an include, connects exec/ to cuda/.
+const DeviceComponent* builtinDeviceComponent();
+
+// The active device component: the one set last, else the built-in one, else none (NULL).
 const DeviceComponent* deviceComponent();
 // Replaces the device component (NULL: back to the built-in one). Not thread-safe against
 // running calls: set it before communicating.

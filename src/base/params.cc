@@ -1,10 +1,10 @@
-#include "core/params.h"
+#include "base/params.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace zcoll {
 

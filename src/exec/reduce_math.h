@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace zcoll {
 namespace redmath {

@@ -38,4 +38,4 @@ const char* resultName(Result r);
     }                                                                                  \
   } while (0)
 
-#include "core/log.h"
+#include "base/log.h"

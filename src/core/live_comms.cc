@@ -1,0 +1,54 @@
+#include "core/live_comms.h"
+
+#include <mutex>
+#include <unordered_set>
+
+namespace zcoll {
+
+namespace {
+
+std::mutex gLiveMu;
+std::unordered_set<const zcollComm*>& liveComms() {
+  static auto* live = new std::unordered_set<const zcollComm*>();  // never destroyed: usable at exit
+  return *live;
+}
+
+}  // namespace
+
+void registerComm(zcollComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  liveComms().insert(comm);
+}
+
+bool isRegistered(const zcollComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  return comm != nullptr && liveComms().count(comm) != 0;
+}
+
+Pin pinComm(const zcollComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  if (comm == nullptr || liveComms().count(comm) == 0) return Pin::kNotLive;
+  if (comm->aborting.load()) return Pin::kAborting;
+  const_cast<zcollComm*>(comm)->activeCalls.fetch_add(1);
+  return Pin::kPinned;
+}
+
+bool pinForAbort(zcollComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  if (comm == nullptr || liveComms().count(comm) == 0) return false;
+  comm->aborting.store(true);
+  comm->activeCalls.fetch_add(1);
+  return true;
+}
+
+void unpinComm(zcollComm* comm) { comm->activeCalls.fetch_sub(1); }
+
+int unregisterIfIdle(zcollComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  if (comm == nullptr || liveComms().count(comm) == 0) return -1;
+  int active = comm->activeCalls.load();
+  if (active == 0) liveComms().erase(comm);
+  return active;
+}
+
+}  // namespace zcoll
