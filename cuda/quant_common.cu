@@ -18,13 +18,6 @@ bool cudaDeviceAvailable() {
 
 namespace detail {
 
-Result checkDtype(zcollDataType_t dt, const char* what) {
-  if (dt == zcollFloat32 || dt == zcollFloat16 || dt == zcollBfloat16) return zcollSuccess;
-  return fail(zcollInvalidArgument,
-              "%s (cuda): dtype %d is not supported (float32, float16 or bfloat16 only)", what,
-              static_cast<int>(dt));
-}
-
 Result checkQuantBuffer(const void* p, size_t n, const char* what, const char* name) {
   if (n == 0) return zcollSuccess;
   if (p == nullptr) return fail(zcollInvalidArgument, "%s (cuda): %s is NULL", what, name);

@@ -84,7 +84,7 @@ Result sumImpl(const void* const* chunks, int k, size_t n, const QuantParams& p,
                bool applyScale, void* out, zcollDataType_t dt, cudaStream_t stream,
                const char* what) {
   ZCOLL_CHECK(validate(p));
-  ZCOLL_CHECK(checkDtype(dt, what));
+  ZCOLL_CHECK(checkQuantizable(dt, what));
   ZCOLL_CHECK(checkChunks(chunks, k, n, what));
   ZCOLL_CHECK(validateSumScale(scale, what));
   ZCOLL_CHECK(checkData(out, n, dt, what, "output"));

@@ -228,7 +228,6 @@ inline int gridFor(size_t threadsNeeded) {
 }
 
 // Argument checks shared by the launchers (zcollInvalidArgument before any launch).
-Result checkDtype(zcollDataType_t dt, const char* what);
 Result checkQuantBuffer(const void* p, size_t n, const char* what, const char* name);
 Result checkData(const void* p, size_t n, zcollDataType_t dt, const char* what, const char* name);
 Result checkChunks(const void* const* chunks, int k, size_t n, const char* what);

@@ -91,7 +91,7 @@ Result launchQuantize(const QuantizeArgs& a, zcollDataType_t dt, const QuantPara
 Result checkQuantizeArgs(const void* in, zcollDataType_t dt, size_t total, const QuantParams& p,
                          void* out, const char* what) {
   ZCOLL_CHECK(validate(p));
-  ZCOLL_CHECK(checkDtype(dt, what));
+  ZCOLL_CHECK(checkQuantizable(dt, what));
   ZCOLL_CHECK(checkData(in, total, dt, what, "input"));
   return checkQuantBuffer(out, total, what, "output");
 }

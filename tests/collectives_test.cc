@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "coll/collectives.h"
 #include "support/ranks.h"
 #include "support/values.h"
 
@@ -69,7 +70,8 @@ void checkAllGather(const RankSetup& s, int rank, zcollComm_t comm, zcollDataTyp
 }
 
 TEST_P(Collectives, AllGatherEveryAlgorithm) {
-  for (const char* algo : {"ring", "direct", "hierarchical"}) {
+  for (const std::string& name : zcoll::algorithmNames(zcoll::CollKind::kAllGather)) {
+    const char* algo = name.c_str();
     ScopedEnv force("ZCOLL_ALGO_ALLGATHER", algo);
     runRanks(setup(), [&](int rank, zcollComm_t comm) {
       for (zcollDataType_t t : {zcollInt8, zcollFloat16, zcollFloat32, zcollFloat64})
@@ -105,7 +107,8 @@ void checkReduceScatter(const RankSetup& s, int rank, zcollComm_t comm, zcollDat
 TEST_P(Collectives, ReduceScatterEveryAlgorithmTypeAndOp) {
   // shm_read reads the peers in place where every peer is on shm (one node), else runs the ring;
   // hierarchical runs on several equal nodes (2x2, 3x2, cyclic 6 on 2, 4x2), else the ring.
-  for (const char* algo : {"ring", "direct", "shm_read", "hierarchical"}) {
+  for (const std::string& name : zcoll::algorithmNames(zcoll::CollKind::kReduceScatter)) {
+    const char* algo = name.c_str();
     ScopedEnv force("ZCOLL_ALGO_REDUCESCATTER", algo);
     runRanks(setup(), [&](int rank, zcollComm_t comm) {
       for (zcollDataType_t t : kAllTypes)
@@ -159,7 +162,8 @@ void checkAllReduce(const RankSetup& s, int rank, zcollComm_t comm, zcollDataTyp
 
 TEST_P(Collectives, AllReduceEveryAlgorithmTypeAndOp) {
   // shm_read reads the peers in place where every peer is on shm (one node), else runs the ring.
-  for (const char* algo : {"ring", "recursive_doubling", "shm_read"}) {
+  for (const std::string& name : zcoll::algorithmNames(zcoll::CollKind::kAllReduce)) {
+    const char* algo = name.c_str();
     ScopedEnv force("ZCOLL_ALGO_ALLREDUCE", algo);
     runRanks(setup(), [&](int rank, zcollComm_t comm) {
       for (zcollDataType_t t : kAllTypes)
@@ -195,7 +199,8 @@ TEST_P(Collectives, AllToAll) {
 
 TEST_P(Collectives, BroadcastEveryAlgorithmAndRoot) {
   const RankSetup s = setup();
-  for (const char* algo : {"binomial", "pipelined_ring"}) {
+  for (const std::string& name : zcoll::algorithmNames(zcoll::CollKind::kBroadcast)) {
+    const char* algo = name.c_str();
     ScopedEnv force("ZCOLL_ALGO_BROADCAST", algo);
     runRanks(s, [&](int rank, zcollComm_t comm) {
       for (int root : {0, s.nranks - 1})

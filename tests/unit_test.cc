@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 #include "base/params.h"
 #include "base/tags.h"
 #include "coll/coll.h"
+#include "coll/collectives.h"
+#include "core/comm.h"
 #include "exec/reduce_kernels.h"
 #include "topology/node_layout.h"
 #include "transport/select.h"
@@ -181,6 +185,83 @@ TEST(TransportSelect, SelfReachesOnlyThisRank) {
   std::vector<PeerReach> p = fivePeers();
   EXPECT_TRUE(self.canConnect(p[0], &why));
   EXPECT_FALSE(self.canConnect(p[1], &why));
+}
+
+// The table of collectives (coll/collectives.h) has one row per CollKind, with unique names,
+// override parameters and call-check ids (none the barrier's).
+TEST(Collectives, OneRowPerKindWithUniqueNamesAndIds) {
+  std::set<std::string> names, params;
+  std::set<uint32_t> ids;
+  ASSERT_EQ(allCollectives().size(), static_cast<size_t>(CollKind::kNumKinds));
+  for (int k = 0; k < static_cast<int>(CollKind::kNumKinds); ++k) {
+    const Collective& c = collective(static_cast<CollKind>(k));
+    EXPECT_EQ(static_cast<int>(c.kind), k);
+    EXPECT_TRUE(names.insert(c.shortName).second) << c.shortName;
+    EXPECT_TRUE(params.insert(c.overrideParam).second) << c.overrideParam;
+    EXPECT_TRUE(ids.insert(c.callCheckId).second) << c.apiName;
+    EXPECT_NE(c.callCheckId, kBarrierCallCheckId) << c.apiName;
+    EXPECT_EQ(collectiveByCallCheckId(c.callCheckId), &c);
+    EXPECT_EQ(std::string(c.apiName).rfind("zcoll", 0), 0u) << c.apiName;
+  }
+}
+
+// Every default rule names an algorithm of its collective, and every collective's rules end in
+// one that always holds.
+TEST(Collectives, DefaultRulesNameRegisteredAlgorithmsAndEndInACatchAll) {
+  for (const DefaultRule& r : defaultRules())
+    EXPECT_NE(findAlgorithm(r.kind, r.algorithm), nullptr)
+        << collKindName(r.kind) << " default " << r.algorithm;
+  for (int k = 0; k < static_cast<int>(CollKind::kNumKinds); ++k) {
+    const DefaultRule* last = nullptr;
+    for (const DefaultRule& r : defaultRules())
+      if (static_cast<int>(r.kind) == k) last = &r;
+    ASSERT_NE(last, nullptr) << collKindName(static_cast<CollKind>(k));
+    EXPECT_EQ(last->fromBytes, 0u);
+    EXPECT_EQ(last->when, Condition::kAlways);
+  }
+}
+
+// The ZCOLL_ALGO_<KIND> rows come from the table: each is a parameter whose description names
+// every algorithm of its collective and states its defaults.
+TEST(Collectives, OverrideParametersListEveryAlgorithmAndTheDefaults) {
+  for (const Collective& c : allCollectives()) {
+    const ParamDesc* row = nullptr;
+    for (const ParamDesc& p : allParams())
+      if (std::string(p.name) == c.overrideParam) row = &p;
+    ASSERT_NE(row, nullptr) << c.overrideParam;
+    const std::string text = row->description;
+    for (const std::string& name : algorithmNames(c.kind))
+      EXPECT_NE(text.find(name), std::string::npos) << c.overrideParam << " misses " << name;
+    EXPECT_NE(text.find("Empty: " + describeDefaults(c.kind)), std::string::npos) << text;
+  }
+  EXPECT_EQ(describeDefaults(CollKind::kAllGather),
+            "hierarchical over 32 KiB per rank if several_equal_nodes; shm_read from 1 MiB per "
+            "rank if every_peer_on_shm; ring over 32 KiB per rank; else direct");
+}
+
+// The rules choose what the size thresholds say, on layouts without shm peers.
+TEST(Collectives, DefaultsFollowSizeAndLayout) {
+  auto commOf = [](std::vector<uint64_t> hosts) {
+    auto c = std::make_unique<zcollComm>();
+    c->nranks = static_cast<int>(hosts.size());
+    c->rank = 0;
+    c->layout = buildNodeLayout(hosts);
+    return c;
+  };
+  auto twoNodes = commOf({1, 1, 2, 2});
+  auto oneNode = commOf({1, 1, 1, 1});
+  auto uneven = commOf({1, 1, 2});
+  EXPECT_STREQ(defaultAlgorithm(twoNodes.get(), CollKind::kAllGather, 32 << 10), "direct");
+  EXPECT_STREQ(defaultAlgorithm(twoNodes.get(), CollKind::kAllGather, (32 << 10) + 1), "hierarchical");
+  EXPECT_STREQ(defaultAlgorithm(oneNode.get(), CollKind::kAllGather, 4 << 20), "ring");
+  EXPECT_STREQ(defaultAlgorithm(oneNode.get(), CollKind::kReduceScatter, 32 << 10), "direct");
+  EXPECT_STREQ(defaultAlgorithm(oneNode.get(), CollKind::kReduceScatter, 8 << 20), "ring");
+  EXPECT_STREQ(defaultAlgorithm(oneNode.get(), CollKind::kAllReduce, 64 << 10), "recursive_doubling");
+  EXPECT_STREQ(defaultAlgorithm(oneNode.get(), CollKind::kAllReduce, (64 << 10) + 1), "ring");
+  EXPECT_STREQ(defaultAlgorithm(oneNode.get(), CollKind::kBroadcast, 256 << 10), "binomial");
+  EXPECT_STREQ(defaultAlgorithm(oneNode.get(), CollKind::kBroadcast, (256 << 10) + 1), "pipelined_ring");
+  EXPECT_STREQ(defaultAlgorithm(uneven.get(), CollKind::kQuantizedReduceScatter, 1), "flat");
+  EXPECT_STREQ(defaultAlgorithm(twoNodes.get(), CollKind::kQuantizedReduceScatter, 1), "two_hop");
 }
 
 TEST(Registry, EveryCollectiveHasDescribedUniquelyNamedAlgorithms) {

@@ -35,12 +35,16 @@ void printParams() {
   }
 }
 
-// The registry (src/coll/registry.cc): collective/name and one line each; ZCOLL_ALGO_<KIND>
-// forces one.
+// The table of collectives (src/coll/collectives.h): each collective's algorithms, one line
+// each, and its default rules; ZCOLL_ALGO_<KIND> forces one.
 void printAlgorithms() {
-  std::printf("Algorithms (forced with ZCOLL_ALGO_<COLLECTIVE>, see the parameters):\n");
-  for (const zcoll::Algorithm& a : zcoll::allAlgorithms())
-    std::printf("  %-26s %-20s %s\n", zcoll::collKindName(a.kind), a.name, a.description);
+  std::printf("Algorithms (forced with the parameter named; default: the first rule that holds):\n");
+  for (const zcoll::Collective& c : zcoll::allCollectives()) {
+    std::printf("  %s (%s, %s=NAME)\n", c.shortName, c.apiName, c.overrideParam);
+    for (const zcoll::Algorithm& a : zcoll::allAlgorithms())
+      if (a.kind == c.kind) std::printf("    %-24s %s\n", a.name, a.description);
+    std::printf("    default: %s\n", zcoll::describeDefaults(c.kind).c_str());
+  }
 }
 
 void printBuild() {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/hash.h"
 #include "base/params.h"
 #include "topology/topology.h"
 
@@ -15,11 +16,7 @@ namespace {
 // FNV-1a, then a splitmix64 finalizer: FNV alone leaves the high bits of similar strings
 // ("node0", "node1") close, and callers may bucket on any bits of the hash.
 uint64_t hashIdentity(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
+  uint64_t h = fnv1a64(s);
   h ^= h >> 30;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 27;

@@ -11,24 +11,10 @@ namespace zcoll {
 
 namespace {
 
-const char* kindName(uint32_t k) {
-  switch (static_cast<CallKind>(k)) {
-    case CallKind::kAllGather: return "zcollAllGather";
-    case CallKind::kReduceScatter: return "zcollReduceScatter";
-    case CallKind::kAllReduce: return "zcollAllReduce";
-    case CallKind::kAllToAll: return "zcollAllToAll";
-    case CallKind::kBroadcast: return "zcollBroadcast";
-    case CallKind::kBarrier: return "zcollBarrier";
-    case CallKind::kQuantizedAllGather: return "zcollQuantizedAllGather";
-    case CallKind::kAllGatherHier: return "zcollAllGatherHier";
-    case CallKind::kAllGatherFromSecondary: return "zcollAllGatherFromSecondary";
-    case CallKind::kQuantizedReduceScatter: return "zcollQuantizedReduceScatter";
-    case CallKind::kReduce: return "zcollReduce";
-    case CallKind::kGather: return "zcollGather";
-    case CallKind::kScatter: return "zcollScatter";
-    case CallKind::kAllToAllv: return "zcollAllToAllv";
-  }
-  return "an unknown collective";
+const char* kindName(uint32_t id) {
+  if (id == kBarrierCallCheckId) return "zcollBarrier";
+  const Collective* c = collectiveByCallCheckId(id);
+  return c != nullptr ? c->apiName : "an unknown collective";
 }
 
 // The first field in which `theirs` differs from `mine`, described for both ("" if none).
@@ -67,10 +53,10 @@ std::string firstDifference(const CallDescriptor& mine, int me, const CallDescri
 
 }  // namespace
 
-CallDescriptor describeCall(CallKind kind, zcollDataType_t dtype, size_t count, int op,
+CallDescriptor describeCall(CollKind kind, zcollDataType_t dtype, size_t count, int op,
                             int root) {
   CallDescriptor d;
-  d.kind = static_cast<uint32_t>(kind);
+  d.kind = collective(kind).callCheckId;
   d.dtype = static_cast<int32_t>(dtype);
   d.count = count;
   d.op = op;
@@ -79,6 +65,12 @@ CallDescriptor describeCall(CallKind kind, zcollDataType_t dtype, size_t count, 
 }
 
 void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int intraBits,
+CallDescriptor describeBarrier() {
+  CallDescriptor d = describeCall(CollKind::kAllGather, zcollUint8, 0);
+  d.kind = kBarrierCallCheckId;
+  return d;
+}
+
                       int pipelineDepth) {
   d->quant = uint64_t(inter.bits) | uint64_t(intraBits) << 8 | uint64_t(inter.blockSize) << 16 |
              uint64_t(inter.symmetric ? 0 : 1) << 32 | uint64_t(inter.stochastic ? 1 : 0) << 33 |

@@ -7,31 +7,15 @@
 
 #include <cstdint>
 
+#include "coll/collectives.h"
 #include "core/comm.h"
 #include "exec/executor.h"
 #include "quant/quant.h"
 
 namespace zcoll {
 
-enum class CallKind : uint32_t {
-  kAllGather = 1,
-  kReduceScatter,
-  kAllReduce,
-  kAllToAll,
-  kBroadcast,
-  kBarrier,
-  kQuantizedAllGather,
-  kAllGatherHier,
-  kAllGatherFromSecondary,
-  kQuantizedReduceScatter,
-  kReduce,
-  kGather,
-  kScatter,
-  kAllToAllv,  // count 0: the counts are per pair and differ between ranks by design
-};
-
 struct CallDescriptor {
-  uint32_t kind = 0;  // CallKind, | kDeviceBuffers for a call on device buffers
+  uint32_t kind = 0;  // the collective's callCheckId (coll/collectives.h), | kDeviceBuffers for a call on device buffers
   int32_t dtype = -1;
   uint64_t count = 0;
   int32_t op = -1;    // -1: the call has no reduction
@@ -43,8 +27,10 @@ struct CallDescriptor {
 constexpr uint32_t kDeviceBuffers = 1u << 16;
 static_assert(sizeof(CallDescriptor) == 48, "descriptor layout is part of the wire protocol");
 
-CallDescriptor describeCall(CallKind kind, zcollDataType_t dtype, size_t count, int op = -1,
+CallDescriptor describeCall(CollKind kind, zcollDataType_t dtype, size_t count, int op = -1,
                             int root = -1);
+// zcollBarrier's descriptor (it runs no registry algorithm: kBarrierCallCheckId).
+CallDescriptor describeBarrier();
 // Adds the settings of a quantized call (intra bits and depth where the collective has them).
 void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int intraBits,
                       int pipelineDepth);

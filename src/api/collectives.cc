@@ -87,7 +87,7 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
                             stream, &ce));
     const size_t bytes = sendcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    const CallDescriptor d = describeCall(CallKind::kAllGather, datatype, sendcount);
+    const CallDescriptor d = describeCall(CollKind::kAllGather, datatype, sendcount);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllGather,
                                     {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
@@ -106,7 +106,7 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     ZCOLL_CHECK(checkOp(op, fn));
     const size_t bytes = recvcount * dtypeSize(datatype);
     ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    const CallDescriptor d = describeCall(CallKind::kReduceScatter, datatype, recvcount, op);
+    const CallDescriptor d = describeCall(CollKind::kReduceScatter, datatype, recvcount, op);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kReduceScatter,
                                     {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
@@ -126,7 +126,7 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    const CallDescriptor d = describeCall(CallKind::kAllReduce, datatype, count, op);
+    const CallDescriptor d = describeCall(CollKind::kAllReduce, datatype, count, op);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllReduce,
                                     {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
@@ -143,7 +143,7 @@ zcollResult_t zcollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
     ZCOLL_CHECK(checkCommon(fn, sendbuff, total, recvbuff, total, datatype, stream, &ce));
     const size_t bytes = total * dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn, "all-to-all is never in place"));
-    const CallDescriptor d = describeCall(CallKind::kAllToAll, datatype, count);
+    const CallDescriptor d = describeCall(CollKind::kAllToAll, datatype, count);
     return launchCall(
         comm, fn, ce, d,
         algorithmWork(comm, CollKind::kAllToAll, {sendbuff, recvbuff, count, datatype, zcollSum, 0},
@@ -165,7 +165,7 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (comm->rank == root && sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    const CallDescriptor d = describeCall(CallKind::kBroadcast, datatype, count, -1, root);
+    const CallDescriptor d = describeCall(CollKind::kBroadcast, datatype, count, -1, root);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kBroadcast,
                                     {sendbuff, recvbuff, count, datatype, zcollSum, root}, bytes));
@@ -188,7 +188,7 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (isRoot && sendbuff != recvbuff)
       ZCOLL_CHECK(checkOverlap(sendbuff, bytes, recvbuff, bytes, fn,
                                "in place only when sendbuff == recvbuff"));
-    const CallDescriptor d = describeCall(CallKind::kReduce, datatype, count, op, root);
+    const CallDescriptor d = describeCall(CollKind::kReduce, datatype, count, op, root);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kReduce,
                                     {sendbuff, recvbuff, count, datatype, op, root}, bytes));
@@ -209,7 +209,7 @@ zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t sendcount
     const size_t bytes = sendcount * dtypeSize(datatype);
     if (isRoot)
       ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    const CallDescriptor d = describeCall(CallKind::kGather, datatype, sendcount, -1, root);
+    const CallDescriptor d = describeCall(CollKind::kGather, datatype, sendcount, -1, root);
     return launchCall(
         comm, fn, ce, d,
         algorithmWork(comm, CollKind::kGather,
@@ -231,7 +231,7 @@ zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
     const size_t bytes = recvcount * dtypeSize(datatype);
     if (isRoot)
       ZCOLL_CHECK(checkScatterInPlace(sendbuff, recvbuff, bytes, comm->rank, comm->nranks, fn));
-    const CallDescriptor d = describeCall(CallKind::kScatter, datatype, recvcount, -1, root);
+    const CallDescriptor d = describeCall(CollKind::kScatter, datatype, recvcount, -1, root);
     return launchCall(
         comm, fn, ce, d,
         algorithmWork(comm, CollKind::kScatter,
@@ -262,7 +262,7 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
     args.sendDispls = sdispls;
     args.recvCounts = recvcounts;
     args.recvDispls = rdispls;
-    return launchCall(comm, fn, ce, describeCall(CallKind::kAllToAllv, datatype, 0),
+    return launchCall(comm, fn, ce, describeCall(CollKind::kAllToAllv, datatype, 0),
                       algorithmWork(comm, CollKind::kAllToAllv, args, 0));
   });
 }
@@ -274,7 +274,7 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
     if (stream != nullptr)
       return fail(zcollInvalidArgument, "%s: stream must be NULL (the barrier blocks the calling "
                   "thread; it orders no stream)", fn);
-    ZCOLL_CHECK(checkCallMatches(comm, describeCall(CallKind::kBarrier, zcollUint8, 0),
+    ZCOLL_CHECK(checkCallMatches(comm, describeBarrier(),
                                  hostExecutor(), fn));
     ZCOLL_CHECK(barrierDissemination(comm));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);

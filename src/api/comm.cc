@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "api/guard.h"
+#include "base/hash.h"
 #include "base/params.h"
 #include "base/tags.h"
 #include "bootstrap/rendezvous.h"
@@ -112,9 +113,7 @@ Result rendezvousAddressFromEnv(std::string* text) {
 // the rendezvous; without it, from the address alone (anyone who can reach the address can
 // present it: the job is then protected only by who can reach that address; README.md).
 uint64_t envMagic(const std::string& address, const std::string& token) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over "zcoll-env|address|token"
-  std::string s = "zcoll-env|" + address + "|" + token;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  uint64_t h = fnv1a64("zcoll-env|" + address + "|" + token);
   return h == 0 ? 1 : h;
 }
 

@@ -67,7 +67,7 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
                                    comm->nranks, fn));
-    CallDescriptor d = describeCall(CallKind::kQuantizedAllGather, datatype, sendcount);
+    CallDescriptor d = describeCall(CollKind::kQuantizedAllGather, datatype, sendcount);
     addQuantSettings(&d, qs.inter, 0, 0);
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = &qs;
@@ -104,7 +104,7 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
                                    comm->nranks, fn));
     ZCOLL_CHECK(checkSecondary(comm, secondary, sendbuff, recvbuff, sendcount, datatype, fn));
-    CallDescriptor d = describeCall(CallKind::kAllGatherHier, datatype, sendcount);
+    CallDescriptor d = describeCall(CollKind::kAllGatherHier, datatype, sendcount);
     if (quant != nullptr) addQuantSettings(&d, qs.inter, 0, 0);
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = quant != nullptr ? &qs : nullptr;
@@ -129,7 +129,7 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
     const size_t es = dtypeSize(datatype);
     ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,
                              "secondary must not overlap recvbuff"));
-    const CallDescriptor d = describeCall(CallKind::kAllGatherFromSecondary, datatype, sendcount);
+    const CallDescriptor d = describeCall(CollKind::kAllGatherFromSecondary, datatype, sendcount);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllGatherFromSecondary,
                                     {secondary, recvbuff, sendcount, datatype, zcollSum, -1},

@@ -61,7 +61,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1, &hostExecutor()};
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
     a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
-    CallDescriptor d = describeCall(CallKind::kQuantizedReduceScatter, datatype, recvcount, op);
+    CallDescriptor d = describeCall(CollKind::kQuantizedReduceScatter, datatype, recvcount, op);
     addQuantSettings(&d, a.quant.inter, a.quant.intra.bits, a.pipelineDepth);
     if (recvcount != 0 && !comm->layout.uniform())
       ZCOLL_INFO(LogSubsys::kColl, "%s rank %d: qgZ: nodes hold unequal rank counts, so the "

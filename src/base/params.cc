@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <mutex>
 #include "base/log.h"
 
 namespace zcoll {
@@ -82,40 +83,6 @@ const std::vector<ParamDesc> kParams = {
      "this node) or ucx. Empty: shm for peers on this node when both processes can share "
      "memory (same user, pidfd_getfd and process_vm_readv permitted), ucx for the rest. Read "
      "at init; `zcoll_info --routes` shows the choice per peer."},
-    {"ZCOLL_ALGO_ALLGATHER", ParamType::kString, "",
-     "Force the all-gather algorithm (ring, direct, hierarchical: a rail ring between nodes, then "
-     "inside each node; the flat ring on one node or unequal nodes). Empty: direct up to 32 KiB "
-     "per rank, above it hierarchical on several equal nodes, else ring."},
-    {"ZCOLL_ALGO_REDUCESCATTER", ParamType::kString, "",
-     "Force the reduce-scatter algorithm (ring, direct, shm_read: reads every peer's input in "
-     "place when all peers are on shm, else the ring). Empty: direct up to 32 KiB per rank, "
-     "shm_read from 4 MiB per rank when every peer is on shm, else ring."},
-    {"ZCOLL_ALGO_ALLREDUCE", ParamType::kString, "",
-     "Force the all-reduce algorithm (ring, recursive_doubling, shm_read: reads every peer in "
-     "place when all peers are on shm, else the ring; measured on par with the ring, so not a "
-     "default). Empty: chosen by size."},
-    {"ZCOLL_ALGO_ALLTOALL", ParamType::kString, "", "Force the all-to-all algorithm (pairwise)."},
-    {"ZCOLL_ALGO_BROADCAST", ParamType::kString, "",
-     "Force the broadcast algorithm (binomial, pipelined_ring). Empty: chosen by size."},
-    {"ZCOLL_ALGO_REDUCE", ParamType::kString, "", "Force the reduce algorithm (ring)."},
-    {"ZCOLL_ALGO_GATHER", ParamType::kString, "", "Force the gather algorithm (direct)."},
-    {"ZCOLL_ALGO_SCATTER", ParamType::kString, "", "Force the scatter algorithm (direct)."},
-    {"ZCOLL_ALGO_ALLTOALLV", ParamType::kString, "",
-     "Force the all-to-all-v algorithm (pairwise)."},
-    {"ZCOLL_ALGO_QUANTIZED_ALLGATHER", ParamType::kString, "",
-     "Force the qwZ quantized all-gather algorithm (ring)."},
-    {"ZCOLL_ALGO_ALLGATHER_HIER", ParamType::kString, "",
-     "Force the hpZ hierarchical all-gather algorithm (rail_then_node, rail_then_node_shm_read: "
-     "the node stage reads the local peers' secondaries in place when all are on shm). Empty: "
-     "rail_then_node."},
-    {"ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY", ParamType::kString, "",
-     "Force the hpZ all-gather from the secondary shard (node, node_shm_read: reads the local "
-     "peers' secondaries in place when all are on shm). Empty: node."},
-    {"ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", ParamType::kString, "",
-     "Force the qgZ quantized reduce-scatter algorithm (two_hop, two_hop_shm_read: the intra "
-     "hop reads the local peers' quantized pieces from their shm windows, flat). Empty: "
-     "two_hop_shm_read when every node has the same number of ranks and every local peer is on "
-     "shm, two_hop on equal nodes otherwise, else flat."},
     {"ZCOLL_QUANT_ISA", ParamType::kString, "",
      "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512) for every "
      "operation. Empty: per operation, the fastest vector variant this CPU supports, measured "
@@ -123,16 +90,39 @@ const std::vector<ParamDesc> kParams = {
 };
 
 const ParamDesc& findParam(const char* name) {
-  for (const ParamDesc& p : kParams) {
+  for (const ParamDesc& p : tableWithSources()) {
     if (std::strcmp(p.name, name) == 0) return p;
   }
+std::mutex gSourcesMu;
+std::vector<ParamSource>& sources() {
+  static auto* s = new std::vector<ParamSource>();  // never destroyed: usable at exit
+  return *s;
+}
+
+// kParams followed by the rows of every registered source, each source called once.
+const std::vector<ParamDesc>& tableWithSources() {
+  static auto* all = new std::vector<ParamDesc>(kParams);
+  static size_t applied = 0;
+  std::lock_guard<std::mutex> lock(gSourcesMu);
+  for (; applied < sources().size(); ++applied) {
+    std::vector<ParamDesc> rows = sources()[applied]();
+    all->insert(all->end(), rows.begin(), rows.end());
+  }
+  return *all;
+}
+
   std::fprintf(stderr, "zcoll: internal error: parameter %s is not in the table\n", name);
   std::abort();
 }
 
 }  // namespace
 
-const std::vector<ParamDesc>& allParams() { return kParams; }
+void registerParamSource(ParamSource source) {
+  std::lock_guard<std::mutex> lock(gSourcesMu);
+  sources().push_back(source);
+}
+
+const std::vector<ParamDesc>& allParams() { return tableWithSources(); }
 
 int64_t paramInt(const char* name) {
   const ParamDesc& p = findParam(name);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/tags.h"
+#include "coll/collectives.h"
 #include "core/comm.h"
 #include "core/progress.h"
 #include "exec/executor.h"
@@ -142,23 +143,6 @@ Slices makeSlices(size_t units, size_t unitBytes, size_t maxSlices);
 std::vector<size_t> worldAllGatherOffsets(const zcollComm* comm, const CollArgs& a);
 
 // ---- Registry -------------------------------------------------------------------------------
-enum class CollKind {
-  kAllGather,
-  kReduceScatter,
-  kAllReduce,
-  kAllToAll,
-  kBroadcast,
-  kReduce,
-  kGather,
-  kScatter,
-  kAllToAllv,
-  kQuantizedAllGather,      // qwZ
-  kAllGatherHier,           // hpZ, forward
-  kAllGatherFromSecondary,  // hpZ, backward
-  kQuantizedReduceScatter,  // qgZ
-  kNumKinds
-};
-
 using AlgoFn = Result (*)(zcollComm* comm, const CollArgs& args);
 
 struct Algorithm {
@@ -174,9 +158,12 @@ Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank
                        const Algorithm** out);
 // ZCOLL_ALGO_<KIND> for every CollKind, read from the environment (at comm creation only).
 std::vector<std::string> readAlgorithmOverrides();
+// The algorithm of `kind` named `name`; NULL when there is none.
+const Algorithm* findAlgorithm(CollKind kind, const std::string& name);
 const std::vector<Algorithm>& allAlgorithms();
 // Selects (as above) and runs the algorithm for a call, and counts it in the stats.
 Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank);
+// The collective's short name (collectives.h): "allgather".
 const char* collKindName(CollKind kind);
 // The work of a call that runs `kind` (api/launch.h: CallWork), on the executor it is given.
 // It owns copies of what `args` points to besides the buffers (quantization settings,

@@ -1,11 +1,12 @@
-// The algorithm registry: every algorithm by collective and name, the size-based defaults,
-// and the ZCOLL_ALGO_<KIND> overrides tests use to force each one.
+// The algorithm registry: every algorithm by collective and name, and the choice for a call:
+// the ZCOLL_ALGO_<KIND> override, else the default rules of collectives.h.
 #include <cstring>
 
 #include "base/dtype.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "coll/coll.h"
+#include "coll/collectives.h"
 #include "coll/zeropp_config.h"
 
 namespace zcoll {
@@ -71,106 +72,42 @@ const std::vector<Algorithm> kAlgorithms = {
      "qgZ on any layout: one quantized all-to-all among all ranks, then dequantize-sum"},
 };
 
-const char* kOverrideParam[] = {"ZCOLL_ALGO_ALLGATHER", "ZCOLL_ALGO_REDUCESCATTER",
-                                "ZCOLL_ALGO_ALLREDUCE", "ZCOLL_ALGO_ALLTOALL",
-                                "ZCOLL_ALGO_BROADCAST", "ZCOLL_ALGO_REDUCE",
-                                "ZCOLL_ALGO_GATHER", "ZCOLL_ALGO_SCATTER",
-                                "ZCOLL_ALGO_ALLTOALLV", "ZCOLL_ALGO_QUANTIZED_ALLGATHER",
-                                "ZCOLL_ALGO_ALLGATHER_HIER", "ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY",
-                                "ZCOLL_ALGO_QUANTIZED_REDUCESCATTER"};
-static_assert(sizeof(kOverrideParam) / sizeof(kOverrideParam[0]) ==
-                  static_cast<size_t>(CollKind::kNumKinds),
-              "one override parameter per collective");
+}  // namespace
 
-// Defaults: latency-bound sizes take the one-step algorithms, larger ones the
-// bandwidth-optimal ones (on several equal nodes, the all-gather that crosses between nodes
-// least). Thresholds from perf/RESULTS.md measurements.
-const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank) {
-  const int nranks = comm->nranks;
-  const bool severalEqualNodes = comm->layout.nodes > 1 && comm->layout.uniform();
-  switch (kind) {
-    // shm_read from 1 MiB per rank with every peer on shm: on par with the ring for ordinary
-    // buffers, 1.4-2x for buffers in zcollMemAllocHost memory (perf/RESULTS.md).
-    case CollKind::kAllGather:
-      if (bytesPerRank <= 32 * 1024) return "direct";
-      if (severalEqualNodes) return "hierarchical";
-      return bytesPerRank >= (1u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
-    // The hierarchical one is an option, not a default: 1.3-1.4x the ring over a 1 Gbit/s link
-    // between 2 nodes x 2 ranks, on par at 10 Gbit/s, and up to 2x slower where the link is
-    // faster than the extra local pass (TCP on loopback); zcoll cannot tell the link's speed
-    // (perf/RESULTS.md). shm_read from 4 MiB per rank with every peer on shm: 1.1-1.6x the
-    // ring's bus bandwidth at 4 ranks on 2 cores, 1.0-1.3x at 2 ranks (perf/RESULTS.md).
-    case CollKind::kReduceScatter:
-      if (bytesPerRank <= 32 * 1024) return "direct";
-      return bytesPerRank >= (4u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
-    // shm_read from 4 MiB with every peer on shm: 1.1-1.4x the ring (its gather copies stream
-    // since bulk copies do: perf/RESULTS.md).
-    case CollKind::kAllReduce:
-      if (bytesPerRank <= 64 * 1024 || bytesPerRank < static_cast<size_t>(nranks) * 64)
-        return "recursive_doubling";
-      return bytesPerRank >= (4u << 20) && everyPeerOnShm(comm) ? "shm_read" : "ring";
-    case CollKind::kAllToAll: return "pairwise";
-    case CollKind::kBroadcast: return bytesPerRank <= 256 * 1024 ? "binomial" : "pipelined_ring";
-    case CollKind::kReduce: return "ring";
-    case CollKind::kGather: return "direct";
-    case CollKind::kScatter: return "direct";
-    case CollKind::kAllToAllv: return "pairwise";
-    case CollKind::kQuantizedAllGather: return "ring";
-    case CollKind::kAllGatherHier: return "rail_then_node";
-    case CollKind::kAllGatherFromSecondary: return "node";
-    // The intra hop read in place: 1.05-1.8x two_hop's exchange on one node (perf/RESULTS.md).
-    case CollKind::kQuantizedReduceScatter:
-      if (!comm->layout.uniform()) return "flat";
-      return everyPeerOnShm(comm, makeGroup(comm, comm->layout.nodeGroup(comm->rank)))
-                 ? "two_hop_shm_read"
-                 : "two_hop";
-    default: return "";
-  }
-}
-
-const Algorithm* find(CollKind kind, const std::string& name) {
+const Algorithm* findAlgorithm(CollKind kind, const std::string& name) {
   for (const Algorithm& a : kAlgorithms)
     if (a.kind == kind && name == a.name) return &a;
   return nullptr;
 }
 
-}  // namespace
-
 const std::vector<Algorithm>& allAlgorithms() { return kAlgorithms; }
 
-const char* collKindName(CollKind kind) {
-  static const char* kNames[] = {"allgather",          "reducescatter",
-                                 "allreduce",          "alltoall",
-                                 "broadcast",          "reduce",
-                                 "gather",             "scatter",
-                                 "alltoallv",          "quantized_allgather",
-                                 "allgather_hier",     "allgather_from_secondary",
-                                 "quantized_reducescatter"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(CollKind::kNumKinds),
-                "one name per collective");
-  return kNames[static_cast<int>(kind)];
-}
+const char* collKindName(CollKind kind) { return collective(kind).shortName; }
 
 std::vector<std::string> readAlgorithmOverrides() {
   std::vector<std::string> forced;
-  for (const char* param : kOverrideParam) forced.push_back(paramString(param));
+  for (const Collective& c : allCollectives()) {
+    const size_t k = static_cast<size_t>(c.kind);
+    if (forced.size() <= k) forced.resize(k + 1);
+    forced[k] = paramString(c.overrideParam);
+  }
   return forced;
 }
 
 Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
                        const Algorithm** out) {
   const int k = static_cast<int>(kind);
-  const char* param = kOverrideParam[k];
+  const char* param = collective(kind).overrideParam;
   const std::string forced =
       k < static_cast<int>(comm->forcedAlgorithm.size()) ? comm->forcedAlgorithm[k] : "";
   if (!forced.empty()) {
-    *out = find(kind, forced);
+    *out = findAlgorithm(kind, forced);
     if (*out == nullptr)
       return fail(zcollInvalidArgument, "%s=%s names no %s algorithm (see zcoll_info)", param,
                   forced.c_str(), collKindName(kind));
     return zcollSuccess;
   }
-  *out = find(kind, defaultAlgorithm(comm, kind, bytesPerRank));
+  *out = findAlgorithm(kind, defaultAlgorithm(comm, kind, bytesPerRank));
   return *out ? zcollSuccess : fail(zcollInternalError, "no default %s algorithm",
                                     collKindName(kind));
 }

@@ -15,11 +15,7 @@ bool has(const zcollQuantConfig_t* c, size_t offset, size_t bytes) {
 }  // namespace
 
 Result checkQuantDtype(zcollDataType_t dtype, const char* fn) {
-  if (dtype != zcollFloat32 && dtype != zcollFloat16 && dtype != zcollBfloat16)
-    return fail(zcollInvalidArgument,
-                "%s: datatype %d cannot be quantized (use Float32, Float16 or Bfloat16)", fn,
-                static_cast<int>(dtype));
-  return zcollSuccess;
+  return quant::checkQuantizable(dtype, fn);
 }
 
 Result readQuantConfig(const zcollQuantConfig_t* cfg, int defaultBits, int defaultIntraBits,

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "base/hash.h"
 #include "base/params.h"
 #include "base/tags.h"
 #include "coll/coll.h"
@@ -44,9 +45,7 @@ uint64_t machineHash() {
   }
   char ns[64] = {};
   if (readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1) > 0) id += ns;
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
+  return fnv1a64(id);
 }
 
 // The device this rank works on, when the device memory component names one (CUDA: the

@@ -15,17 +15,6 @@ namespace quant {
 
 namespace {
 
-bool quantDtype(zcollDataType_t dt) {
-  return dt == zcollFloat32 || dt == zcollFloat16 || dt == zcollBfloat16;
-}
-
-Result checkDtype(zcollDataType_t dt, const char* what) {
-  if (quantDtype(dt)) return zcollSuccess;
-  return fail(zcollInvalidArgument,
-              "%s: dtype %d is not supported (float32, float16 or bfloat16 only)", what,
-              static_cast<int>(dt));
-}
-
 Result checkPtr(const void* p, size_t n, const char* what, const char* name) {
   if (p != nullptr || n == 0) return zcollSuccess;
   return fail(zcollInvalidArgument, "%s: %s is NULL with n = %zu", what, name, n);
@@ -70,6 +59,17 @@ class PinnedFpEnv {
 
 }  // namespace
 
+bool quantizable(zcollDataType_t dt) {
+  return dt == zcollFloat32 || dt == zcollFloat16 || dt == zcollBfloat16;
+}
+
+Result checkQuantizable(zcollDataType_t dt, const char* what) {
+  if (quantizable(dt)) return zcollSuccess;
+  return fail(zcollInvalidArgument,
+              "%s: datatype %s (%d) cannot be quantized: use zcollFloat32, zcollFloat16 or "
+              "zcollBfloat16", what, dtypeName(dt), static_cast<int>(dt));
+}
+
 Result validateSumScale(float scale, const char* what) {
   if (finiteBits(floatBits(scale))) return zcollSuccess;
   return fail(zcollInvalidArgument, "%s: scale = %g, must be finite", what,
@@ -99,7 +99,7 @@ size_t quantizedChunksBytes(size_t chunkElems, size_t nChunks, const QuantParams
 }
 
 size_t dequantizedBytes(size_t n, zcollDataType_t dtype) {
-  return quantDtype(dtype) ? n * dtypeSize(dtype) : 0;
+  return quantizable(dtype) ? n * dtypeSize(dtype) : 0;
 }
 
 size_t requantizedBytes(size_t n, const QuantParams& outParams) {
@@ -108,7 +108,7 @@ size_t requantizedBytes(size_t n, const QuantParams& outParams) {
 
 Result quantize(const void* in, zcollDataType_t dtype, size_t n, const QuantParams& p, void* out) {
   ZCOLL_CHECK(validate(p));
-  ZCOLL_CHECK(checkDtype(dtype, "quantize"));
+  ZCOLL_CHECK(checkQuantizable(dtype, "quantize"));
   ZCOLL_CHECK(checkPtr(in, n, "quantize", "input"));
   ZCOLL_CHECK(checkPtr(out, n, "quantize", "output"));
   PinnedFpEnv env;
@@ -119,7 +119,7 @@ Result quantize(const void* in, zcollDataType_t dtype, size_t n, const QuantPara
 Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, size_t nChunks,
                       const int* destOrder, const QuantParams& p, void* out) {
   ZCOLL_CHECK(validate(p));
-  ZCOLL_CHECK(checkDtype(dtype, "quantizeChunks"));
+  ZCOLL_CHECK(checkQuantizable(dtype, "quantizeChunks"));
   size_t total = chunkElems * nChunks;
   ZCOLL_CHECK(checkPtr(in, total, "quantizeChunks", "input"));
   ZCOLL_CHECK(checkPtr(out, total, "quantizeChunks", "output"));
@@ -146,7 +146,7 @@ Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, 
 Result dequantize(const void* q, size_t n, const QuantParams& p, void* out,
                   zcollDataType_t dtype) {
   ZCOLL_CHECK(validate(p));
-  ZCOLL_CHECK(checkDtype(dtype, "dequantize"));
+  ZCOLL_CHECK(checkQuantizable(dtype, "dequantize"));
   ZCOLL_CHECK(checkPtr(q, n, "dequantize", "input"));
   ZCOLL_CHECK(checkPtr(out, n, "dequantize", "output"));
   PinnedFpEnv env;
@@ -157,7 +157,7 @@ Result dequantize(const void* q, size_t n, const QuantParams& p, void* out,
 Result dequantizeSum(const void* const* chunks, int k, size_t n, const QuantParams& p, float scale,
                      void* out, zcollDataType_t dtype) {
   ZCOLL_CHECK(validate(p));
-  ZCOLL_CHECK(checkDtype(dtype, "dequantizeSum"));
+  ZCOLL_CHECK(checkQuantizable(dtype, "dequantizeSum"));
   ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantizeSum"));
   ZCOLL_CHECK(validateSumScale(scale, "dequantizeSum"));
   ZCOLL_CHECK(checkPtr(out, n, "dequantizeSum", "output"));

@@ -40,6 +40,11 @@ struct QuantParams {
 
 // zcollInvalidArgument with a message naming the bad field.
 Result validate(const QuantParams& p);
+// Whether elements of `dtype` can be quantized (float32, float16, bfloat16), and the one
+// refusal every caller gives (the CPU and CUDA kernels, the ZeRO++ entry points): "`what`:
+// datatype int32 (2) cannot be quantized: use zcollFloat32, zcollFloat16 or zcollBfloat16".
+bool quantizable(zcollDataType_t dtype);
+Result checkQuantizable(zcollDataType_t dtype, const char* what);
 // zcollInvalidArgument unless the dequantizeSum scale is finite.
 Result validateSumScale(float scale, const char* what);
 
