@@ -64,13 +64,13 @@ CallDescriptor describeCall(CollKind kind, zcollDataType_t dtype, size_t count, 
   return d;
 }
 
-void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int intraBits,
 CallDescriptor describeBarrier() {
   CallDescriptor d = describeCall(CollKind::kAllGather, zcollUint8, 0);
   d.kind = kBarrierCallCheckId;
   return d;
 }
 
+void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int intraBits,
                       int pipelineDepth) {
   d->quant = uint64_t(inter.bits) | uint64_t(intraBits) << 8 | uint64_t(inter.blockSize) << 16 |
              uint64_t(inter.symmetric ? 0 : 1) << 32 | uint64_t(inter.stochastic ? 1 : 0) << 33 |
