@@ -39,8 +39,7 @@ Result checkGatherInPlace(const void* send, const void* recv, size_t bytes, int 
                           const char* fn);
 Result checkScatterInPlace(const void* send, const void* recv, size_t bytes, int rank,
                            int nranks, const char* fn);
-// Refuses, inside zcollGroupStart/End, the calls a group cannot hold: zcollBarrier (it blocks
-// the calling thread). Collectives pass: launchCall keeps them for zcollGroupEnd.
+// Not inside zcollGroupStart/End (groups hold point-to-point operations only).
 Result checkNotInGroup(const char* fn);
 
 }  // namespace zcoll

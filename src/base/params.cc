@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
 #include <mutex>
+
 #include "base/log.h"
 
 namespace zcoll {
@@ -89,10 +89,6 @@ const std::vector<ParamDesc> kParams = {
      "once at first use (a few ms; zcoll_info prints the choice)."},
 };
 
-const ParamDesc& findParam(const char* name) {
-  for (const ParamDesc& p : tableWithSources()) {
-    if (std::strcmp(p.name, name) == 0) return p;
-  }
 std::mutex gSourcesMu;
 std::vector<ParamSource>& sources() {
   static auto* s = new std::vector<ParamSource>();  // never destroyed: usable at exit
@@ -111,6 +107,10 @@ const std::vector<ParamDesc>& tableWithSources() {
   return *all;
 }
 
+const ParamDesc& findParam(const char* name) {
+  for (const ParamDesc& p : tableWithSources()) {
+    if (std::strcmp(p.name, name) == 0) return p;
+  }
   std::fprintf(stderr, "zcoll: internal error: parameter %s is not in the table\n", name);
   std::abort();
 }

@@ -18,18 +18,17 @@ struct ParamDesc {
   const char* description;
 };
 
+// Every parameter: the table in params.cc, then the rows of each registered source.
 const std::vector<ParamDesc>& allParams();
 
-// Every parameter: the table in params.cc, then the rows of each registered source.
 // Rows a higher layer owns (coll/ makes ZCOLL_ALGO_<KIND> from its table of collectives): the
 // source is registered while the library loads and called once, at the first lookup or listing,
 // so it may read other globals of its layer.
 using ParamSource = std::vector<ParamDesc> (*)();
 void registerParamSource(ParamSource source);
 
-// Current value: the environment's if set to something non-empty (and, for ints, parsable),
-// else the default. An empty variable counts as unset (as NCCL's). Looking up a name missing
-// from the table is a programming error and aborts loudly.
+// Current value: the environment's if set (and, for ints, parsable), else the default.
+// Looking up a name missing from the table is a programming error and aborts loudly.
 int64_t paramInt(const char* name);
 std::string paramString(const char* name);
 
