@@ -26,7 +26,7 @@
  *    none). ZCOLL_DEVICE_TRANSPORT=cuda_ipc|staged forces one way; `zcoll_info --routes` shows each
  *    peer's. For the quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their
  *    quantized form leaves the device. A call returns once enqueued, as in NCCL (for
- *    zcollSend/zcollRecv in a group, zcollGroupEnd enqueues the group): it starts after the work
+ *    calls in a group, zcollGroupEnd enqueues them): it starts after the work
  *    queued on `stream` before it, and work queued on `stream` after it sees its result; its
  *    buffers must stay valid until then. Arguments are checked before it returns (errors as for
  *    host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
@@ -248,8 +248,14 @@ ZCOLL_API zcollResult_t zcollCommInitRankConfig(zcollComm_t* comm, int nranks,
 ZCOLL_API zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, zcollConfig_t* config);
 
 /* Collective over `comm`: ranks with equal color form a new communicator, ordered by key then
- * by rank in `comm`. color < 0 (ZCOLL_SPLIT_NOCOLOR) takes no part and gets *newcomm = NULL.
- * config may be NULL (inherit the parent's settings). */
+ * by rank in `comm`. Any color < 0 (ZCOLL_SPLIT_NOCOLOR, or another negative value) takes no part
+ * and gets *newcomm = NULL. config may be NULL (inherit the parent's settings).
+ * A rank whose arguments are wrong (newcomm NULL, a bad config), or that cannot set up its part
+ * locally, still takes part in the split's exchange, so no rank is left waiting: every rank then
+ * fails at once, that rank with its own error (zcollInvalidArgument for an argument) and every
+ * other rank with zcollInvalidUsage naming it; no communicator is created on any rank, *newcomm
+ * is NULL everywhere, and the parent stays usable on every rank. (A NULL, destroyed, aborted or
+ * broken parent cannot take part: the other ranks then fail as in any collective a rank misses.) */
 #define ZCOLL_SPLIT_NOCOLOR (-1)
 ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* newcomm,
                                        zcollConfig_t* config);
@@ -262,7 +268,14 @@ ZCOLL_API zcollResult_t zcollCommDestroy(zcollComm_t comm);
 /* Puts the communicator in the error state, makes any call running on it (in another thread)
  * return zcollRemoteError within ZCOLL_ABORT_WAIT_MS, then frees it. Enqueued device calls
  * that have not finished are dropped and their streams released (outputs undefined). Safe from
- * any thread. */
+ * any thread. A call and the abort are ordered at one point inside zcoll, just before the call
+ * leaves: a call still inside zcoll when the abort takes effect returns zcollRemoteError even if
+ * its transfers had all completed (its outputs are then undefined), so a call that returns
+ * zcollSuccess completed before the abort. The handle stays allocated until every call that was
+ * inside zcoll on it has returned (if one stays past ZCOLL_ABORT_WAIT_MS it is left allocated and
+ * zcollCommAbort returns zcollInternalError). A call made on the handle once the abort has begun
+ * returns zcollInvalidUsage, and once it is freed zcollInvalidArgument (freed handles are
+ * recognised without being read; zcollGetLastError(comm) then gives the thread's message). */
 ZCOLL_API zcollResult_t zcollCommAbort(zcollComm_t comm);
 
 /* zcollSuccess while healthy, else the error that broke the communicator. */
@@ -393,8 +406,17 @@ ZCOLL_API zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataT
 ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype,
                                   int peer, zcollComm_t comm, zcollStream_t stream);
 
-/* Groups may nest; operations run at the outermost zcollGroupEnd. A group holds only point-to-
- * point operations (a collective inside a group returns zcollInvalidUsage). Per thread. */
+/* Groups may nest; operations run at the outermost zcollGroupEnd. Per thread. As in NCCL, a
+ * group holds point-to-point operations and collectives (the standard and the ZeRO++ ones, on
+ * one or several communicators): each call is checked when made (an argument error is returned
+ * then) and kept, touching no buffer; zcollGroupEnd runs the collectives one after the other in
+ * call order, each as it would run outside a group (not fused, not concurrent), then posts every
+ * point-to-point operation together. Buffers must stay valid until zcollGroupEnd has returned (on
+ * device buffers: until the enqueued work has run). A call rejected inside the group makes
+ * zcollGroupEnd run nothing of it and return that call's error. A collective that fails at
+ * zcollGroupEnd stops the group: the operations after it are not run, and zcollGroupEnd returns
+ * its error naming it. zcollBarrier, which blocks the calling thread, returns zcollInvalidUsage
+ * inside a group (the group is unaffected). */
 ZCOLL_API zcollResult_t zcollGroupStart(void);
 ZCOLL_API zcollResult_t zcollGroupEnd(void);
 

@@ -165,9 +165,16 @@ const char* zcollGetErrorString(zcollResult_t r) {
 }
 
 const char* zcollGetLastError(zcollComm_t comm) {
-  if (!isRegistered(comm)) return threadLastError().c_str();
-  std::lock_guard<std::mutex> lock(comm->lastErrorMu);
-  return comm->lastError.c_str();
+  // Pinned while read, so an abort in another thread cannot free it under us; a comm being
+  // aborted has its message in the failed call's thread (abortedDuringCall).
+  if (pinComm(comm) != Pin::kPinned) return threadLastError().c_str();
+  const char* msg;
+  {
+    std::lock_guard<std::mutex> lock(comm->lastErrorMu);
+    msg = comm->lastError.c_str();
+  }
+  unpinComm(comm);
+  return msg;
 }
 
 zcollResult_t zcollGetVersion(int* version) {
@@ -217,10 +224,13 @@ zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, zcollConfig_t* config) {
 zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* newcomm,
                              zcollConfig_t* config) {
   if (newcomm != nullptr) *newcomm = nullptr;
-  return commCall(comm, "zcollCommSplit", [&]() -> Result {
-    if (newcomm == nullptr) return fail(zcollInvalidArgument, "newcomm pointer is NULL");
-    if (color < 0 && color != ZCOLL_SPLIT_NOCOLOR)
-      return fail(zcollInvalidArgument, "color %d: use >= 0, or ZCOLL_SPLIT_NOCOLOR", color);
+  zcollComm_t made = nullptr;
+  zcollResult_t r = commCall(comm, "zcollCommSplit", [&]() -> Result {
+    // Every negative color is ZCOLL_SPLIT_NOCOLOR. An argument error here still takes part in
+    // the split's exchange (splitComm), so no rank is left waiting and the parent stays usable.
+    Result argError = zcollSuccess;
+    if (newcomm == nullptr)
+      argError = fail(zcollInvalidArgument, "zcollCommSplit: newcomm pointer is NULL");
     InitSettings s;
     s.timeoutSec = comm->timeoutSec;
     s.reducePartials = comm->partialsInDtype ? "dtype" : "fp32";
@@ -229,9 +239,19 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
     s.spinCount = comm->spinSetting;
     s.forcedAlgorithm = comm->forcedAlgorithm;
     s.name = comm->name + ".split";
-    ZCOLL_CHECK(readConfig(config, &s));
-    return splitComm(comm, color, key, s, newcomm);
+    if (argError == zcollSuccess) {
+      argError = readConfig(config, &s);
+      if (argError != zcollSuccess) argError = failWithContext(argError, "zcollCommSplit");
+    }
+    return splitComm(comm, color, key, s, &made, argError);
   });
+  if (r != zcollSuccess && made != nullptr) {
+    // Built, but an abort of the parent interrupted the call (abortedDuringCall): not handed out.
+    if (unregisterIfIdle(made) == 0) destroyComm(made, 0);  // nobody else has seen it
+    made = nullptr;
+  }
+  if (newcomm != nullptr) *newcomm = made;
+  return r;
 }
 
 zcollResult_t zcollCommDestroy(zcollComm_t comm) {

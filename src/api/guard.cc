@@ -21,6 +21,11 @@ Result notPinned(Pin why, const zcollComm* comm, const char* fn) {
   return fail(zcollInvalidArgument, "%s: comm is not a live communicator (destroyed?)", fn);
 }
 
+Result abortedDuringCall(const char* fn) {
+  return fail(zcollRemoteError, "%s: the communicator was aborted (zcollCommAbort) while this "
+              "call ran; its outputs are undefined and the handle is freed", fn);
+}
+
 Result notRunQueued(const zcollComm* comm, const char* fn) {
   int err = comm->asyncError.load();
   return fail(err != zcollSuccess ? static_cast<Result>(err) : zcollRemoteError,
@@ -29,8 +34,9 @@ Result notRunQueued(const zcollComm* comm, const char* fn) {
 }
 
 Result checkCommUsable(zcollComm* comm, const char* fn) {
-  if (comm->aborting.load())
-    return fail(zcollInvalidUsage, "%s: communicator %s is being aborted", fn, comm->name.c_str());
+  if (comm->aborting.load())  // pinned before the abort marked it: a call it interrupts
+    return fail(zcollRemoteError, "%s: communicator %s is being aborted (zcollCommAbort)", fn,
+                comm->name.c_str());
   int err = comm->asyncError.load();
   if (err != zcollSuccess)
     return fail(static_cast<Result>(err),

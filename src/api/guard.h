@@ -37,8 +37,14 @@ Result notPinned(Pin why, const zcollComm* comm, const char* fn);
 // Why a queued operation did not run: the comm's breaking error (zcollRemoteError for an
 // abort), with the operation's name.
 Result notRunQueued(const zcollComm* comm, const char* fn);
-// Checks a pinned `comm` can be used (not aborting, not broken); returns the reason it cannot.
+// Checks a pinned `comm` can be used (not aborting, not broken); returns the reason it cannot
+// (zcollRemoteError when an abort began after the call was pinned: the call was running then).
 Result checkCommUsable(zcollComm* comm, const char* fn);
+// The result of a call that was still running (pinned) when zcollCommAbort marked its comm but
+// had found no error: zcollRemoteError, as zcoll.h promises, even if its transfers had all
+// completed (an abort leaves every output undefined). Records only the thread's message: the
+// comm may be freed by then.
+Result abortedDuringCall(const char* fn);
 
 // After a failed call: waits (briefly) until no transfer it cancelled still touches the
 // caller's buffers, closing connections where a transport cannot cancel.
@@ -60,12 +66,16 @@ Result runInTurn(zcollComm* comm, const char* fn, F& body) {
 
 // `body` (guarded) with `comm` pinned, counted as active, so zcollCommAbort can wait for it and
 // nothing frees the comm under it; a handle that cannot be pinned is refused with the reason.
-template <typename F>
+// The unpin is where an abort and the call are ordered (under the registry's lock): a call an
+// abort marked before it unpinned never returns zcollSuccess (abortedDuringCall). The comm is
+// not touched after the unpin. kAbortFails = false keeps a success (commEnqueue: its result
+// says whether `done` will be called, and the queued operation reports the abort itself).
+template <bool kAbortFails = true, typename F>
 zcollResult_t pinnedCall(zcollComm* comm, const char* fn, F&& body) {
   Pin pin = pinComm(comm);
   if (pin != Pin::kPinned) return guarded(nullptr, [&] { return notPinned(pin, comm, fn); });
   zcollResult_t r = guarded(comm, body);
-  unpinComm(comm);
+  if (unpinCallAborted(comm) && kAbortFails && r == zcollSuccess) r = abortedDuringCall(fn);
   return r;
 }
 
@@ -78,15 +88,21 @@ zcollResult_t commCall(zcollComm* comm, const char* fn, F&& body) {
   });
 }
 
+// Inside zcollGroupStart/End: remembers the first failure of a call made in the group, so that
+// zcollGroupEnd runs none of it and returns that error (api/p2p.cc). Outside a group: nothing.
+void noteGroupFailure(Result r);
+
 // A collective: pinned, checked usable, and `body` run on the calling thread outside the comm's
 // order; it validates the arguments, then takes its turn through launchCall (api/launch.h),
-// which runs it in order or queues it.
+// which runs it in order, queues it, or keeps it for zcollGroupEnd inside a group.
 template <typename F>
 zcollResult_t collCall(zcollComm* comm, const char* fn, F&& body) {
-  return pinnedCall(comm, fn, [&]() -> Result {
+  zcollResult_t r = pinnedCall(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return body();
   });
+  if (r != zcollSuccess) noteGroupFailure(r);
+  return r;
 }
 
 // The same call queued: returns once `body` is queued behind everything submitted before it;
@@ -96,14 +112,14 @@ zcollResult_t collCall(zcollComm* comm, const char* fn, F&& body) {
 // (The comm is still allocated while its progress thread runs: destroyComm joins it first.)
 template <typename F>
 zcollResult_t commEnqueue(zcollComm* comm, const char* fn, F body, Engine::Done done) {
-  return pinnedCall(comm, fn, [&]() -> Result {
+  return pinnedCall<false>(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return comm->engine.enqueue(
         [comm, fn, body = std::move(body)]() mutable -> Result {
           if (pinComm(comm) != Pin::kPinned)
             return guarded(nullptr, [&] { return notRunQueued(comm, fn); });
           Result res = runInTurn(comm, fn, body);
-          unpinComm(comm);
+          if (unpinCallAborted(comm) && res == zcollSuccess) res = abortedDuringCall(fn);
           return res;
         },
         std::move(done));

@@ -1,5 +1,6 @@
 #include "api/launch.h"
 
+#include <cstdio>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,6 +11,17 @@
 namespace zcoll {
 
 namespace {
+
+// A collective kept in a group until zcollGroupEnd.
+struct GroupedCall {
+  zcollComm* comm;
+  const char* fn;
+  std::unique_ptr<Executor> owned;
+  Executor* exec;
+  CallDescriptor d;
+  CallWork work;
+};
+thread_local std::vector<GroupedCall> tGrouped;
 
 Result checkAndRun(zcollComm* comm, const char* fn, const CallDescriptor& d, const CallWork& work,
                    Executor& exec) {
@@ -71,9 +83,13 @@ Result checkDeviceRoutes(const zcollComm* comm, const char* fn) {
               comm->deviceRouteWhy.empty() ? "" : comm->deviceRouteWhy[comm->rank].c_str());
 }
 
-Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
+Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallDescriptor& d,
                   CallWork work) {
   if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceRoutes(comm, fn));
+  if (inGroup()) {
+    tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work)});
+    return zcollSuccess;
+  }
   if (ce.exec->memKind() == MemKind::kHost || !comm->deviceCallsAsync)
     return runNow(comm, fn, ce, d, work);
   if (!work && !comm->checkCalls) return zcollSuccess;  // nothing to move, nothing to check
@@ -82,5 +98,30 @@ Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const
     return checkAndRun(comm, fn, d, work, *s[0]);
   });
 }
+
+Result runGroupedCalls() {
+  std::vector<GroupedCall> calls;
+  calls.swap(tGrouped);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    GroupedCall& c = calls[i];
+    CallExecutor ce;
+    ce.exec = c.exec;
+    ce.owned = std::move(c.owned);
+    Result r = pinnedCall(c.comm, c.fn, [&]() -> Result {
+      ZCOLL_CHECK(checkCommUsable(c.comm, c.fn));
+      return launchCall(c.comm, c.fn, ce, c.d, std::move(c.work));
+    });
+    if (r != zcollSuccess) {
+      char context[160];
+      std::snprintf(context, sizeof(context),
+                    "zcollGroupEnd: collective %zu of %zu in the group (%s) failed; the %zu after "
+                    "it were not run", i + 1, calls.size(), c.fn, calls.size() - i - 1);
+      return failWithContext(r, context);
+    }
+  }
+  return zcollSuccess;
+}
+
+void dropGroupedCalls() { tGrouped.clear(); }
 
 }  // namespace zcoll

@@ -28,8 +28,19 @@ using CallWork = std::function<Result(Executor& exec)>;
 
 // Runs or queues a validated call (above). `d` describes it for ZCOLL_CHECK_CALLS. What `work`
 // captures must be owned by it (copied): a queued call runs after the entry point returned.
-Result launchCall(zcollComm* comm, const char* fn, const CallExecutor& ce, const CallDescriptor& d,
+// Inside zcollGroupStart/End the call is kept instead (taking ce.owned) and launched at the
+// outermost zcollGroupEnd (runGroupedCalls), as NCCL aggregates a group's collectives.
+Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallDescriptor& d,
                   CallWork work);
+
+// Whether the calling thread is inside zcollGroupStart/End (api/p2p.cc).
+bool inGroup();
+// At the outermost zcollGroupEnd: launches the collectives the thread kept in the group, in call
+// order, each pinned and checked as a call of its own (host ones complete, device ones queued).
+// Stops at the first failure (the message says which collective; the rest are dropped).
+Result runGroupedCalls();
+// Drops the kept collectives without running them (a group whose queueing failed).
+void dropGroupedCalls();
 
 // A call on device buffers needs the comm's device routes, which exist when the rank had an
 // initialized device at init (core/init.cc); zcollUnsupported saying so otherwise, before

@@ -2,7 +2,8 @@
 //   Outside a group zcollSend/zcollRecv block until their transfer completes. Inside a group
 //   they are queued (per thread) and all posted at the outermost zcollGroupEnd, then waited for
 //   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
-//   complete. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
+//   complete. Collectives called in a group are kept too (api/launch.h) and run at that
+//   zcollGroupEnd, in call order, before the point-to-point operations. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
 //   Device buffers travel over the peer's device route (cuda_ipc or staged). Calls on device
 //   buffers of one comm return once enqueued, as collectives do (api/launch.h): they run on the
 //   comm's progress thread, and each stream is held until they are done. Otherwise (host
@@ -108,23 +109,40 @@ Result enqueueOps(const char* fn, const std::vector<P2pOp>& ops) {
                           });
 }
 
-// Runs `ops` now, in the turn of every comm they use, or queues them (device buffers).
+// Runs `ops` now, in the turn of every comm they use, or queues them (device buffers). Every
+// comm is pinned first (a group's comm may have been destroyed or aborted since its operations
+// were queued: refused, never touched) and checked usable; an abort that marks one while the
+// operations run makes them fail (abortedDuringCall).
 Result launchOps(const char* fn, const std::vector<P2pOp>& ops) {
-  if (queueable(ops)) return enqueueOps(fn, ops);
   std::vector<zcollComm*> comms;
   for (const P2pOp& op : ops)
     if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
-  for (zcollComm* c : comms) c->activeCalls.fetch_add(1);
-  Result r = inTurnOfEach(comms, 0, [&] {
-    Result res = runOps(ops);
-    if (res != zcollSuccess)  // before the next operation: the caller may reuse its buffers
-      for (zcollComm* c : comms) settleCancelledTransfers(c);
-    return res;
-  });
-  for (zcollComm* c : comms) {
-    if (r != zcollSuccess) recordError(c);
-    c->activeCalls.fetch_sub(1);
+  size_t pinned = 0;
+  Result r = zcollSuccess;
+  for (; pinned < comms.size(); ++pinned) {
+    Pin pin = pinComm(comms[pinned]);
+    if (pin != Pin::kPinned) {
+      r = notPinned(pin, comms[pinned], fn);
+      break;
+    }
   }
+  for (size_t i = 0; i < pinned && r == zcollSuccess; ++i) r = checkCommUsable(comms[i], fn);
+  if (r == zcollSuccess && queueable(ops)) {
+    r = enqueueOps(fn, ops);
+  } else if (r == zcollSuccess) {
+    r = inTurnOfEach(comms, 0, [&] {
+      Result res = runOps(ops);
+      if (res != zcollSuccess)  // before the next operation: the caller may reuse its buffers
+        for (zcollComm* c : comms) settleCancelledTransfers(c);
+      return res;
+    });
+  }
+  bool aborted = false;
+  for (size_t i = 0; i < pinned; ++i) {
+    if (r != zcollSuccess) recordError(comms[i]);
+    if (unpinCallAborted(comms[i])) aborted = true;
+  }
+  if (aborted && r == zcollSuccess) r = abortedDuringCall(fn);
   return r;
 }
 
@@ -157,22 +175,21 @@ zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count
 
 namespace zcoll {
 bool inGroup() { return tGroupDepth > 0; }
+void noteGroupFailure(Result r) {
+  if (tGroupDepth > 0 && tGroupError == zcollSuccess) tGroupError = r;
+}
 }  // namespace zcoll
 
 extern "C" {
 
 zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype, int peer,
                         zcollComm_t comm, zcollStream_t stream) {
-  zcollResult_t r = p2pCall("zcollSend", true, sendbuff, count, datatype, peer, comm, stream);
-  if (r != zcollSuccess && tGroupDepth > 0 && tGroupError == zcollSuccess) tGroupError = r;
-  return r;
+  return p2pCall("zcollSend", true, sendbuff, count, datatype, peer, comm, stream);
 }
 
 zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, int peer,
                         zcollComm_t comm, zcollStream_t stream) {
-  zcollResult_t r = p2pCall("zcollRecv", false, recvbuff, count, datatype, peer, comm, stream);
-  if (r != zcollSuccess && tGroupDepth > 0 && tGroupError == zcollSuccess) tGroupError = r;
-  return r;
+  return p2pCall("zcollRecv", false, recvbuff, count, datatype, peer, comm, stream);
 }
 
 zcollResult_t zcollGroupStart(void) {
@@ -190,11 +207,16 @@ zcollResult_t zcollGroupEnd(void) {
     if (--tGroupDepth > 0) return zcollSuccess;
     std::vector<P2pOp> ops;
     ops.swap(tQueued);
-    if (tGroupError != zcollSuccess)
+    if (tGroupError != zcollSuccess) {
+      dropGroupedCalls();
       return fail(tGroupError, "zcollGroupEnd: an operation of this group was rejected; the "
                   "group was not run");
-    // A comm broken or destroyed since queueing is reported, not used.
-    for (const P2pOp& op : ops) ZCOLL_CHECK(checkCommUsable(op.comm, "zcollGroupEnd"));
+    }
+    // The collectives first, in call order (every rank runs them before its point-to-point
+    // operations, so mixing both in one group cannot deadlock), then the point-to-point ones
+    // together. A comm broken, aborted or destroyed since queueing is reported, not used.
+    ZCOLL_CHECK(runGroupedCalls());
+    if (ops.empty()) return zcollSuccess;
     return launchOps("zcollGroupEnd", ops);
   });
 }

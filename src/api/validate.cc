@@ -1,6 +1,7 @@
 #include "api/validate.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/dtype.h"
 #include "exec/device_component.h"
@@ -90,9 +91,12 @@ Result checkScatterInPlace(const void* send, const void* recv, size_t bytes, int
 }
 
 Result checkNotInGroup(const char* fn) {
-  if (inGroup())
-    return fail(zcollInvalidUsage, "%s: collectives cannot be called between zcollGroupStart "
-                "and zcollGroupEnd (groups hold zcollSend/zcollRecv only)", fn);
+  // Collectives launched through launchCall are kept in a group and run at zcollGroupEnd; the
+  // barrier blocks the calling thread by definition (and NCCL has none), so it has no place there.
+  if (inGroup() && std::strcmp(fn, "zcollBarrier") == 0)
+    return fail(zcollInvalidUsage, "%s: cannot be called between zcollGroupStart and "
+                "zcollGroupEnd (it blocks the calling thread; groups hold collectives and "
+                "zcollSend/zcollRecv)", fn);
   return zcollSuccess;
 }
 

@@ -39,7 +39,8 @@ Result checkGatherInPlace(const void* send, const void* recv, size_t bytes, int 
                           const char* fn);
 Result checkScatterInPlace(const void* send, const void* recv, size_t bytes, int rank,
                            int nranks, const char* fn);
-// Not inside zcollGroupStart/End (groups hold point-to-point operations only).
+// Refuses, inside zcollGroupStart/End, the calls a group cannot hold: zcollBarrier (it blocks
+// the calling thread). Collectives pass: launchCall keeps them for zcollGroupEnd.
 Result checkNotInGroup(const char* fn);
 
 }  // namespace zcoll

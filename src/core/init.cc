@@ -566,6 +566,8 @@ struct SplitRecord {
   int32_t color;
   int32_t key;
   uint64_t addressBytes;
+  int32_t error;  // the rank's own failure before the exchange (zcollSuccess: none)
+  int32_t pad;
 };
 
 // All-gather over the parent with its own algorithms (a collective on the parent).
@@ -576,20 +578,37 @@ Result parentAllGather(zcollComm* parent, const void* mine, void* all, size_t by
 
 }  // namespace
 
-Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, zcollComm** out) {
+Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, zcollComm** out,
+                  Result argError) {
   *out = nullptr;
   const int pn = parent->nranks;
   std::unique_ptr<zcollComm> comm;
   std::string address;
-  if (color >= 0) {
+  Result mineError = argError;
+  if (color >= 0 && mineError == zcollSuccess) {
     comm = newComm(s, 1, 0);
     comm->hostIdOverride = parent->hostIdOverride;
-    ZCOLL_CHECK(createTransports(comm.get(), parent->peers[parent->rank].device, pn > 1,
-                                 &address));
+    mineError = createTransports(comm.get(), parent->peers[parent->rank].device, pn > 1,
+                                 &address);
   }
-  SplitRecord mine{color, key, address.size()};
+  // A rank that failed already still tells the others (nobody waits for it until the timeout),
+  // then every rank fails alike, before anything is connected: the parent stays usable.
+  const std::string why = mineError != zcollSuccess ? threadLastError() : std::string();
+  if (mineError != zcollSuccess) address.clear();
+  SplitRecord mine{mineError != zcollSuccess ? -1 : color, key, address.size(), mineError, 0};
   std::vector<SplitRecord> recs(pn);
   ZCOLL_CHECK(parentAllGather(parent, &mine, recs.data(), sizeof(SplitRecord)));
+  if (mineError != zcollSuccess) {
+    std::string msg = why;
+    const std::string prefix = std::string(resultName(mineError)) + ": ";
+    if (msg.rfind(prefix, 0) == 0) msg.erase(0, prefix.size());
+    return fail(mineError, "%s (no communicator was created on any rank)", msg.c_str());
+  }
+  for (int r = 0; r < pn; ++r)
+    if (recs[r].error != zcollSuccess)
+      return fail(zcollInvalidUsage, "zcollCommSplit: parent rank %d failed the split with %s "
+                  "(see its zcollGetLastError); no communicator was created on any rank", r,
+                  resultName(static_cast<Result>(recs[r].error)));
   // Peers' address lengths size the next exchange: bound them before trusting them.
   constexpr uint64_t kMaxAddressBytes = 64 << 10;
   size_t maxAddr = 0;

@@ -33,8 +33,13 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out);
 // service to meet), then wire the transports.
 Result createComm(const InitSettings& settings, int nranks, int rank, const RendezvousId* id,
                   zcollComm** out);
+// Splits `parent` (a collective on it). color < 0 takes no part. `argError` is the caller's own
+// argument error (its message the thread's last error): that rank still takes part in the
+// exchange, as does one whose local setup fails, and then every rank fails alike (that rank
+// with its error, the others with zcollInvalidUsage naming it), nothing is created and the
+// parent stays usable.
 Result splitComm(zcollComm* parent, int color, int key, const InitSettings& settings,
-                 zcollComm** out);
+                 zcollComm** out, Result argError = zcollSuccess);
 
 // Tears down transports and frees the communicator. `flushMs` bounds how long endpoints may
 // take to deliver what is in flight (0 when the comm is broken or aborted).

@@ -43,6 +43,13 @@ bool pinForAbort(zcollComm* comm) {
 
 void unpinComm(zcollComm* comm) { comm->activeCalls.fetch_sub(1); }
 
+bool unpinCallAborted(zcollComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  bool aborted = comm->aborting.load();
+  comm->activeCalls.fetch_sub(1);
+  return aborted;
+}
+
 int unregisterIfIdle(zcollComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);
   if (comm == nullptr || liveComms().count(comm) == 0) return -1;

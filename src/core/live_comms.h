@@ -25,6 +25,11 @@ bool isRegistered(const zcollComm* comm);
 enum class Pin { kPinned, kNotLive, kAborting };
 Pin pinComm(const zcollComm* comm);
 void unpinComm(zcollComm* comm);
+// Unpins a call and says whether an abort marked `comm` before it left (under the registry's
+// lock, the same one pinForAbort marks under): true means zcollCommAbort was called while the
+// call was still running, so the call must not report success. After it returns, `comm` may be
+// freed at any moment (an abort waits for this unpin): do not touch it again.
+bool unpinCallAborted(zcollComm* comm);
 // Marks a registered comm as being aborted and pins it for the aborting thread; false when
 // `comm` is not registered.
 bool pinForAbort(zcollComm* comm);
