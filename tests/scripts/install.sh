@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cmake --install gives headers, the library, a CMake package (find_package(zcoll) ->
-# zcoll::zcoll) and a pkg-config file; a consumer builds and runs against each.
+# zcoll::zcoll) and a pkg-config file; a consumer builds and runs against each. The prefix is
+# given only at install time (--prefix), never at configure time.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,8 +35,24 @@ CM
 cmake -S "$work/app" -B "$work/app/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/app/build" >/dev/null
 LD_LIBRARY_PATH="$work/prefix/lib" "$work/app/build/consumer"
-libdir=$(dirname "$(find "$work/prefix" -name zcoll.pc)")
-flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs zcoll | sed "s|$(cmake -LA -N "$ZCOLL_BUILD_DIR" | sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p')|$work/prefix|g")
+# pkg-config straight from the installed .pc, with no fix-up: the build was configured with the
+# default prefix (/usr/local) and the prefix is given only now, at install time.
+pcdir=$(dirname "$(find "$work/prefix" -name zcoll.pc)")
+pc() { PKG_CONFIG_PATH="$1" pkg-config "${@:2}" zcoll; }
+flags=$(pc "$pcdir" --cflags --libs)
+case "$flags" in
+  *"$work/prefix"*) ;;
+  *) echo "FAIL: pkg-config flags do not point into the install prefix: $flags"; exit 1 ;;
+esac
+inc=$(pc "$pcdir" --variable=includedir)
+if [ "$(realpath "$inc")" != "$(realpath "$work/prefix/include")" ]; then
+  echo "FAIL: includedir $inc is not $work/prefix/include"; exit 1
+fi
 cc "$work/app/main.c" -o "$work/app/pc_consumer" $flags
 LD_LIBRARY_PATH="$work/prefix/lib" "$work/app/pc_consumer"
+# Relocatable: the same tree moved elsewhere still builds.
+mv "$work/prefix" "$work/moved"
+pcdir="$work/moved${pcdir#"$work/prefix"}"
+cc "$work/app/main.c" -o "$work/app/pc_moved" $(pc "$pcdir" --cflags --libs)
+LD_LIBRARY_PATH="$work/moved/lib" "$work/app/pc_moved"
 echo "OK: installed package and pkg-config both build and run a consumer"
