@@ -14,7 +14,7 @@ namespace zp = zcoll::perf;
 namespace {
 
 // The secondary shard of the current size, (re)filled by a forward call when the size changes;
-// in device memory with -G 1 (the buffers of one call are all host or all device memory), in
+// in device memory with --device 1 (the buffers of one call are all host or all device memory), in
 // registered host memory with -R 1.
 struct Secondary {
   std::vector<unsigned char> bytes;
@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   static Secondary sec;
   zp::Collective c = zp::allGatherShape(flags.fromSecondary ? "all_gather_from_secondary" : "hier_all_gather");
   c.notes = {zp::describe(flags)};
+  c.usage = zp::quantUsage("  --bits 0|4|8          bits per quantized value on the rail (0: "
+                           "exact, no quantization), default 8", true);
   const bool backward = flags.fromSecondary;
   c.run = [quant, backward](const zp::RunArgs& a) {
     zcollComm_t comm = a.info->comm;

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   const zcollQuantConfig_t* quant = zp::quantConfig(flags, &storage);
   zp::Collective c = zp::allGatherShape("quantized_all_gather");
   c.notes = {zp::describe(flags)};
+  c.usage = zp::quantUsage("  --bits 4|8            bits per quantized value, default 8", false);
   c.run = [quant](const zp::RunArgs& a) {
     return zcollQuantizedAllGather(a.send, a.recv, a.counts.count, a.dtype, quant, a.info->comm,
                                    a.stream);

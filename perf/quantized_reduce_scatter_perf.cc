@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
   std::snprintf(note, sizeof(note), "# qgZ: intra-node hop INT%d, pipeline depth %d%s",
                 intraBits, qf.depth, qf.depth == 0 ? " (default)" : "");
   c.notes = {zp::describe(flags) + " (inter-node hop)", note};
+  c.usage = zp::quantUsage("  --bits 4|8            bits per value on the inter-node hop, "
+                           "default 4", false);
+  c.usage.insert(c.usage.begin() + 1,
+                 "  --intra-bits 4|8      bits per value on the intra-node hop, default 4");
+  c.usage.push_back("  --depth N             pipeline depth of the two hops (0: the library's "
+                    "default)");
   c.run = [shape](const zp::RunArgs& a) {
     *shape = RunShape{a.info->nranks, a.info->nodes, a.info->localSize, a.op};
     return zcollQuantizedReduceScatter(a.send, a.recv, a.counts.count, a.dtype, a.op, &storage,

@@ -16,11 +16,14 @@
 // ZeRO++'s forward and backward weights differ.
 //
 // Flags: -p P (parameters; K/M/G), -d bfloat16|half|float, -n iterations, -w warm-up steps,
-//        --fwd-bits 4|8 (hpZ rail), --grad-bits 4|8 (qgZ both hops), -G|--device 0|1, -h.
-// -G 1: every buffer in CUDA device memory (device LOCAL_RANK % device count, chosen before
+//        --fwd-bits 4|8 (hpZ rail), --grad-bits 4|8 (qgZ both hops), --device 0|1,
+//        --progress SEC, -G 0 (nccl-tests' CUDA graphs: only 0), -h.
+// Progress: rank 0 writes a line to stderr at most every SEC seconds (10; 0: after every step)
+// while the steps run, so a long run (a large -p over a slow link) shows it is alive.
+// --device 1: every buffer in CUDA device memory (device LOCAL_RANK % device count, chosen before
 // init), calls on a non-blocking stream; each phase's time is the host clock around its call and
 // a cudaStreamSynchronize; the inputs are copied in once and the outputs back before the errors
-// are computed (on the host, as without -G).
+// are computed (on the host, as without --device 1).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,7 +48,8 @@ struct Args {
   int warmup = 1;
   int fwdBits = 8;
   int gradBits = 4;
-  bool device = false;  // -G 1
+  bool device = false;  // --device 1
+  int progressSec = 10;  // --progress
 };
 
 // ---- Setup ------------------------------------------------------------------------------------
@@ -54,7 +58,9 @@ struct Args {
   std::fprintf(code ? stderr : stdout,
                "usage: zero_step_perf [-p params (16M)] [-d bfloat16|half|float (bfloat16)]\n"
                "       [-n iterations (5)] [-w warm-up steps (1)] [--fwd-bits 4|8 (8)]\n"
-               "       [--grad-bits 4|8 (4)] [-G|--device 0|1 (0): device buffers]\n");
+               "       [--grad-bits 4|8 (4)] [--device 0|1 (0): device buffers]\n"
+               "       [--progress SEC (10): a progress line on stderr at most every SEC s,\n"
+               "        0: every step] [-G 0: CUDA graphs (nccl-tests' -G), only 0]\n");
   std::exit(code);
 }
 
@@ -84,10 +90,18 @@ Args parseArgs(int argc, char** argv) {
     else if (f == "-w") a.warmup = intArg(v);
     else if (f == "--fwd-bits") a.fwdBits = intArg(v);
     else if (f == "--grad-bits") a.gradBits = intArg(v);
-    else if (f == "-G" || f == "--device") {
+    else if (f == "--progress") a.progressSec = intArg(v);
+    else if (f == "--device") {
       int d = intArg(v);
       if (d > 1) usage(2);
       a.device = d == 1;
+    } else if (f == "-G") {
+      if (intArg(v) != 0) {
+        std::fprintf(stderr, "zero_step_perf: -G %s (nccl-tests: CUDA graph launches): zcoll "
+                     "refuses streams under capture, so only -G 0; for device buffers use "
+                     "--device 1\n", v);
+        std::exit(2);
+      }
     } else usage(2);
   }
   if (a.iters < 1) a.iters = 1;
@@ -97,7 +111,7 @@ Args parseArgs(int argc, char** argv) {
 struct Ranks {
   zcollComm_t comm = nullptr;
   int rank = 0, nranks = 1, nodes = 1, localSize = 1;
-  zcollStream_t stream = nullptr;  // -G 1: the stream of every call
+  zcollStream_t stream = nullptr;  // --device 1: the stream of every call
 };
 
 void check(zcollResult_t r, const char* what, const Ranks& k) {
@@ -158,7 +172,7 @@ void fillRandom(void* buf, zcollDataType_t t, size_t n, uint64_t seed) {
   }
 }
 
-// A buffer in host memory and, with -G 1, its device mirror, which the calls get.
+// A buffer in host memory and, with --device 1, its device mirror, which the calls get.
 struct Block {
   std::vector<unsigned char> host;
   zcoll::perf::DeviceBuffer device;
@@ -201,7 +215,7 @@ Buffers makeBuffers(const Args& a, const Ranks& k) {
   return b;
 }
 
-// -G 1: the outputs back to the host, for the errors.
+// --device 1: the outputs back to the host, for the errors.
 void outputsToHost(Buffers& b) {
   for (Block* x : {&b.weights, &b.weightsBack, &b.weights3, &b.grad3, &b.gradpp}) x->toHost();
 }
@@ -249,7 +263,7 @@ zcollResult_t runPhase(bool zeropp, Phase p, const Args& a, const Ranks& k, Buff
                                      k.comm, s);
 }
 
-// -G 1: waits for the stream, then fails on an error an enqueued call met while it ran.
+// --device 1: waits for the stream, then fails on an error an enqueued call met while it ran.
 void settle(const Ranks& k, const char* what) {
   if (k.stream == nullptr) return;
   zcoll::perf::synchronize(k.stream, "cudaStreamSynchronize");
@@ -277,11 +291,42 @@ void runStep(bool zeropp, const Args& a, const Ranks& k, Buffers& b, Totals* t) 
   t->sec[kNumPhases] += std::chrono::duration<double>(Clock::now() - stepStart).count();
 }
 
+// Progress on stderr (rank 0): after a step, when `everySec` has passed since the last line.
+class Progress {
+ public:
+  Progress(const Args& a, int rank)
+      : everySec_(a.progressSec), rank_(rank), total_(2 * (a.warmup + a.iters)),
+        start_(Clock::now()), last_(start_) {}
+  void stepDone(const char* what, int i, int n) {
+    ++done_;
+    auto now = Clock::now();
+    if (rank_ != 0 || std::chrono::duration<double>(now - last_).count() < everySec_) return;
+    last_ = now;
+    std::fprintf(stderr, "zero_step_perf: step %d of %d done (%s %d/%d), %.1f s elapsed\n",
+                 done_, total_, what, i + 1, n,
+                 std::chrono::duration<double>(now - start_).count());
+    std::fflush(stderr);
+  }
+
+ private:
+  double everySec_;
+  int rank_, total_, done_ = 0;
+  Clock::time_point start_, last_;
+};
+
 // Mean over iterations; times: max over ranks; bytes: sum over ranks.
-Totals measure(bool zeropp, const Args& a, const Ranks& k, Buffers& b) {
+Totals measure(bool zeropp, const Args& a, const Ranks& k, Buffers& b, Progress* progress) {
   Totals warm, t;
-  for (int i = 0; i < a.warmup; ++i) runStep(zeropp, a, k, b, &warm);
-  for (int i = 0; i < a.iters; ++i) runStep(zeropp, a, k, b, &t);
+  const char* name = zeropp ? "ZeRO++" : "ZeRO-3";
+  std::string warming = std::string(name) + " warm-up";
+  for (int i = 0; i < a.warmup; ++i) {
+    runStep(zeropp, a, k, b, &warm);
+    progress->stepDone(warming.c_str(), i, a.warmup);
+  }
+  for (int i = 0; i < a.iters; ++i) {
+    runStep(zeropp, a, k, b, &t);
+    progress->stepDone(name, i, a.iters);
+  }
   for (auto& path : t.bytes)
     for (int p = 0; p < kNumPhases; ++p) path[kNumPhases] += path[p];
   check(zcollAllReduce(t.sec, t.sec, kNumPhases + 1, zcollFloat64, zcollMax, k.comm, nullptr),
@@ -333,7 +378,7 @@ void printReport(const Args& a, const Ranks& k, size_t shard, const Totals& z3, 
               a.params, zcoll::perf::typeName(a.dtype), k.nranks, k.nodes, k.localSize, shard,
               a.iters, a.warmup);
   if (a.device)
-    std::printf("# device buffers (-G 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
+    std::printf("# device buffers (--device 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
                 "clock around each call + cudaStreamSynchronize\n");
   std::printf("# ZeRO++: forward hpZ with INT%d rail (fills the secondary), backward from the "
               "secondary, gradients qgZ INT%d\n", a.fwdBits, a.gradBits);
@@ -359,7 +404,7 @@ int main(int argc, char** argv) {
   if (a.device) {  // before init, which binds the communicator to the current device
     std::string why = zcoll::perf::selectDevice(&device);
     if (!why.empty()) {
-      std::fprintf(stderr, "%s: -G 1 (device buffers): %s\n", argv[0], why.c_str());
+      std::fprintf(stderr, "%s: --device 1 (device buffers): %s\n", argv[0], why.c_str());
       return 1;
     }
   }
@@ -369,8 +414,9 @@ int main(int argc, char** argv) {
     k.stream = zcoll::perf::createStream();
   }
   Buffers b = makeBuffers(a, k);
-  Totals z3 = measure(false, a, k, b);
-  Totals zpp = measure(true, a, k, b);
+  Progress progress(a, k.rank);
+  Totals z3 = measure(false, a, k, b, &progress);
+  Totals zpp = measure(true, a, k, b, &progress);
   outputsToHost(b);
   const size_t full = b.shard * k.nranks;
   double weightErr =

@@ -1,6 +1,6 @@
 // Device buffers for the perf binaries (see device.h). The CUDA runtime is linked statically
 // (CUDA::cudart_static, as the library does): it loads the driver library at run time, so these
-// binaries start, and fail -G 1 with a message, on machines without a GPU or driver.
+// binaries start, and fail --device 1 with a message, on machines without a GPU or driver.
 #include "common/device.h"
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Device buffers for the perf binaries (-G 1): the CUDA device of this rank, a non-blocking stream,
+// Device buffers for the perf binaries (--device 1): the CUDA device of this rank, a non-blocking stream,
 // growable cudaMalloc'd buffers and the copies between them and the host. Compiled in every build;
 // the CUDA calls are behind ZCOLL_HAVE_CUDA, and without it every entry point that would need CUDA
 // reports that the build has none (deviceUnavailable) instead.

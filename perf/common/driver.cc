@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <vector>
 
 #include "base/dtype.h"
 #include "common/buffer.h"
@@ -27,9 +29,18 @@ double nowSec() {
 
 using Buffer = HostBuffer;  // common/buffer.h
 
-RankInfo initRanks() {
+// Process CPU time (every thread: the caller's and zcoll's progress thread), for -C 1.
+double cpuSec() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+RankInfo initRanks(const Options& opt) {
   RankInfo info;
-  checkResult(zcollCommInitFromEnv(&info.comm, nullptr), "zcollCommInitFromEnv", info);
+  zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+  if (opt.timeoutSec > 0) config.timeoutSec = opt.timeoutSec;  // -T
+  checkResult(zcollCommInitFromEnv(&info.comm, &config), "zcollCommInitFromEnv", info);
   zcollComm_t c = info.comm;
   checkResult(zcollCommUserRank(c, &info.rank), "zcollCommUserRank", info);
   checkResult(zcollCommCount(c, &info.nranks), "zcollCommCount", info);
@@ -54,11 +65,11 @@ std::vector<std::string> gatherRankLines(const RankInfo& info) {
 }
 
 // The buffers of one mode. The values are written and checked in host memory (`host`); with
-// -G 1 the call gets device mirrors of the same blocks at the same offsets (`args`), filled from
+// --device 1 the call gets device mirrors of the same blocks at the same offsets (`args`), filled from
 // the host blocks before a call and read back after it.
 struct Layout {
   RunArgs args;  // what the call gets
-  RunArgs host;  // the same layout in host memory (== args without -G 1)
+  RunArgs host;  // the same layout in host memory (== args without --device 1)
   int blocks = 0;                            // 1 (in place) or 2 (send, recv)
   unsigned char* hostBase[2] = {nullptr, nullptr};
   unsigned char* devBase[2] = {nullptr, nullptr};
@@ -125,7 +136,7 @@ class Bench {
   }
 
   // Adds a block of `bytes` in buffer pair `which` (0: send, 1: recv): host (registered with
-  // -R 1), and its device mirror with -G 1; returns its index.
+  // -R 1), and its device mirror with --device 1; returns its index.
   int place(Layout* l, int which, size_t bytes) {
     int b = l->blocks++;
     l->hostBase[b] = opt_.registered ? registered_[which].ensure(bytes) : host_[which].ensure(bytes);
@@ -135,7 +146,7 @@ class Bench {
   }
 
   // Poisons the receive buffer, then writes the inputs (in place they may overlap: inputs win);
-  // with -G 1 copies the host blocks to the device.
+  // with --device 1 copies the host blocks to the device.
   void prepare(const Layout& l, const Pattern& pat) {
     const RunArgs& a = l.host;
     fillConstant(a.recv, opt_.dtype, a.counts.recvElems, kPoison);
@@ -158,8 +169,8 @@ class Bench {
     return what;
   }
 
-  // -G 1: waits for the stream, then fails on an error an enqueued call met while it ran.
-  // Nothing without -G 1.
+  // --device 1: waits for the stream, then fails on an error an enqueued call met while it ran.
+  // Nothing without --device 1.
   void settle(bool inPlace, size_t bytes, const char* phase) {
     if (!opt_.device) return;
     synchronize(stream_, "cudaStreamSynchronize");
@@ -169,17 +180,23 @@ class Bench {
       checkResult(async, (describe(inPlace, bytes) + ", " + phase).c_str(), info_);
   }
 
-  // The time of n calls, back to back: with -G 1 enqueued, then the stream synchronized, all
-  // under one host clock (as nccl-tests' default timing).
+  // The time of n x m calls (-n, -m), back to back: with --device 1 enqueued, then the stream
+  // synchronized, all under one host clock (as nccl-tests' default timing); with -z 1 each call
+  // is waited for before the next; with -C 1 the process's CPU time instead.
   Measurement timeCalls(const RunArgs& a, bool inPlace, size_t bytes) {
     checkResult(zcollBarrier(info_.comm, nullptr), "zcollBarrier", info_);
     zcollStats_t before = stats();
-    double start = nowSec();
-    for (int i = 0; i < opt_.iters; ++i) call(a, inPlace, bytes);
+    const long calls = long(opt_.iters) * opt_.aggIters;
+    double start = opt_.cpuTime ? cpuSec() : nowSec();
+    for (long i = 0; i < calls; ++i) {
+      call(a, inPlace, bytes);
+      if (opt_.blocking) settle(inPlace, bytes, "timed calls");
+    }
     settle(inPlace, bytes, "timed calls");
-    double sec = (nowSec() - start) / opt_.iters;
+    double sec = ((opt_.cpuTime ? cpuSec() : nowSec()) - start) / double(calls);
     Measurement m;
     m.ran = true;
+    m.cpuTime = opt_.cpuTime;
     m.bytes = bytes;
     m.timeUs = sec * 1e6;
     if (wantStats()) {
@@ -187,8 +204,8 @@ class Bench {
       m.interBytes = double(after.bytesSent[zcollPathInter] - before.bytesSent[zcollPathInter]);
       m.wireBytes = m.interBytes +
                     double(after.bytesSent[zcollPathIntra] - before.bytesSent[zcollPathIntra]);
-      m.interBytes /= opt_.iters;
-      m.wireBytes /= opt_.iters;
+      m.interBytes /= double(calls);
+      m.wireBytes /= double(calls);
     }
     return m;
   }
@@ -210,11 +227,26 @@ class Bench {
     m->maxError = v.maxError;
   }
 
-  // Max over ranks of the time, error and wire bytes; sum of the wrong counts.
+  // The time over ranks as -a says (rank 0's, mean, min or max); max over ranks of the error
+  // and wire bytes; sum of the wrong counts.
   void combine(Measurement* m) {
+    std::vector<double> times(info_.nranks);
+    checkResult(zcollAllGather(&m->timeUs, times.data(), 1, zcollFloat64, info_.comm, nullptr),
+                "zcollAllGather (timing)", info_);
     double maxed[4] = {m->timeUs, m->maxError, m->wireBytes, m->interBytes};
     checkResult(zcollAllReduce(maxed, maxed, 4, zcollFloat64, zcollMax, info_.comm, nullptr),
                 "zcollAllReduce (timing)", info_);
+    switch (opt_.average) {
+      case 0: maxed[0] = times[0]; break;
+      case 1: {
+        double sum = 0;
+        for (double t : times) sum += t;
+        maxed[0] = sum / info_.nranks;
+        break;
+      }
+      case 2: maxed[0] = *std::min_element(times.begin(), times.end()); break;
+      default: break;  // 3: the max, above
+    }
     uint64_t wrong = m->wrong;
     checkResult(zcollAllReduce(&wrong, &wrong, 1, zcollUint64, zcollSum, info_.comm, nullptr),
                 "zcollAllReduce (wrong count)", info_);
@@ -245,25 +277,34 @@ class Bench {
   zcollStream_t stream_;
   Buffer host_[2];                       // send, recv
   RegisteredHostBuffer registered_[2];   // -R 1 only
-  DeviceBuffer device_[2];               // -G 1 only
+  DeviceBuffer device_[2];               // --device 1 only
 };
 
-// The sweep; returns the number of wrong values over all rows (rank 0 prints as it goes).
+// The sweep, -N times (0: until stopped); returns the number of wrong values over all rows (rank
+// 0 prints as it goes, and rewrites -J's file after each cycle).
 uint64_t sweep(const Collective& coll, const Options& opt, const RankInfo& info,
                zcollStream_t stream) {
   Bench bench(coll, opt, info, stream);
   uint64_t wrong = 0;
   double busBwSum = 0;
   int measured = 0;
-  for (size_t bytes : sizeList(opt)) {
-    Row row = bench.runSize(bytes);
-    for (const Measurement& m : row.modes) {
-      if (!m.ran) continue;
-      wrong += m.wrong;
-      busBwSum += m.busBw;
-      ++measured;
+  std::vector<Row> rows;
+  for (int cycle = 0; opt.cycles == 0 || cycle < opt.cycles; ++cycle) {
+    for (size_t bytes : sizeList(opt)) {
+      Row row = bench.runSize(bytes);
+      row.cycle = cycle;
+      for (const Measurement& m : row.modes) {
+        if (!m.ran) continue;
+        wrong += m.wrong;
+        busBwSum += m.busBw;
+        ++measured;
+      }
+      if (info.rank == 0) printRow(coll, opt, row);
+      if (info.rank == 0 && !opt.outputFile.empty()) rows.push_back(row);
     }
-    if (info.rank == 0) printRow(coll, opt, row);
+    if (info.rank == 0 && !opt.outputFile.empty() &&
+        !writeResults(coll, opt, info.nranks, info.nodes, rows))
+      ++wrong;  // the message is printed; the run fails
   }
   if (info.rank == 0) printSummary(wrong, measured ? busBwSum / measured : 0);
   return wrong;
@@ -283,16 +324,16 @@ int perfMain(int argc, char** argv, const Collective& coll) {
   Options opt;
   int rc = parseOptions(argc, argv, coll, &opt);
   if (rc >= 0) return rc;
-  // -G 1: the device is chosen before init, which binds the communicator to it.
+  // --device 1: the device is chosen before init, which binds the communicator to it.
   int device = -1;
   if (opt.device) {
     std::string why = selectDevice(&device);
     if (!why.empty()) {
-      std::fprintf(stderr, "%s: -G 1 (device buffers): %s\n", argv[0], why.c_str());
+      std::fprintf(stderr, "%s: --device 1 (device buffers): %s\n", argv[0], why.c_str());
       return 1;
     }
   }
-  RankInfo info = initRanks();
+  RankInfo info = initRanks(opt);
   if (coll.rooted && opt.root >= info.nranks) {
     if (info.rank == 0)
       std::fprintf(stderr, "%s: root %d is not a rank (%d ranks)\n", argv[0], opt.root,

@@ -34,10 +34,10 @@ struct Counts {
 struct RankInfo {
   zcollComm_t comm = nullptr;
   int rank = 0, nranks = 1, nodes = 1, node = 0, localRank = 0, localSize = 1;
-  std::string memory = "host";  // where the buffers are: "host", or the CUDA device (-G 1)
+  std::string memory = "host";  // where the buffers are: "host", or the CUDA device (--device 1)
 };
 
-// Everything one call needs. With -G 1 the buffers are device memory and `stream` is the
+// Everything one call needs. With --device 1 the buffers are device memory and `stream` is the
 // benchmark's non-blocking CUDA stream (pass it to the call); else host memory and NULL.
 struct RunArgs {
   const void* send;
@@ -48,7 +48,7 @@ struct RunArgs {
   int root;
   const RankInfo* info;
   zcollStream_t stream;
-  bool device;  // -G 1: any extra buffer the call takes must be device memory too
+  bool device;  // --device 1: any extra buffer the call takes must be device memory too
   bool registered = false;  // -R 1: host buffers from zcollMemAllocHost (extra ones too)
 };
 
@@ -56,6 +56,7 @@ struct RunArgs {
 struct Measurement {
   bool ran = false;        // false: the mode does not exist for this collective (N/A)
   bool checked = false;    // -c 1: wrong/maxError are meaningful
+  bool cpuTime = false;    // -C 1: timeUs is CPU time
   size_t bytes = 0;        // the size column
   double timeUs = 0;       // per call, max over ranks
   double algBw = 0, busBw = 0;  // GB/s
@@ -89,6 +90,8 @@ struct Collective {
   std::function<double(zcollDataType_t)> toleranceFor;
   std::vector<ExtraColumn> extraColumns;
   std::vector<std::string> notes;  // extra setup lines rank 0 prints (each starts with "# ")
+  // Lines `-h` adds for the binary's own flags (e.g. the quantized ones' --bits).
+  std::vector<std::string> usage;
   // What `-h` says the benchmark runs over.
   std::string over = "zcoll; ranks from zcollCommInitFromEnv";
 };

@@ -48,30 +48,59 @@ bool lookUp(const Named (&table)[N], const char* name, int* value) {
   return false;
 }
 
+// Codes of the long options that have no short form.
+enum LongOnly { kDevice = 1000, kTestCorrupt, kOutputFormat };
+
 void printUsage(const char* prog, const Collective& coll) {
   std::printf(
       "usage: %s [options]   (%s benchmark over %s)\n"
+      "nccl-tests' flags, with nccl-tests' meaning:\n"
       "  -b, --minbytes N      smallest size in bytes (K/M/G suffixes), default 32M\n"
       "  -e, --maxbytes N      largest size, default 32M\n"
       "  -i, --stepbytes N     add N bytes per step, default 1M\n"
       "  -f, --stepfactor F    multiply the size by F per step (overrides -i)\n"
       "  -n, --iters N         timed iterations per size, default 20\n"
       "  -w, --warmup_iters N  untimed iterations per size before timing, default 5\n"
+      "  -m, --agg_iters N     calls per timed iteration (run back to back), default 1\n"
       "  -c, --check 0|1       verify the results and count wrong values, default 1\n"
       "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 half|float16\n"
       "                        float|float32 double|float64 bfloat16; default float\n"
       "  -o, --op OP           sum prod max min avg, default sum%s\n"
       "  -r, --root R          root rank, default 0%s\n"
-      "  -G, --device 0|1      1: buffers in CUDA device memory (device LOCAL_RANK %% device\n"
+      "  -a, --average 0|1|2|3 time over ranks: 0 rank 0's, 1 mean, 2 min, 3 max;\n"
+      "                        default 3 (nccl-tests' default is 1)\n"
+      "  -z, --blocking 0|1    1: wait for each call to complete before the next (with\n"
+      "                        --device 1; host calls always return complete), default 0\n"
+      "  -T, --timeout SEC     seconds any wait may last (the communicator's timeout);\n"
+      "                        default 0: ZCOLL_TIMEOUT\n"
+      "  -C, --report_cputime 0|1  1: report the process's CPU time (all its threads)\n"
+      "                        per call instead of wall time, default 0\n"
+      "  -N, --run_cycles N    run the whole sweep N times (0: until stopped), default 1\n"
+      "  -J, --output_file FILE  also write the results to FILE for plotting: JSON, or CSV\n"
+      "                        when FILE ends in .csv (rank 0; rewritten after each cycle)\n"
+      "  --output-format csv|json  the format of -J's file, whatever its name\n"
+      "  -g, --ngpus 1         GPUs per thread: 1 (zcoll runs one device per rank; start\n"
+      "                        one rank per GPU)\n"
+      "  -t, --nthreads 1      threads per process: 1 (one rank per process)\n"
+      "  -p, --parallel_init 0|1  accepted; no effect (one rank per process)\n"
+      "  -G, --cudagraph 0     CUDA graph launches: 0 (zcoll refuses streams under\n"
+      "                        capture); device buffers are --device 1\n"
+      "zcoll's:\n"
+      "  --device 0|1          1: buffers in CUDA device memory (device LOCAL_RANK %% device\n"
       "                        count), calls on a non-blocking stream; default 0 (host)\n"
       "  -R, --register 0|1    1: host buffers from zcollMemAllocHost (node peers read them\n"
       "                        in place); default 0 (ordinary memory)\n"
       "  --test-corrupt R      (tests) rank R spoils one value before the check\n"
-      "  -h, --help            this text\n"
-      "Sizes are the total bytes nccl-tests would report: for all-gather, reduce-scatter and\n"
-      "all-to-all the whole buffer across ranks, for the others one rank's buffer.\n",
+      "  -h, --help            this text\n",
       prog, coll.name.c_str(), coll.over.c_str(), coll.reduces ? "" : " (ignored here)",
       coll.rooted ? "" : " (ignored here)");
+  if (!coll.usage.empty()) {
+    std::printf("%s's own:\n", coll.name.c_str());
+    for (const std::string& line : coll.usage) std::printf("%s\n", line.c_str());
+  }
+  std::printf(
+      "Sizes are the total bytes nccl-tests would report: for all-gather, reduce-scatter and\n"
+      "all-to-all the whole buffer across ranks, for the others one rank's buffer.\n");
 }
 
 bool parseInt(const char* text, long minimum, long* value) {
@@ -83,8 +112,9 @@ bool parseInt(const char* text, long minimum, long* value) {
   return true;
 }
 
-// Applies one option; false on a bad value.
-bool applyOption(int c, const char* arg, Options* opt) {
+// Applies one option; false on a bad value (with `why` set when a plain "bad value" would not
+// say enough).
+bool applyOption(int c, const char* arg, Options* opt, std::string* why) {
   long v = 0;
   int named = 0;
   switch (c) {
@@ -94,10 +124,40 @@ bool applyOption(int c, const char* arg, Options* opt) {
     case 'f': if (!parseInt(arg, 1, &v)) return false; opt->stepFactor = size_t(v); return true;
     case 'n': if (!parseInt(arg, 1, &v)) return false; opt->iters = int(v); return true;
     case 'w': if (!parseInt(arg, 0, &v)) return false; opt->warmup = int(v); return true;
+    case 'm': if (!parseInt(arg, 1, &v)) return false; opt->aggIters = int(v); return true;
     case 'c': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->check = v; return true;
     case 'r': if (!parseInt(arg, 0, &v)) return false; opt->root = int(v); return true;
-    case 'C': if (!parseInt(arg, 0, &v)) return false; opt->corruptRank = int(v); return true;
-    case 'G': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->device = v; return true;
+    case 'a': if (!parseInt(arg, 0, &v) || v > 3) return false; opt->average = int(v); return true;
+    case 'z': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->blocking = v; return true;
+    case 'p': return parseInt(arg, 0, &v) && v <= 1;  // no effect: one rank per process
+    case 'T': if (!parseInt(arg, 0, &v)) return false; opt->timeoutSec = int(v); return true;
+    case 'C': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->cpuTime = v; return true;
+    case 'N': if (!parseInt(arg, 0, &v)) return false; opt->cycles = int(v); return true;
+    case 'J': opt->outputFile = arg; return !opt->outputFile.empty();
+    case kOutputFormat:
+      if (std::strcmp(arg, "csv") != 0 && std::strcmp(arg, "json") != 0) return false;
+      opt->outputFormat = arg;
+      return true;
+    case 'g':
+      if (!parseInt(arg, 0, &v)) return false;
+      if (v == 1) return true;
+      *why = "-g " + std::string(arg) + ": zcoll runs one device per rank (one process per GPU): "
+             "use -g 1 and start one rank per GPU (e.g. tools/zcollrun -n GPUS)";
+      return false;
+    case 't':
+      if (!parseInt(arg, 0, &v)) return false;
+      if (v == 1) return true;
+      *why = "-t " + std::string(arg) + ": zcoll runs one rank per process, on one thread: use "
+             "-t 1 and start more ranks instead";
+      return false;
+    case 'G':
+      if (!parseInt(arg, 0, &v)) return false;
+      if (v == 0) return true;
+      *why = "-G " + std::string(arg) + " (nccl-tests: CUDA graph launches): zcoll refuses "
+             "streams under capture, so only -G 0; for device buffers use --device 1";
+      return false;
+    case kTestCorrupt: if (!parseInt(arg, 0, &v)) return false; opt->corruptRank = int(v); return true;
+    case kDevice: if (!parseInt(arg, 0, &v) || v > 1) return false; opt->device = v; return true;
     case 'R': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->registered = v; return true;
     case 'd':
       if (!lookUp(kTypes, arg, &named)) return false;
@@ -111,12 +171,21 @@ bool applyOption(int c, const char* arg, Options* opt) {
   }
 }
 
+// The flag as typed: "-b", or "--device" for a long-only option.
+std::string flagName(int c) {
+  if (c == kDevice) return "--device";
+  if (c == kTestCorrupt) return "--test-corrupt";
+  if (c == kOutputFormat) return "--output-format";
+  return std::string("-") + char(c);
+}
+
 const char* checkRanges(const Options& opt) {
   if (opt.minBytes > opt.maxBytes) return "minbytes (-b) is larger than maxbytes (-e)";
   if (opt.stepFactor > 1 && opt.minBytes == 0) return "-b 0 cannot grow by a factor (-f)";
   if (opt.stepFactor <= 1 && opt.stepBytes == 0 && opt.minBytes != opt.maxBytes)
     return "stepbytes (-i) is 0";
-  if (opt.device && opt.registered) return "-R 1 registers host buffers; -G 1 uses device ones";
+  if (opt.device && opt.registered)
+    return "-R 1 registers host buffers; --device 1 uses device ones";
   return nullptr;
 }
 
@@ -144,19 +213,29 @@ int parseOptions(int argc, char** argv, const Collective& coll, Options* opt) {
       {"minbytes", required_argument, nullptr, 'b'},  {"maxbytes", required_argument, nullptr, 'e'},
       {"stepbytes", required_argument, nullptr, 'i'}, {"stepfactor", required_argument, nullptr, 'f'},
       {"iters", required_argument, nullptr, 'n'},     {"warmup_iters", required_argument, nullptr, 'w'},
-      {"check", required_argument, nullptr, 'c'},     {"datatype", required_argument, nullptr, 'd'},
-      {"op", required_argument, nullptr, 'o'},        {"root", required_argument, nullptr, 'r'},
-      {"test-corrupt", required_argument, nullptr, 'C'}, {"help", no_argument, nullptr, 'h'},
-      {"device", required_argument, nullptr, 'G'},   {"register", required_argument, nullptr, 'R'},
-      {nullptr, 0, nullptr, 0}};
+      {"agg_iters", required_argument, nullptr, 'm'}, {"check", required_argument, nullptr, 'c'},
+      {"datatype", required_argument, nullptr, 'd'},  {"op", required_argument, nullptr, 'o'},
+      {"root", required_argument, nullptr, 'r'},      {"average", required_argument, nullptr, 'a'},
+      {"blocking", required_argument, nullptr, 'z'},  {"parallel_init", required_argument, nullptr, 'p'},
+      {"timeout", required_argument, nullptr, 'T'},   {"report_cputime", required_argument, nullptr, 'C'},
+      {"run_cycles", required_argument, nullptr, 'N'}, {"output_file", required_argument, nullptr, 'J'},
+      {"output-format", required_argument, nullptr, kOutputFormat},
+      {"ngpus", required_argument, nullptr, 'g'},     {"nthreads", required_argument, nullptr, 't'},
+      {"cudagraph", required_argument, nullptr, 'G'}, {"device", required_argument, nullptr, kDevice},
+      {"register", required_argument, nullptr, 'R'},  {"test-corrupt", required_argument, nullptr, kTestCorrupt},
+      {"help", no_argument, nullptr, 'h'},            {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:G:R:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:m:c:d:o:r:a:z:p:T:C:N:J:g:t:G:R:h", kLong,
+                          nullptr)) != -1) {
     if (c == 'h') {
       printUsage(argv[0], coll);
       return 0;
     }
-    if (c == '?' || !applyOption(c, optarg, opt)) {
-      if (c != '?') std::fprintf(stderr, "%s: bad value '%s' for -%c\n", argv[0], optarg, c);
+    std::string why;
+    if (c == '?' || !applyOption(c, optarg, opt, &why)) {
+      if (!why.empty()) std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
+      else if (c != '?')
+        std::fprintf(stderr, "%s: bad value '%s' for %s\n", argv[0], optarg, flagName(c).c_str());
       std::fprintf(stderr, "run '%s -h' for the options\n", argv[0]);
       return 2;
     }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "zcoll/zcoll.h"
@@ -23,8 +24,17 @@ struct Options {
   zcollRedOp_t op = zcollSum;           // -o
   int root = 0;                         // -r
   int corruptRank = -1;                 // --test-corrupt: this rank spoils one checked value
-  bool device = false;                  // -G: buffers in CUDA device memory, calls on a stream
+  bool device = false;                  // --device: buffers in CUDA device memory, on a stream
   bool registered = false;              // -R: host buffers from zcollMemAllocHost
+  // nccl-tests' flags, with their meaning (perf/README.md):
+  int average = 3;         // -a: time over ranks: 0 rank 0's, 1 mean, 2 min, 3 max
+  int aggIters = 1;        // -m: calls per timed iteration
+  bool blocking = false;   // -z 1: wait for each call's stream before the next (device buffers)
+  int timeoutSec = 0;      // -T: seconds any wait may last (0: ZCOLL_TIMEOUT)
+  bool cpuTime = false;    // -C 1: report the process's CPU time instead of wall time
+  int cycles = 1;          // -N: run the sweep this many times (0: until stopped)
+  std::string outputFile;    // -J FILE: the results for plotting
+  std::string outputFormat;  // --output-format csv|json; "": CSV for a FILE ending .csv, else JSON
 };
 
 // Parses argv into *opt. Returns -1 to go on, else the exit code to return at once

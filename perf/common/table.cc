@@ -2,9 +2,14 @@
 // other collectives line up without special cases.
 #include "common/table.h"
 
+#include <strings.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "base/dtype.h"
 #include "zcoll/zcoll_version.h"
@@ -98,13 +103,19 @@ void printSetup(const Collective& coll, const Options& opt, const RankInfo& info
   std::printf("# zcoll %d.%d.%d %s_perf\n", ZCOLL_MAJOR, ZCOLL_MINOR, ZCOLL_PATCH,
               coll.name.c_str());
   for (const std::string& note : coll.notes) std::printf("%s\n", note.c_str());
-  std::printf("# nThread 1 nRanks %d nNodes %d minBytes %zu maxBytes %zu step: %zu(%s) "
-              "warmup iters: %d iters: %d validation: %d\n",
+  std::printf("# nThread 1 nGpus 1 nRanks %d nNodes %d minBytes %zu maxBytes %zu step: %zu(%s) "
+              "warmup iters: %d iters: %d agg iters: %d validation: %d graph: 0\n",
               info.nranks, info.nodes, opt.minBytes, opt.maxBytes,
               opt.stepFactor > 1 ? opt.stepFactor : opt.stepBytes,
-              opt.stepFactor > 1 ? "factor" : "bytes", opt.warmup, opt.iters, int(opt.check));
+              opt.stepFactor > 1 ? "factor" : "bytes", opt.warmup, opt.iters, opt.aggIters,
+              int(opt.check));
+  static const char* const kAverage[] = {"rank 0's", "mean over ranks", "min over ranks",
+                                         "max over ranks"};
+  std::printf("# time: %s per call, %s (-a %d)%s%s\n", opt.cpuTime ? "process CPU time" : "wall time",
+              kAverage[opt.average], opt.average, opt.blocking ? "; blocking calls (-z 1)" : "",
+              opt.cycles != 1 ? "; sweep repeated (-N)" : "");
   if (opt.device)
-    std::printf("# device buffers (-G 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
+    std::printf("# device buffers (--device 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
                 "clock around %d enqueued calls + cudaStreamSynchronize\n", opt.iters);
   if (opt.registered)
     std::printf("# registered host buffers (-R 1): from zcollMemAllocHost, read in place by the "
@@ -147,6 +158,116 @@ void printSummary(uint64_t wrong, double avgBusBw) {
               wrong ? "FAILED" : "OK");
   std::printf("# Avg bus bandwidth    : %g \n#\n", avgBusBw);
   std::fflush(stdout);
+}
+
+namespace {
+
+// A cell as a JSON value: a number when it is one, null for N/A, else a string.
+std::string jsonValue(const std::string& cell) {
+  if (cell == "N/A") return "null";
+  char* end = nullptr;
+  std::strtod(cell.c_str(), &end);
+  if (!cell.empty() && end != nullptr && *end == '\0') return cell;
+  std::string out = "\"";
+  for (char c : cell) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The measurement's named values, as in the table (extra columns by their title).
+std::vector<std::pair<std::string, std::string>> namedValues(const Collective& coll,
+                                                             const Measurement& m) {
+  std::vector<std::string> cells = modeCells(coll, m);
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"time_us", cells[0]}, {"algbw_GBps", cells[1]}, {"busbw_GBps", cells[2]},
+      {"wrong", cells[3]}};
+  for (size_t i = 0; i < coll.extraColumns.size(); ++i) {
+    const ExtraColumn& e = coll.extraColumns[i];
+    std::string key = e.title;
+    if (e.unit == "(B)") key += "_bytes";
+    out.push_back({key, cells[4 + i]});
+  }
+  return out;
+}
+
+const char* const kModeNames[2] = {"out_of_place", "in_place"};
+
+void writeJson(FILE* f, const Collective& coll, const Options& opt, int nranks, int nodes,
+               const std::vector<Row>& rows) {
+  std::fprintf(f, "{\n  \"benchmark\": \"%s_perf\",\n  \"zcoll_version\": \"%d.%d.%d\",\n",
+               coll.name.c_str(), ZCOLL_MAJOR, ZCOLL_MINOR, ZCOLL_PATCH);
+  std::fprintf(f, "  \"nranks\": %d,\n  \"nnodes\": %d,\n  \"memory\": \"%s\",\n", nranks,
+               nodes, opt.device ? "device" : opt.registered ? "registered host" : "host");
+  std::fprintf(f, "  \"iters\": %d,\n  \"agg_iters\": %d,\n  \"warmup_iters\": %d,\n"
+               "  \"average\": %d,\n  \"time\": \"%s\",\n  \"results\": [",
+               opt.iters, opt.aggIters, opt.warmup, opt.average, opt.cpuTime ? "cpu" : "wall");
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const Row& row = rows[r];
+    std::fprintf(f, "%s\n    {\"cycle\": %d, \"size\": %zu, \"count\": %zu, \"type\": \"%s\", "
+                 "\"redop\": \"%s\", \"root\": %d", r ? "," : "", row.cycle, row.bytes,
+                 row.count, typeName(opt.dtype), coll.reduces ? opName(opt.op) : "none",
+                 coll.rooted ? opt.root : -1);
+    for (int mode = 0; mode < 2; ++mode) {
+      std::fprintf(f, ", \"%s\": ", kModeNames[mode]);
+      if (!row.modes[mode].ran) {
+        std::fprintf(f, "null");
+        continue;
+      }
+      std::fprintf(f, "{");
+      bool first = true;
+      for (const auto& kv : namedValues(coll, row.modes[mode])) {
+        std::fprintf(f, "%s\"%s\": %s", first ? "" : ", ", kv.first.c_str(),
+                     jsonValue(kv.second).c_str());
+        first = false;
+      }
+      std::fprintf(f, "}");
+    }
+    std::fprintf(f, "}");
+  }
+  std::fprintf(f, "\n  ]\n}\n");
+}
+
+void writeCsv(FILE* f, const Collective& coll, const Options& opt, const std::vector<Row>& rows) {
+  std::fprintf(f, "cycle,size,count,type,redop,root,mode");
+  for (const auto& kv : namedValues(coll, Measurement{})) std::fprintf(f, ",%s", kv.first.c_str());
+  std::fprintf(f, "\n");
+  for (const Row& row : rows)
+    for (int mode = 0; mode < 2; ++mode) {
+      if (!row.modes[mode].ran) continue;
+      std::fprintf(f, "%d,%zu,%zu,%s,%s,%d,%s", row.cycle, row.bytes, row.count,
+                   typeName(opt.dtype), coll.reduces ? opName(opt.op) : "none",
+                   coll.rooted ? opt.root : -1, kModeNames[mode]);
+      for (const auto& kv : namedValues(coll, row.modes[mode]))
+        std::fprintf(f, ",%s", kv.second == "N/A" ? "" : kv.second.c_str());
+      std::fprintf(f, "\n");
+    }
+}
+
+}  // namespace
+
+bool writeResults(const Collective& coll, const Options& opt, int nranks, int nodes,
+                  const std::vector<Row>& rows) {
+  const std::string& path = opt.outputFile;
+  bool csv = opt.outputFormat.empty()
+                 ? path.size() >= 4 && strcasecmp(path.c_str() + path.size() - 4, ".csv") == 0
+                 : opt.outputFormat == "csv";
+  std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "-J %s: cannot write %s: %s\n", path.c_str(), tmp.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  if (csv) writeCsv(f, coll, opt, rows);
+  else writeJson(f, coll, opt, nranks, nodes, rows);
+  bool ok = std::fflush(f) == 0 && !std::ferror(f);
+  ok = std::fclose(f) == 0 && ok;
+  if (ok && std::rename(tmp.c_str(), path.c_str()) == 0) return true;
+  std::fprintf(stderr, "-J %s: cannot write it: %s\n", path.c_str(), std::strerror(errno));
+  std::remove(tmp.c_str());
+  return false;
 }
 
 }  // namespace perf

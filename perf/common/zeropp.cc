@@ -76,6 +76,18 @@ std::vector<ExtraColumn> zeroppColumns() {
   };
 }
 
+std::vector<std::string> quantUsage(const std::string& bitsLine, bool fromSecondary) {
+  std::vector<std::string> lines = {
+      bitsLine,
+      "  --block N             elements per quantization block (0: the default, 256)",
+      "  --asym                asymmetric quantization (min/max per block), default symmetric",
+      "  --stochastic          stochastic rounding (seed 1), default nearest-even"};
+  if (fromSecondary)
+    lines.push_back("  --from-secondary      time zcollAllGatherFromSecondary (hpZ's backward "
+                    "call) from a secondary shard filled once per size");
+  return lines;
+}
+
 std::string describe(const QuantFlags& f) {
   if (f.bits == 0) return "# quantization: none (exact)";
   char buf[160];

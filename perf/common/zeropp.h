@@ -34,6 +34,10 @@ double quantTolerance(const QuantFlags& f, zcollDataType_t dtype);
 // over ranks, from zcollCommGetStats); "maxerr": max |got - exact| over all checked elements.
 std::vector<ExtraColumn> zeroppColumns();
 
+// The `-h` lines of the shared flags above (Collective::usage): `bitsLine` describes --bits
+// (its values and default differ per binary); --from-secondary only where `fromSecondary`.
+std::vector<std::string> quantUsage(const std::string& bitsLine, bool fromSecondary);
+
 // One line saying which quantization runs (printed by rank 0 before the table).
 std::string describe(const QuantFlags& f);
 

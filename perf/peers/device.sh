@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # zcoll's device path against NCCL on one GPU, in one run: 2 ranks as processes sharing the GPU
 # (tools/zcollrun -n 2), 1 MiB to 256 MiB (x2 per step), out of place and in place:
-#   - zcoll's perf binaries with -G 1 (cudaMalloc'd buffers, a non-blocking stream), once with
+#   - zcoll's perf binaries with --device 1 (cudaMalloc'd buffers, a non-blocking stream), once with
 #     ZCOLL_DEVICE_TRANSPORT=cuda_ipc (device to device through CUDA IPC) and once with =staged
 #     (through pinned host memory);
 #   - NCCL (perf/peers/nccl_coll_bench.cc: same sizes, buffers, inputs, check and timing).
 # all_gather, reduce_scatter, all_reduce, alltoall and sendrecv each against the same NCCL call;
 # ZeRO++'s qwZ (quantized_all_gather_perf, INT8) and hpZ (hier_all_gather_perf, INT8 rail)
 # against NCCL's all-gather and qgZ (quantized_reduce_scatter_perf) against NCCL's reduce-scatter:
-# the calls they replace (their busbw is of the same logical size). Then zero_step_perf -G 1 per
+# the calls they replace (their busbw is of the same logical size). Then zero_step_perf --device 1 per
 # transport. Writes a Markdown table of bus bandwidth (GB/s, nccl-tests' definition) per size and
 # the ratios zcoll / NCCL, and prints it.
 #
@@ -51,10 +51,10 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 # The probe: one rank, device buffers, one small call.
-if ! "${RUN[@]}" -n 1 -- "$BUILD/perf/all_gather_perf" -G 1 -b 1K -e 1K -n 1 -w 0 \
+if ! "${RUN[@]}" -n 1 -- "$BUILD/perf/all_gather_perf" --device 1 -b 1K -e 1K -n 1 -w 0 \
      >"$TMP/probe" 2>&1; then
   grep -q "no CUDA device" "$TMP/probe" && skip "$(grep -m1 -o 'no CUDA device.*' "$TMP/probe")"
-  echo "device.sh: all_gather_perf -G 1 fails (a build without CUDA? ZCOLL_WITH_CUDA=ON):" >&2
+  echo "device.sh: all_gather_perf --device 1 fails (a build without CUDA? ZCOLL_WITH_CUDA=ON):" >&2
   cat "$TMP/probe" >&2
   exit 1
 fi
@@ -118,7 +118,7 @@ zcoll_run() {
   local transport=$1 name=$2 bin=$3 log="$TMP/zcoll.$1.$2" rc
   shift 3
   echo "== zcoll $name, ZCOLL_DEVICE_TRANSPORT=$transport" >&2
-  ZCOLL_DEVICE_TRANSPORT=$transport "${RUN[@]}" -n 2 -- "$BUILD/perf/$bin" -G 1 "${SWEEP[@]}" "$@" \
+  ZCOLL_DEVICE_TRANSPORT=$transport "${RUN[@]}" -n 2 -- "$BUILD/perf/$bin" --device 1 "${SWEEP[@]}" "$@" \
     >"$log" 2>&1
   rc=$?
   parse "$transport" "$name" "$log"
@@ -167,9 +167,9 @@ done
 declare -A STEP
 for transport in cuda_ipc staged; do
   log="$TMP/zero_step.$transport"
-  echo "== zero_step_perf -G 1, ZCOLL_DEVICE_TRANSPORT=$transport" >&2
+  echo "== zero_step_perf --device 1, ZCOLL_DEVICE_TRANSPORT=$transport" >&2
   ZCOLL_DEVICE_TRANSPORT=$transport "${RUN[@]}" --no-prefix -n 2 -- \
-    "$BUILD/perf/zero_step_perf" -G 1 -d bfloat16 >"$log" 2>&1
+    "$BUILD/perf/zero_step_perf" --device 1 -d bfloat16 >"$log" 2>&1
   rc=$?
   if [ $rc = 0 ]; then STEP[$transport]=$(grep -E '^(#|  |zero_step:)' "$log")
   else note_failure "zero_step_perf ($transport)" "$log" $rc; STEP[$transport]="failed (exit $rc)"
@@ -188,7 +188,7 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/nu
   echo
   echo "$(date -u +%Y-%m-%d), GPU: ${gpu:-unknown}; NCCL $NCCL_VERSION;"
   [ -n "$NCCL_LIB_DIR" ] && echo "libnccl.so.2 loaded from $NCCL_LIB_DIR;"
-  echo "\`bash perf/peers/device.sh\`: tools/zcollrun -n 2, flags \`${SWEEP[*]}\`, zcoll with -G 1."
+  echo "\`bash perf/peers/device.sh\`: tools/zcollrun -n 2, flags \`${SWEEP[*]}\`, zcoll with --device 1."
   echo "Bus bandwidth in GB/s (nccl-tests' definition; the ZeRO++ rows use the logical size of"
   echo "the call they replace, so they read as effective bandwidth). Time per call: host clock"
   echo "around $ITERS enqueued calls + cudaStreamSynchronize, max over ranks."
@@ -209,7 +209,7 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/nu
   done
   echo
   for transport in cuda_ipc staged; do
-    echo "zero_step_perf -G 1 -d bfloat16, ZCOLL_DEVICE_TRANSPORT=$transport:"
+    echo "zero_step_perf --device 1 -d bfloat16, ZCOLL_DEVICE_TRANSPORT=$transport:"
     echo
     echo '```'
     echo "${STEP[$transport]}"

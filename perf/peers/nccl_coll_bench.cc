@@ -1,4 +1,4 @@
-// The measurement of zcoll's device perf binaries (-G 1), over NCCL, so perf/peers/device.sh can
+// The measurement of zcoll's device perf binaries (--device 1), over NCCL, so perf/peers/device.sh can
 // put both side by side on one GPU:
 //   nccl_coll_bench COLL --id-dir DIR [the perf binaries' flags: -b -e -i -f -n -w -c -d -o]
 //   COLL: all_gather | reduce_scatter | all_reduce | alltoall (grouped ncclSend/ncclRecv to every
@@ -405,7 +405,7 @@ void usage(FILE* out, const char* prog) {
                "rank 0 writes the ncclUniqueId there\n"
                "  options: those of the zcoll perf binaries (-b -e -i -f -n -w -c -d -o,\n"
                "  --test-corrupt R); run '%s all_gather -h' for them. Buffers are always\n"
-               "  on the device (-G is ignored).\n",
+               "  on the device (--device is ignored).\n",
                prog, prog);
 }
 

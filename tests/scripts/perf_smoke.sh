@@ -1,7 +1,7 @@
 # Smoke test of the perf binaries: each *_perf under tools/zcollrun with 2 ranks and with 4 ranks
 # on 2 emulated nodes, tiny sizes, validation on. Every row must show #wrong 0 and the run must
 # exit 0; a run told to spoil one value (--test-corrupt) must exit non-zero and say FAILED.
-# Each binary with -G 1 (device buffers): passes on a GPU, fails cleanly without one.
+# Each binary with --device 1 (device buffers): passes on a GPU, fails cleanly without one.
 # Also starts ranks the way Open MPI's mpirun would (OMPI_COMM_WORLD_* + MASTER_ADDR/PORT).
 set -u
 
@@ -94,7 +94,7 @@ for bin in "$BUILD"/perf/{all_gather,reduce_scatter}_perf; do
   fi
 done
 
-# -G 1 (device buffers), every binary with 2 ranks. Built with CUDA, on a machine with a GPU: the
+# --device 1 (device buffers), every binary with 2 ranks. Built with CUDA, on a machine with a GPU: the
 # run must pass as on host buffers. Without a GPU it must fail cleanly: a non-zero exit that is not
 # a signal (no crash, no core dump), and nothing but the one-line reason from each rank that
 # printed before zcollrun stopped the other. Built without CUDA: skipped.
@@ -102,31 +102,31 @@ for bin in "${BINS[@]}"; do
   name=$(basename "$bin")
   log="$TMP/$name.device.log"
   if [ "$name" = zero_step_perf ]; then
-    $RUN --no-prefix -n 2 -- "$bin" -p 64K -n 1 -w 0 -G 1 >"$log" 2>&1
+    $RUN --no-prefix -n 2 -- "$bin" -p 64K -n 1 -w 0 --device 1 >"$log" 2>&1
   else
-    $RUN -n 2 -- "$bin" $SIZES -G 1 >"$log" 2>&1
+    $RUN -n 2 -- "$bin" $SIZES --device 1 >"$log" 2>&1
   fi
   rc=$?
-  if grep -q -- "-G 1 (device buffers): this build has no CUDA support" "$log"; then
-    echo "skip: $name -G 1 (built without CUDA)"
+  if grep -q -- "--device 1 (device buffers): this build has no CUDA support" "$log"; then
+    echo "skip: $name --device 1 (built without CUDA)"
   elif [ $rc = 0 ]; then
     if [ "$name" = zero_step_perf ]; then
-      if tail -n 1 "$log" | grep -q "zero_step"; then echo "ok: $name -G 1 (device buffers)"
-      else fail "$name -G 1: no summary line"; cat "$log"
+      if tail -n 1 "$log" | grep -q "zero_step"; then echo "ok: $name --device 1 (device buffers)"
+      else fail "$name --device 1: no summary line"; cat "$log"
       fi
     elif check_table "$log"; then
-      echo "ok: $name -G 1 (device buffers)"
+      echo "ok: $name --device 1 (device buffers)"
     else
-      fail "$name -G 1: wrong values"; cat "$log"
+      fail "$name --device 1: wrong values"; cat "$log"
     fi
   elif [ $rc -ge 128 ] || grep -qiE "core dumped|segmentation|abort|terminate called" "$log"; then
-    fail "$name -G 1 crashed (exit $rc)"; cat "$log"
-  elif ! grep -q -- "-G 1 (device buffers): no CUDA device" "$log"; then
-    fail "$name -G 1 exited $rc without saying there is no CUDA device"; cat "$log"
-  elif grep -v -- "-G 1 (device buffers): no CUDA device" "$log" | grep -qv "^zcollrun: "; then
-    fail "$name -G 1: more than the one-line reason"; cat "$log"
+    fail "$name --device 1 crashed (exit $rc)"; cat "$log"
+  elif ! grep -q -- "--device 1 (device buffers): no CUDA device" "$log"; then
+    fail "$name --device 1 exited $rc without saying there is no CUDA device"; cat "$log"
+  elif grep -v -- "--device 1 (device buffers): no CUDA device" "$log" | grep -qv "^zcollrun: "; then
+    fail "$name --device 1: more than the one-line reason"; cat "$log"
   else
-    echo "ok: $name -G 1 without a GPU fails cleanly (exit $rc: $(grep -m1 -o "no CUDA device.*" "$log"))"
+    echo "ok: $name --device 1 without a GPU fails cleanly (exit $rc: $(grep -m1 -o "no CUDA device.*" "$log"))"
   fi
 done
 
