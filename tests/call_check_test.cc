@@ -3,6 +3,7 @@
 // before and after still work (the check moves no user data).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,54 @@ TEST(CallCheck, OffByDefaultAndMatchingCallsPass) {
       EXPECT_EQ(recv[8], 2.0f);
       EXPECT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
     });
+  }
+}
+
+// The check's own exchange is not the call's traffic: with the check on, zcollCommGetStats counts
+// exactly the bytes it counts with the check off (hpZ's backward call: zero inter-node bytes).
+TEST(CallCheck, StatsCountOnlyTheCallsBytes) {
+  struct Sent {
+    uint64_t backward[zcollNumPaths];
+    uint64_t qgz[zcollNumPaths];
+  };
+  auto measure = [](const char* mode) {
+    ScopedEnv check("ZCOLL_CHECK_CALLS", mode);
+    RankSetup s;
+    s.nranks = 4;
+    s.nodes = 2;
+    std::vector<Sent> sent(s.nranks);
+    runRanks(s, [&](int rank, zcollComm_t comm) {
+      const size_t count = 256;
+      std::vector<float> shard(count, float(rank)), full(count * 4), secondary(count * 2);
+      std::vector<float> grads(count * 4, 1.0f), gradShard(count);
+      zcollStats_t st;
+      auto snapshot = [&](uint64_t* out) {
+        std::memset(&st, 0, sizeof(st));
+        st.size = sizeof(st);
+        ASSERT_EQ(zcollCommGetStats(comm, &st), zcollSuccess);
+        for (int p = 0; p < zcollNumPaths; ++p) out[p] = st.bytesSent[p];
+      };
+      ZCOLL_EXPECT_OK(comm, zcollAllGatherHier(shard.data(), full.data(), secondary.data(), count,
+                                               zcollFloat32, nullptr, comm, nullptr));
+      ASSERT_EQ(zcollCommResetStats(comm), zcollSuccess);
+      ZCOLL_EXPECT_OK(comm, zcollAllGatherFromSecondary(secondary.data(), full.data(), count,
+                                                        zcollFloat32, comm, nullptr));
+      snapshot(sent[rank].backward);
+      ASSERT_EQ(zcollCommResetStats(comm), zcollSuccess);
+      ZCOLL_EXPECT_OK(comm, zcollQuantizedReduceScatter(grads.data(), gradShard.data(), count,
+                                                        zcollFloat32, zcollSum, nullptr, comm,
+                                                        nullptr));
+      snapshot(sent[rank].qgz);
+    });
+    return sent;
+  };
+  std::vector<Sent> off = measure("off"), on = measure("on");
+  for (size_t r = 0; r < off.size(); ++r) {
+    EXPECT_EQ(on[r].backward[zcollPathInter], 0u) << "rank " << r;
+    for (int p = 0; p < zcollNumPaths; ++p) {
+      EXPECT_EQ(on[r].backward[p], off[r].backward[p]) << "rank " << r << " path " << p;
+      EXPECT_EQ(on[r].qgz[p], off[r].qgz[p]) << "rank " << r << " path " << p;
+    }
   }
 }
 

@@ -132,8 +132,9 @@ ZCOLL_API zcollResult_t zcollGetDeviceSupport(int* supported);
  * "Registered host memory"). Every collective accepts any buffer; this only makes the reads
  * inside a node cheaper, and ranks may mix such buffers with ordinary ones. Not tied to a
  * communicator; callable from any thread. The memory is shared (MAP_SHARED): a process forked
- * after the allocation shares it rather than copying it. zcollInvalidArgument for a NULL ptr or
- * a size of 0, zcollSystemError (with the reason) when the machine cannot reserve the memory.
+ * after the allocation shares it rather than copying it. zcollInvalidArgument for a NULL ptr, a
+ * size of 0, or a size above SIZE_MAX / 2 (no address space holds it, e.g. SIZE_MAX);
+ * zcollSystemError (with the reason) when the machine cannot reserve the memory.
  * Free it with zcollMemFreeHost. */
 ZCOLL_API zcollResult_t zcollMemAllocHost(void** ptr, size_t size);
 
