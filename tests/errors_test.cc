@@ -305,6 +305,54 @@ TEST(Errors, GroupMisuse) {
 }
 
 // Rank 1 never joins the collective: rank 0 times out, then its comm stays broken.
+// One policy for ZCOLL_* values: empty is unset (the default), an invalid one fails init with a
+// message naming the variable and what it takes.
+zcollResult_t initOneRank(zcollComm_t* comm) {
+  zcollUniqueId id;
+  zcollResult_t r = zcollGetUniqueId(&id);
+  if (r != zcollSuccess) return r;
+  return zcollCommInitRank(comm, 1, id, 0);
+}
+
+TEST(EnvPolicy, EmptyValueIsUnset) {
+  for (const char* name : {"ZCOLL_CHECK_CALLS", "ZCOLL_DEVICE_CALLS", "ZCOLL_REDUCE_PARTIALS",
+                           "ZCOLL_CUDA_IPC_LEVEL", "ZCOLL_TIMEOUT", "ZCOLL_SPIN_COUNT",
+                           "ZCOLL_CUDA_IPC_USER_BUFFERS", "ZCOLL_DEBUG_SUBSYS"}) {
+    ScopedEnv empty(name, "");
+    zcollComm_t comm = nullptr;
+    EXPECT_EQ(initOneRank(&comm), zcollSuccess) << name << "=: " << zcollGetLastError(nullptr);
+    float x = 3;
+    if (comm != nullptr) {
+      EXPECT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess);
+      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    }
+  }
+}
+
+TEST(EnvPolicy, InvalidValueFailsInitNamingTheVariable) {
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* says;  // what the message must contain besides NAME=VALUE
+  };
+  for (const Case& c : {Case{"ZCOLL_TIMEOUT", "abc", "takes an integer"},
+                        Case{"ZCOLL_SPIN_COUNT", "12x", "takes an integer"},
+                        Case{"ZCOLL_CUDA_IPC_USER_BUFFERS", "yes", "takes an integer"},
+                        Case{"ZCOLL_CHECK_CALLS", "maybe", "use off or on"},
+                        Case{"ZCOLL_REDUCE_PARTIALS", "fp64", "use fp32 or dtype"}}) {
+    ScopedEnv bad(c.name, c.value);
+    zcollComm_t comm = nullptr;
+    zcollUniqueId id;
+    zcollResult_t r = zcollGetUniqueId(&id);
+    if (r == zcollSuccess) r = zcollCommInitRank(&comm, 1, id, 0);
+    EXPECT_EQ(r, zcollInvalidArgument) << c.name << "=" << c.value;
+    std::string msg = zcollGetLastError(nullptr);
+    EXPECT_NE(msg.find(std::string(c.name) + "=" + c.value), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
+    if (comm != nullptr) zcollCommDestroy(comm);
+  }
+}
+
 TEST(Errors, TimeoutBreaksTheCommAndLaterCallsSayWhy) {
   RankSetup s;
   s.nranks = 2;
@@ -315,6 +363,9 @@ TEST(Errors, TimeoutBreaksTheCommAndLaterCallsSayWhy) {
       auto start = std::chrono::steady_clock::now();
       EXPECT_FAILS_WITH(comm, zcollTimeout, "waited more than 1 s",
                         zcollAllReduce(&x, &x, 1, zcollFloat32, zcollSum, comm, nullptr));
+      // The message names the peer the wait is still waiting on (here the only one).
+      std::string msg = zcollGetLastError(comm);
+      EXPECT_NE(msg.find("still waiting on rank 1 ("), std::string::npos) << msg;
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
       EXPECT_FAILS_WITH(comm, zcollTimeout, "error state",
                         zcollBarrier(comm, nullptr));

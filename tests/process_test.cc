@@ -278,6 +278,67 @@ INSTANTIATE_TEST_SUITE_P(Ways, PeerLeaves, testing::Values("destroy", "exit", "a
                            return std::string(i.param);
                          });
 
+// Logging: levels and subsystems in any case; with INFO the first line is the version; lines of
+// a call (and of init) name the rank.
+TEST(Processes, LogInfoAnyCaseStartsWithTheVersionAndNamesTheRank) {
+  const int port = freePort();
+  auto procs = runProbes(1, {"ok"}, [&](int) {
+    Env e = rankEnv(0, 1, port);
+    e["ZCOLL_DEBUG"] = "info";
+    e["ZCOLL_DEBUG_SUBSYS"] = "init,Coll";
+    e.erase("ZCOLL_DEBUG_FILE");
+    return e;
+  }, 30);
+  expectAllExit(procs, 0);
+  std::string log = readLog(procs[0]);
+  std::string first = log.substr(0, log.find('\n'));
+  EXPECT_NE(first.find("zcoll INFO INIT zcoll version "), std::string::npos) << log;
+  EXPECT_NE(first.find(" (build: cuda O"), std::string::npos) << log;
+  EXPECT_NE(first.find(", ucx O"), std::string::npos) << log;
+  EXPECT_NE(log.find("[rank 0] zcoll INFO INIT "), std::string::npos) << log;
+  EXPECT_EQ(log.find("unknown"), std::string::npos) << log;
+}
+
+TEST(Processes, UnknownLogLevelAndSubsystemWarnOnce) {
+  const int port = freePort();
+  auto procs = runProbes(2, {"ok"}, [&](int r) {
+    Env e = rankEnv(r, 2, port);
+    e["ZCOLL_DEBUG"] = "loud";
+    e["ZCOLL_DEBUG_SUBSYS"] = "INIT,bogus";
+    e.erase("ZCOLL_DEBUG_FILE");
+    return e;
+  }, 60);
+  expectAllExit(procs, 0);
+  for (const Proc& p : procs) {
+    std::string log = readLog(p);
+    auto count = [&](const std::string& needle) {
+      size_t n = 0;
+      for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1))
+        ++n;
+      return n;
+    };
+    EXPECT_EQ(count("ZCOLL_DEBUG=loud: unknown level"), 1u) << log;
+    EXPECT_EQ(count("ZCOLL_DEBUG takes NONE, WARN, INFO or TRACE"), 1u) << log;
+    EXPECT_EQ(count("ZCOLL_DEBUG_SUBSYS=INIT,bogus: unknown subsystem bogus"), 1u) << log;
+  }
+}
+
+// A rank with another ZCOLL_AUTH_TOKEN is refused with a message that fits init from the
+// environment (no unique id there), naming the token.
+TEST(Processes, WrongAuthTokenIsToldAboutTheToken) {
+  const int port = freePort();
+  auto procs = runProbes(2, {"ok"}, [&](int r) {
+    Env e = rankEnv(r, 2, port);
+    e["ZCOLL_AUTH_TOKEN"] = r == 0 ? "secret-a" : "secret-b";
+    e["ZCOLL_TIMEOUT"] = "3";
+    return e;
+  }, 60);
+  EXPECT_EQ(procs[0].status, 4) << readLog(procs[0]);  // the root waits for rank 1: timeout
+  EXPECT_NE(procs[1].status, 0);
+  std::string log = readLog(procs[1]);
+  EXPECT_NE(log.find("ZCOLL_AUTH_TOKEN"), std::string::npos) << log;
+}
+
 TEST(Processes, PeerThatNeverArrivesGivesTimeout) {
   const int port = freePort();
   auto procs = runProbes(2, {"ok"}, [&](int r) {

@@ -1,5 +1,6 @@
 // zcoll_info: what this build of zcoll is and how it is configured.
 //   zcoll_info            version, build options, transports, topology, every parameter
+//   zcoll_info --version  one line: the version and the build's CUDA and UCX options
 //   zcoll_info --params   the parameter table only (name, default, current value, description)
 //   zcoll_info --algorithms           every algorithm of every collective, with what it does
 //   zcoll_info --topology             host identity and every package/NUMA node/GPU/NIC
@@ -97,8 +98,8 @@ void printTopology() {
 
 void printUsage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--params | --algorithms | --topology | --topology-xml FILE | "
-               "--routes]\n",
+               "usage: %s [--version | --params | --algorithms | --topology | "
+               "--topology-xml FILE | --routes | --help]\n",
                argv0);
 }
 
@@ -150,7 +151,34 @@ int printRoutes() {
 
 }  // namespace
 
+// One line: "zcoll 0.1.0 (version code 100; build: cuda ON, ucx ON)".
+void printVersion() {
+  int version = 0;
+  zcollGetVersion(&version);
+  std::printf("zcoll %d.%d.%d (version code %d; build: cuda %s, ucx %s)\n", version / 10000,
+              version / 100 % 100, version % 100, version,
+#ifdef ZCOLL_HAVE_CUDA
+              "ON",
+#else
+              "OFF",
+#endif
+#ifdef ZCOLL_HAVE_UCX
+              "ON"
+#else
+              "OFF"
+#endif
+  );
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    printVersion();
+    return 0;
+  }
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    printUsage(argv[0]);
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "--params") == 0) {
     printParams();
     return 0;

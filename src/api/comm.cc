@@ -32,6 +32,8 @@ Result initRank(zcollComm_t* comm, int nranks, const zcollUniqueId& id, int rank
   if (comm == nullptr) return fail(zcollInvalidArgument, "comm output pointer is NULL");
   *comm = nullptr;
   ZCOLL_CHECK(validateRanks(nranks, rank));
+  LogRankScope logRankScope(rank);
+  ZCOLL_CHECK(checkParamValues());
   InitSettings s = defaultSettings();
   ZCOLL_CHECK(readConfig(config, &s));
   RendezvousId rid = idFromUnique(id);
@@ -123,6 +125,8 @@ Result initFromEnv(zcollComm_t* comm, const zcollConfig_t* config) {
   EnvRanks e;
   ZCOLL_CHECK(rankFromEnv(&e));
   ZCOLL_CHECK(validateRanks(e.size, e.rank));
+  LogRankScope logRankScope(e.rank);
+  ZCOLL_CHECK(checkParamValues());
   InitSettings s = defaultSettings();
   ZCOLL_CHECK(readConfig(config, &s));
   // One rank (torchrun or zcollrun with one process) has nobody to meet: no rendezvous at all.
@@ -196,6 +200,7 @@ zcollResult_t zcollGetDeviceSupport(int* supported) {
 zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId) {
   return guarded(nullptr, [&]() -> Result {
     if (uniqueId == nullptr) return fail(zcollInvalidArgument, "uniqueId pointer is NULL");
+    ZCOLL_CHECK(checkParamValues());
     SockAddr addr{};
     std::string ifName;
     ZCOLL_CHECK(pickInterfaceAddress(&addr, &ifName));

@@ -1,7 +1,7 @@
 // What every C entry point does around its body: clear the thread's last error, turn any C++
 // exception into a result (none crosses the C boundary), refuse a NULL, destroyed, aborted or
 // broken communicator with a specific message, and record failures on the communicator for
-// zcollGetLastError.
+// zcollGetLastError; the log lines of the call name the comm's rank.
 #pragma once
 
 #include <exception>
@@ -17,6 +17,7 @@ void recordError(zcollComm* comm);
 template <typename F>
 zcollResult_t guarded(zcollComm* comm, F&& body) {
   clearThreadLastError();
+  LogRankScope logRankScope(comm != nullptr ? comm->rank : logRank());  // log lines name it
   Result r;
   try {
     r = body();

@@ -1,5 +1,6 @@
 #include "base/log.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -7,12 +8,25 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/params.h"
+#include "zcoll/zcoll_version.h"
 
 namespace zcoll {
 
 namespace {
+
+#ifdef ZCOLL_HAVE_CUDA
+constexpr const char* kBuildCuda = "ON";
+#else
+constexpr const char* kBuildCuda = "OFF";
+#endif
+#ifdef ZCOLL_HAVE_UCX
+constexpr const char* kBuildUcx = "ON";
+#else
+constexpr const char* kBuildUcx = "OFF";
+#endif
 
 struct LogConfig {
   LogLevel level = LogLevel::kWarn;
@@ -37,27 +51,54 @@ const char* subsysName(LogSubsys s) {
   return "?";
 }
 
-LogLevel parseLevel(const std::string& v) {
-  if (v == "NONE") return LogLevel::kNone;
-  if (v == "INFO") return LogLevel::kInfo;
-  if (v == "TRACE") return LogLevel::kTrace;
+const char* const kLevelValues = "NONE, WARN, INFO or TRACE (any case)";
+
+bool sameText(const std::string& a, const char* b) { return strcasecmp(a.c_str(), b) == 0; }
+
+LogLevel parseLevel(const std::string& v, std::vector<std::string>* warnings) {
+  if (sameText(v, "NONE")) return LogLevel::kNone;
+  if (sameText(v, "WARN")) return LogLevel::kWarn;
+  if (sameText(v, "INFO")) return LogLevel::kInfo;
+  if (sameText(v, "TRACE")) return LogLevel::kTrace;
+  warnings->push_back("ZCOLL_DEBUG=" + v + ": unknown level, using WARN; ZCOLL_DEBUG takes " +
+                      kLevelValues);
   return LogLevel::kWarn;
 }
 
-uint32_t parseSubsys(std::string v) {
+std::string subsysValues() {
+  std::string all;
+  for (const SubsysName& n : kSubsysNames) all += std::string(n.name) + ",";
+  return all + "ALL";
+}
+
+uint32_t parseSubsys(std::string v, std::vector<std::string>* warnings) {
   bool exclude = !v.empty() && v[0] == '^';
   if (exclude) v.erase(0, 1);
   uint32_t mask = 0;
+  std::string unknown;
   size_t pos = 0;
   while (pos <= v.size()) {
     size_t comma = v.find(',', pos);
     std::string tok = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (tok == "ALL") mask = ~0u;
+    bool known = tok.empty();
+    if (sameText(tok, "ALL")) {
+      mask = ~0u;
+      known = true;
+    }
     for (const SubsysName& n : kSubsysNames)
-      if (tok == n.name) mask |= static_cast<uint32_t>(n.subsys);
+      if (sameText(tok, n.name)) {
+        mask |= static_cast<uint32_t>(n.subsys);
+        known = true;
+      }
+    if (!known) unknown += (unknown.empty() ? "" : ", ") + tok;
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
+  if (!unknown.empty())
+    warnings->push_back("ZCOLL_DEBUG_SUBSYS=" + std::string(exclude ? "^" : "") + v +
+                        ": unknown subsystem " + unknown + " ignored; ZCOLL_DEBUG_SUBSYS takes a "
+                        "comma-separated list of " + subsysValues() +
+                        " (any case), or ^ and a list to exclude");
   return exclude ? ~mask : mask;
 }
 
@@ -77,17 +118,32 @@ std::string expandPath(const std::string& pattern, const char* host) {
   return out;
 }
 
+thread_local int tRank = -1;
+
+// "host:pid [rank R] zcoll " in front of every line.
+void printPrefix(FILE* out, const char* host) {
+  if (tRank >= 0) std::fprintf(out, "%s:%d [rank %d] zcoll ", host, getpid(), tRank);
+  else std::fprintf(out, "%s:%d zcoll ", host, getpid());
+}
+
 LogConfig& config() {
   static LogConfig cfg = [] {
     LogConfig c;
     gethostname(c.host, sizeof(c.host) - 1);
-    c.level = parseLevel(paramString("ZCOLL_DEBUG"));
-    c.subsysMask = parseSubsys(paramString("ZCOLL_DEBUG_SUBSYS"));
+    std::vector<std::string> warnings;
+    c.level = parseLevel(paramString("ZCOLL_DEBUG"), &warnings);
+    c.subsysMask = parseSubsys(paramString("ZCOLL_DEBUG_SUBSYS"), &warnings);
     std::string file = paramString("ZCOLL_DEBUG_FILE");
     if (!file.empty()) {
       FILE* f = std::fopen(expandPath(file, c.host).c_str(), "a");
       if (f != nullptr) c.out = f;
     }
+    // Once per process (this runs once): what was not understood, unless logging is off.
+    if (c.level != LogLevel::kNone)
+      for (const std::string& w : warnings) {
+        printPrefix(c.out, c.host);
+        std::fprintf(c.out, "WARN INIT %s\n", w.c_str());
+      }
     return c;
   }();
   return cfg;
@@ -104,6 +160,10 @@ const char* levelName(LogLevel l) {
 
 }  // namespace
 
+LogRankScope::LogRankScope(int rank) : previous_(tRank) { tRank = rank; }
+LogRankScope::~LogRankScope() { tRank = previous_; }
+int logRank() { return tRank; }
+
 bool logEnabled(LogLevel level, LogSubsys subsys) {
   const LogConfig& c = config();
   return level <= c.level && (c.subsysMask & static_cast<uint32_t>(subsys)) != 0;
@@ -112,6 +172,7 @@ bool logEnabled(LogLevel level, LogSubsys subsys) {
 void logMessage(LogLevel level, LogSubsys subsys, const char* file, int line, const char* fmt,
                 ...) {
   static std::mutex mu;
+  static bool versionPrinted = false;
   const LogConfig& c = config();
   char msg[1024];
   va_list ap;
@@ -120,12 +181,19 @@ void logMessage(LogLevel level, LogSubsys subsys, const char* file, int line, co
   va_end(ap);
   const char* base = std::strrchr(file, '/');
   std::lock_guard<std::mutex> lock(mu);
+  // As NCCL's: with INFO on, the first line says which zcoll this is.
+  if (!versionPrinted && c.level >= LogLevel::kInfo) {
+    versionPrinted = true;
+    printPrefix(c.out, c.host);
+    std::fprintf(c.out, "INFO INIT zcoll version %d.%d.%d (build: cuda %s, ucx %s)\n",
+                 ZCOLL_MAJOR, ZCOLL_MINOR, ZCOLL_PATCH, kBuildCuda, kBuildUcx);
+  }
+  printPrefix(c.out, c.host);
   if (level == LogLevel::kTrace) {
-    std::fprintf(c.out, "%s:%d zcoll %s %s %s:%d %s\n", c.host, getpid(), levelName(level),
-                 subsysName(subsys), base ? base + 1 : file, line, msg);
+    std::fprintf(c.out, "%s %s %s:%d %s\n", levelName(level), subsysName(subsys),
+                 base ? base + 1 : file, line, msg);
   } else {
-    std::fprintf(c.out, "%s:%d zcoll %s %s %s\n", c.host, getpid(), levelName(level),
-                 subsysName(subsys), msg);
+    std::fprintf(c.out, "%s %s %s\n", levelName(level), subsysName(subsys), msg);
   }
   std::fflush(c.out);
 }

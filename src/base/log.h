@@ -1,5 +1,10 @@
-// One logger: levels (ZCOLL_DEBUG=WARN|INFO|TRACE), subsystems (ZCOLL_DEBUG_SUBSYS=INIT,COLL,...
-// or ^COLL to exclude), destination (ZCOLL_DEBUG_FILE, %h = hostname, %p = pid).
+// One logger: levels (ZCOLL_DEBUG=NONE|WARN|INFO|TRACE, any case), subsystems
+// (ZCOLL_DEBUG_SUBSYS=INIT,COLL,... or ^COLL to exclude, any case), destination
+// (ZCOLL_DEBUG_FILE, %h = hostname, %p = pid). An unknown level or subsystem gives one warning
+// naming the variable and the values it takes. With INFO or TRACE, the first line is the
+// version: "zcoll version X.Y.Z (build: cuda ON|OFF, ucx ON|OFF)". Lines are
+// "host:pid [rank R] zcoll LEVEL SUBSYS message", the rank while a call on a communicator (or
+// its init) runs on the thread.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,20 @@ enum class LogSubsys : uint32_t {
 };
 
 bool logEnabled(LogLevel level, LogSubsys subsys);
+
+// The rank this thread's log lines name, for the scope's lifetime (-1: none); scopes nest.
+// Set by the guard of every call on a communicator (api/guard.h) and by init.
+class LogRankScope {
+ public:
+  explicit LogRankScope(int rank);
+  ~LogRankScope();
+  LogRankScope(const LogRankScope&) = delete;
+  LogRankScope& operator=(const LogRankScope&) = delete;
+
+ private:
+  int previous_;
+};
+int logRank();
 void logMessage(LogLevel level, LogSubsys subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 

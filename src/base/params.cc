@@ -1,11 +1,13 @@
 #include "base/params.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "base/log.h"
+#include "base/result.h"
 
 namespace zcoll {
 
@@ -13,10 +15,12 @@ namespace {
 
 // Keep sorted by subsystem; every ZCOLL_* variable the code reads must be here.
 const std::vector<ParamDesc> kParams = {
-    {"ZCOLL_DEBUG", ParamType::kString, "WARN", "Log level: NONE, WARN, INFO or TRACE."},
+    {"ZCOLL_DEBUG", ParamType::kString, "WARN",
+     "Log level: NONE, WARN, INFO or TRACE, any case (an unknown one: WARN, and a warning). "
+     "INFO's first line is zcoll's version and build."},
     {"ZCOLL_DEBUG_SUBSYS", ParamType::kString, "ALL",
-     "Comma-separated subsystems to log (INIT,BOOTSTRAP,NET,COLL,TOPO,QUANT,P2P,CORE,ALL); a "
-     "leading ^ excludes the listed ones."},
+     "Comma-separated subsystems to log (INIT,BOOTSTRAP,NET,COLL,TOPO,QUANT,P2P,CORE,ALL; any "
+     "case; an unknown one is ignored, with a warning); a leading ^ excludes the listed ones."},
     {"ZCOLL_DEBUG_FILE", ParamType::kString, "",
      "Write logs to this file instead of stderr; %h expands to the hostname, %p to the pid."},
     {"ZCOLL_TIMEOUT", ParamType::kInt, "300",
@@ -124,13 +128,30 @@ void registerParamSource(ParamSource source) {
 
 const std::vector<ParamDesc>& allParams() { return tableWithSources(); }
 
+namespace {
+
+// The environment's value of `name`, or NULL when unset or empty.
+const char* envValue(const char* name) {
+  const char* env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? env : nullptr;
+}
+
+bool parseInt(const char* text, int64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 0);
+  if (end == text || *end != '\0' || errno != 0) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
 int64_t paramInt(const char* name) {
   const ParamDesc& p = findParam(name);
-  const char* env = std::getenv(name);
-  if (env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    long long v = std::strtoll(env, &end, 0);
-    if (end != env && *end == '\0') return v;
+  int64_t v = 0;
+  if (const char* env = envValue(name)) {
+    if (parseInt(env, &v)) return v;
     ZCOLL_WARN(LogSubsys::kCore, "ignoring %s=%s: not an integer, using default %s", name, env,
                p.defaultValue);
   }
@@ -139,9 +160,21 @@ int64_t paramInt(const char* name) {
 
 std::string paramString(const char* name) {
   const ParamDesc& p = findParam(name);
-  const char* env = std::getenv(name);
-  if (env != nullptr) return env;
+  if (const char* env = envValue(name)) return env;
   return p.defaultValue;
+}
+
+zcollResult_t checkParamValues() {
+  for (const ParamDesc& p : kParams) {
+    if (p.type != ParamType::kInt) continue;
+    const char* env = envValue(p.name);
+    int64_t v = 0;
+    if (env != nullptr && !parseInt(env, &v))
+      return fail(zcollInvalidArgument, "%s=%s is not an integer; %s takes an integer (default "
+                  "%s, or leave it unset): %s", p.name, env, p.name, p.defaultValue,
+                  p.description);
+  }
+  return zcollSuccess;
 }
 
 }  // namespace zcoll

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "zcoll/zcoll.h"
+
 namespace zcoll {
 
 enum class ParamType { kInt, kString };
@@ -27,9 +29,16 @@ const std::vector<ParamDesc>& allParams();
 using ParamSource = std::vector<ParamDesc> (*)();
 void registerParamSource(ParamSource source);
 
-// Current value: the environment's if set (and, for ints, parsable), else the default.
-// Looking up a name missing from the table is a programming error and aborts loudly.
+// Current value: the environment's if set to something non-empty (and, for ints, parsable),
+// else the default. An empty variable counts as unset (as NCCL's). Looking up a name missing
+// from the table is a programming error and aborts loudly.
 int64_t paramInt(const char* name);
 std::string paramString(const char* name);
+
+// The one policy for bad values, applied when a communicator (or a unique id) is created: an
+// integer parameter set to something that is not an integer fails with zcollInvalidArgument
+// naming the variable and what it takes. (Values out of a parameter's range, and strings outside
+// its set, are refused where they are read at init, by the same rule.)
+zcollResult_t checkParamValues();
 
 }  // namespace zcoll

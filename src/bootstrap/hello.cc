@@ -30,7 +30,9 @@ HelloParse parseHello(const char* bytes, size_t size, const HelloRules& rules, P
 
 const char* helloStatusText(uint32_t status) {
   switch (status) {
-    case kHelloBadMagic: return "its unique id does not match the root's (magic differs)";
+    case kHelloBadMagic:
+      return "its key does not match the root's: another unique id (zcollCommInitRank), or "
+             "another ZCOLL_AUTH_TOKEN or rendezvous address (zcollCommInitFromEnv)";
     case kHelloBadRank: return "its rank or nranks disagrees with the other ranks";
     case kHelloDuplicateRank: return "another process already joined with the same rank";
     case kHelloRootTimedOut: return "not every rank arrived before the timeout";

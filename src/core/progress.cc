@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/params.h"
 #include "base/process.h"
@@ -225,6 +227,36 @@ void backoff(zcollComm* comm, const Request* reqs, size_t n, int64_t polls, int6
   std::this_thread::sleep_for(std::chrono::microseconds(us < 100 ? us : 100));
 }
 
+// The peers the incomplete requests wait on, e.g. "rank 3 (receive), rank 1 (send, receive)",
+// in the order first met; at most 8 named, then how many more.
+static std::string pendingPeers(const Request* reqs, size_t n) {
+  struct Waiting {
+    int peer;
+    bool send, receive;
+  };
+  std::vector<Waiting> peers;
+  for (size_t i = 0; i < n; ++i) {
+    if (reqs[i].complete()) continue;
+    Waiting* w = nullptr;
+    for (Waiting& x : peers)
+      if (x.peer == reqs[i].peer) w = &x;
+    if (w == nullptr) {
+      peers.push_back({reqs[i].peer, false, false});
+      w = &peers.back();
+    }
+    (reqs[i].receive ? w->receive : w->send) = true;
+  }
+  constexpr size_t kNamed = 8;
+  std::string out;
+  for (size_t i = 0; i < peers.size() && i < kNamed; ++i) {
+    const Waiting& w = peers[i];
+    out += (i ? ", " : "") + (w.peer >= 0 ? "rank " + std::to_string(w.peer) : "an unknown peer") +
+           (w.send && w.receive ? " (send, receive)" : w.send ? " (send)" : " (receive)");
+  }
+  if (peers.size() > kNamed) out += " and " + std::to_string(peers.size() - kNamed) + " more";
+  return out.empty() ? "no peer" : out;
+}
+
 Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
   const auto deadline = Clock::now() + std::chrono::seconds(comm->timeoutSec);
   const int64_t spinCount = comm->spinCount;
@@ -253,9 +285,10 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
       r = watch.check(comm, reqs, n, now);
       if (r == zcollSuccess && now > deadline)
         r = fail(zcollTimeout,
-                 "rank %d waited more than %d s for %zu of %zu transfers (a peer is stuck, "
-                 "or called a different collective; raise ZCOLL_TIMEOUT if it is just slow)",
-                 comm->rank, comm->timeoutSec, n - done, n);
+                 "rank %d waited more than %d s for %zu of %zu transfers, still waiting on %s "
+                 "(a peer is stuck, or called a different collective; raise ZCOLL_TIMEOUT if it "
+                 "is just slow)",
+                 comm->rank, comm->timeoutSec, n - done, n, pendingPeers(reqs, n).c_str());
     }
     if (r != zcollSuccess) {
       cancelPending(reqs, n);
