@@ -121,6 +121,65 @@ TEST(Engine, ABlockingCallWaitingBehindQueuedOnesFailsWhenTheEngineStops) {
   stopper.join();
 }
 
+// runIfNext runs a queued operation on the calling thread only when it is next and not taken:
+// not while an earlier one is queued or running, not twice, and its done callback runs there.
+TEST(Engine, RunIfNextRunsTheNextQueuedOperationOnTheCallingThread) {
+  Engine e;
+  Gate started, release;
+  std::thread::id ranOn, doneOn;
+  uint64_t first = 0, second = 0;
+  ASSERT_EQ(e.enqueue([&]() -> Result { started.open(); release.wait(); return zcollSuccess; },
+                      nullptr, &first),
+            zcollSuccess);
+  ASSERT_EQ(e.enqueue([&]() -> Result { ranOn = std::this_thread::get_id(); return zcollSuccess; },
+                      [&](Result r) {
+                        EXPECT_EQ(r, zcollSuccess);
+                        doneOn = std::this_thread::get_id();
+                      },
+                      &second),
+            zcollSuccess);
+  EXPECT_EQ(second, first + 1);
+  started.wait();
+  EXPECT_FALSE(e.runIfNext(first)) << "taken by the progress thread already";
+  EXPECT_FALSE(e.runIfNext(second)) << "the operation before it still runs";
+  // Blocks the progress thread from taking `second`: a blocking call in the queue's way would, so
+  // instead wait until the first is done and race the progress thread for the second. Either
+  // runs it exactly once.
+  release.open();
+  bool mine = false;
+  for (int i = 0; i < 1000 && !mine && e.pending() > 0; ++i) mine = e.runIfNext(second);
+  e.drain();
+  EXPECT_EQ(e.pending(), 0u);
+  if (mine) {
+    EXPECT_EQ(ranOn, std::this_thread::get_id());
+    EXPECT_EQ(doneOn, std::this_thread::get_id());
+  }
+  EXPECT_FALSE(e.runIfNext(second)) << "ran twice";
+}
+
+// An operation queued while this thread holds a blocking turn is not run inside that turn; after
+// it, it runs exactly once (by this thread or the progress thread, whichever takes it).
+TEST(Engine, RunIfNextAfterABlockingTurn) {
+  Engine e;
+  uint64_t ticket = 0;
+  std::thread::id ranOn;
+  bool queued = false;
+  ASSERT_EQ(e.runInOrder([&]() -> Result {
+              // In our turn: the queued one cannot run until it ends.
+              queued = e.enqueue([&]() -> Result {
+                ranOn = std::this_thread::get_id();
+                return zcollSuccess;
+              }, nullptr, &ticket) == zcollSuccess;
+              EXPECT_FALSE(e.runIfNext(ticket)) << "ran inside another operation's turn";
+              return zcollSuccess;
+            }),
+            zcollSuccess);
+  ASSERT_TRUE(queued);
+  e.runIfNext(ticket);  // this thread or the progress thread: exactly one runs it
+  e.drain();
+  EXPECT_NE(ranOn, std::thread::id());
+}
+
 TEST(Engine, AnIdleProgressThreadTakesNoCpu) {
   Engine e;
   ASSERT_EQ(e.enqueue([] { return zcollSuccess; }, nullptr), zcollSuccess);

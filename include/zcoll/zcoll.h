@@ -421,6 +421,39 @@ ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t 
 ZCOLL_API zcollResult_t zcollGroupStart(void);
 ZCOLL_API zcollResult_t zcollGroupEnd(void);
 
+/* Non-blocking calls on host buffers: a request.
+ * zcollGroupEndNonBlocking ends the outermost group as zcollGroupEnd does, except that it does
+ * not run the group's operations on the calling thread: it queues them, as one operation, in the
+ * communicator's order (behind every call made on it before, ahead of every call made after) and
+ * returns at once with *request. The communicator's progress thread runs them in their turn: the
+ * collectives in call order, then the point-to-point operations together. One call alone is a
+ * group of one:
+ *     zcollGroupStart(); zcollAllReduce(x, x, n, zcollFloat32, zcollSum, comm, NULL);
+ *     zcollGroupEndNonBlocking(&req);   ... other work ...   zcollRequestWait(req);
+ *     zcollRequestFree(req);
+ * Every operation of the group must be on host buffers of one communicator (zcollInvalidUsage
+ * otherwise, and nothing runs; device buffers are non-blocking on their stream already, so end
+ * such a group with zcollGroupEnd); an empty group gives a request that is complete. Buffers must
+ * stay valid, and send buffers unchanged, until the request is complete. Blocking calls made on
+ * the communicator meanwhile wait for their turn, after the request's operations. Errors are
+ * those of the same calls made blocking (zcollGetLastError(comm) says why): an argument error of
+ * a call in the group is returned by that call or by zcollGroupEndNonBlocking (nothing queued,
+ * *request NULL); a failure while running is the request's result. Requests queued when the
+ * communicator is aborted complete with zcollRemoteError without running; zcollCommDestroy runs
+ * the queued ones first.
+ * zcollRequestTest sets *done to 1 once the request is complete and then returns its result
+ * (zcollSuccess with *done = 0 while it is not). zcollRequestWait blocks until it is complete and
+ * returns its result; when the request is the next operation of its communicator and nothing
+ * runs, the waiting thread runs it itself (no hand-off to the progress thread). Waits are bounded
+ * as any call's (the communicator's timeout). zcollRequestFree waits for a request that is not
+ * complete, then frees it; every request is freed once, and a freed or NULL handle is refused
+ * with zcollInvalidArgument. These three may be called from any thread. */
+typedef struct zcollRequest* zcollRequest_t;
+ZCOLL_API zcollResult_t zcollGroupEndNonBlocking(zcollRequest_t* request);
+ZCOLL_API zcollResult_t zcollRequestTest(zcollRequest_t request, int* done);
+ZCOLL_API zcollResult_t zcollRequestWait(zcollRequest_t request);
+ZCOLL_API zcollResult_t zcollRequestFree(zcollRequest_t request);
+
 /* ------------------------------------------------------------------------------------------ */
 /* ZeRO++ collectives (see docs/ZEROPP.md for exact semantics, error bounds and byte counts)   */
 /* ------------------------------------------------------------------------------------------ */

@@ -110,9 +110,12 @@ zcollResult_t collCall(zcollComm* comm, const char* fn, F&& body) {
 // the comm's progress thread runs it in its turn (pinned while it runs) and gives its result to
 // done(result) on that thread. Once the comm is broken, aborted or destroyed, what is still
 // queued fails with the error that broke it (zcollRemoteError for an abort) without running.
-// (The comm is still allocated while its progress thread runs: destroyComm joins it first.)
+// (The comm is still allocated while its progress thread runs: destroyComm joins it first; a
+// thread that runs it through Engine::runIfNext pins the comm first.) *ticket (if given) names
+// the operation in the comm's engine.
 template <typename F>
-zcollResult_t commEnqueue(zcollComm* comm, const char* fn, F body, Engine::Done done) {
+zcollResult_t commEnqueue(zcollComm* comm, const char* fn, F body, Engine::Done done,
+                          uint64_t* ticket = nullptr) {
   return pinnedCall<false>(comm, fn, [&]() -> Result {
     ZCOLL_CHECK(checkCommUsable(comm, fn));
     return comm->engine.enqueue(
@@ -123,7 +126,7 @@ zcollResult_t commEnqueue(zcollComm* comm, const char* fn, F body, Engine::Done 
           if (unpinCallAborted(comm) && res == zcollSuccess) res = abortedDuringCall(fn);
           return res;
         },
-        std::move(done));
+        std::move(done), ticket);
   });
 }
 

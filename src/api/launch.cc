@@ -124,4 +124,35 @@ Result runGroupedCalls() {
 
 void dropGroupedCalls() { tGrouped.clear(); }
 
+Result takeGroupedHostCalls(zcollComm** comm, std::function<Result()>* run) {
+  auto calls = std::make_shared<std::vector<GroupedCall>>();
+  calls->swap(tGrouped);
+  *comm = calls->empty() ? nullptr : calls->front().comm;
+  for (const GroupedCall& c : *calls) {
+    if (c.comm != *comm)
+      return fail(zcollInvalidUsage, "zcollGroupEndNonBlocking: the group's collectives use "
+                  "several communicators (%s and %s); a request covers one: end such a group "
+                  "with zcollGroupEnd", (*comm)->name.c_str(), c.comm->name.c_str());
+    if (c.exec->memKind() != MemKind::kHost)
+      return fail(zcollInvalidUsage, "zcollGroupEndNonBlocking: %s in the group is on device "
+                  "buffers, which are non-blocking on their stream already: end the group with "
+                  "zcollGroupEnd", c.fn);
+  }
+  *run = [calls]() -> Result {
+    for (size_t i = 0; i < calls->size(); ++i) {
+      const GroupedCall& c = (*calls)[i];
+      Result r = checkAndRun(c.comm, c.fn, c.d, c.work, *c.exec);
+      if (r != zcollSuccess) {
+        char context[160];
+        std::snprintf(context, sizeof(context), "request: collective %zu of %zu (%s) failed%s",
+                      i + 1, calls->size(), c.fn,
+                      i + 1 < calls->size() ? "; the ones after it were not run" : "");
+        return failWithContext(r, context);
+      }
+    }
+    return zcollSuccess;
+  };
+  return zcollSuccess;
+}
+
 }  // namespace zcoll

@@ -41,6 +41,11 @@ bool inGroup();
 Result runGroupedCalls();
 // Drops the kept collectives without running them (a group whose queueing failed).
 void dropGroupedCalls();
+// For zcollGroupEndNonBlocking: takes the kept collectives out as one body that runs them in call
+// order (each with its call check) in a turn of their communicator, *comm (NULL when the group
+// kept none). zcollInvalidUsage, the calls dropped, when they span communicators or use device
+// buffers (those are non-blocking on their stream already).
+Result takeGroupedHostCalls(zcollComm** comm, std::function<Result()>* run);
 
 // A call on device buffers needs the comm's device routes, which exist when the rank had an
 // initialized device at init (core/init.cc); zcollUnsupported saying so otherwise, before

@@ -17,6 +17,7 @@
 
 #include "api/guard.h"
 #include "api/launch.h"
+#include "api/request.h"
 #include "api/validate.h"
 #include "base/dtype.h"
 #include "coll/coll.h"
@@ -219,6 +220,58 @@ zcollResult_t zcollGroupEnd(void) {
     if (ops.empty()) return zcollSuccess;
     return launchOps("zcollGroupEnd", ops);
   });
+}
+
+zcollResult_t zcollGroupEndNonBlocking(zcollRequest_t* request) {
+  return guarded(nullptr, [&]() -> Result {
+    const char* fn = "zcollGroupEndNonBlocking";
+    if (request == nullptr) return fail(zcollInvalidArgument, "%s: request is NULL", fn);
+    *request = nullptr;
+    if (tGroupDepth == 0)
+      return fail(zcollInvalidUsage, "%s without a matching zcollGroupStart", fn);
+    if (tGroupDepth > 1)
+      return fail(zcollInvalidUsage, "%s ends the outermost group only (depth %d): end the inner "
+                  "ones with zcollGroupEnd", fn, tGroupDepth);
+    tGroupDepth = 0;
+    auto ops = std::make_shared<std::vector<P2pOp>>();
+    ops->swap(tQueued);
+    if (tGroupError != zcollSuccess) {
+      dropGroupedCalls();
+      return fail(tGroupError, "%s: an operation of this group was rejected; the group was not "
+                  "run", fn);
+    }
+    zcollComm* comm = nullptr;
+    std::function<Result()> collectives;
+    ZCOLL_CHECK(takeGroupedHostCalls(&comm, &collectives));
+    for (const P2pOp& op : *ops) {
+      if (comm == nullptr) comm = op.comm;
+      if (op.comm != comm)
+        return fail(zcollInvalidUsage, "%s: the group uses several communicators; a request "
+                    "covers one: end such a group with zcollGroupEnd", fn);
+      if (op.bytes > 0 && op.exec->memKind() != MemKind::kHost)
+        return fail(zcollInvalidUsage, "%s: a send or receive of the group is on device buffers, "
+                    "which are non-blocking on their stream already: end the group with "
+                    "zcollGroupEnd", fn);
+    }
+    // The collectives first, in call order, then the point-to-point operations together (as
+    // zcollGroupEnd), all in one turn of the comm.
+    return startRequest(comm, fn, [collectives, ops]() -> Result {
+      if (collectives) ZCOLL_CHECK(collectives());
+      return ops->empty() ? zcollSuccess : runOps(*ops);
+    }, request);
+  });
+}
+
+zcollResult_t zcollRequestTest(zcollRequest_t request, int* done) {
+  return guarded(nullptr, [&] { return testRequest(request, done); });
+}
+
+zcollResult_t zcollRequestWait(zcollRequest_t request) {
+  return guarded(nullptr, [&] { return waitRequest(request); });
+}
+
+zcollResult_t zcollRequestFree(zcollRequest_t request) {
+  return guarded(nullptr, [&] { return freeRequest(request); });
 }
 
 }  // extern "C"

@@ -46,7 +46,7 @@ Result Engine::runInOrder(const Op& op) {
   return op();
 }
 
-Result Engine::enqueue(Op op, Done done) {
+Result Engine::enqueue(Op op, Done done, uint64_t* ticket) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_) {
     return fail(zcollInvalidUsage, "cannot queue an operation: the communicator's engine was "
@@ -62,9 +62,30 @@ Result Engine::enqueue(Op op, Done done) {
       return fail(zcollSystemError, "cannot start the progress thread: %s", e.what());
     }
   }
+  if (ticket != nullptr) *ticket = nextTicket_;
   queue_.push_back(Queued{nextTicket_++, std::move(op), std::move(done)});
   turn_.notify_all();
   return zcollSuccess;
+}
+
+bool Engine::runIfNext(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Next and not taken: the turn before it has completed and it is still at the queue's front
+  // (the progress thread pops what it runs under this lock).
+  if (stopped_ || completed_ != ticket || queue_.empty() || queue_.front().ticket != ticket)
+    return false;
+  Queued q = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  runQueued(q);
+  lock.lock();
+  finishTurn(lock);
+  return true;
+}
+
+void Engine::runQueued(Queued& q) {
+  Result r = q.op();
+  if (q.done) q.done(r);
 }
 
 void Engine::progressLoop() {
@@ -77,8 +98,7 @@ void Engine::progressLoop() {
     Queued q = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    Result r = q.op();
-    if (q.done) q.done(r);
+    runQueued(q);
     lock.lock();
     finishTurn(lock);
   }

@@ -44,8 +44,14 @@ class Engine {
 
   // Queues `op` behind every operation submitted before it and returns at once; the progress
   // thread runs it, then calls done(result) (on that thread). After stop(): zcollInvalidUsage,
-  // nothing queued (done is not called).
-  Result enqueue(Op op, Done done);
+  // nothing queued (done is not called). *ticket (if given) names it for runIfNext.
+  Result enqueue(Op op, Done done, uint64_t* ticket = nullptr);
+
+  // Runs the queued operation `ticket` (and its done) on the calling thread when it is the next
+  // to run and nothing is running; returns whether it did. A thread about to wait for a queued
+  // operation calls it first: a wait for the next operation then costs no hand-off to the
+  // progress thread and back (two cross-thread wake-ups, about 35 us on 2 cores: python/README).
+  bool runIfNext(uint64_t ticket);
 
   // Waits until every operation submitted so far has completed (run or failed).
   void drain();
@@ -65,6 +71,7 @@ class Engine {
     Done done;
   };
   void progressLoop();
+  void runQueued(Queued& q);  // op, then done, lock not held
   // Waits (lock held) until `ticket` is the next to run; false if the engine stopped.
   bool waitForTurn(std::unique_lock<std::mutex>& lock, uint64_t ticket);
   void finishTurn(std::unique_lock<std::mutex>& lock);
