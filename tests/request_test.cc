@@ -3,6 +3,8 @@
 // results, the order against blocking calls, errors for misuse, abort of a pending request.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -122,6 +124,48 @@ TEST(Requests, WaitedFromAnotherThread) {
     waiter.join();
     EXPECT_EQ(waited, zcollSuccess);
     EXPECT_EQ(x.back(), summed(s.nranks, x.size() - 1));
+    ZCOLL_EXPECT_OK(comm, zcollRequestFree(req));
+  });
+}
+
+struct Seen {
+  std::atomic<int> calls{0};
+  std::atomic<int> result{-1};
+};
+
+void record(zcollRequest_t request, zcollResult_t result, void* arg) {
+  auto* seen = static_cast<Seen*>(arg);
+  int done = 0;
+  EXPECT_EQ(zcollRequestTest(request, &done), result);  // complete when called
+  EXPECT_EQ(done, 1);
+  seen->result = result;
+  seen->calls++;
+}
+
+TEST(Requests, OnCompleteIsCalledOnceWithTheResult) {
+  RankSetup s;
+  s.nranks = 2;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    std::vector<float> x = input(rank, 200000);
+    zcollRequest_t req = nullptr;
+    Seen seen;
+    ZCOLL_EXPECT_OK(comm, allReduceRequest(&x, comm, &req));
+    ZCOLL_EXPECT_OK(comm, zcollRequestOnComplete(req, record, &seen));
+    EXPECT_FAILS_WITH(nullptr, zcollInvalidUsage, "has a callback already",
+                      zcollRequestOnComplete(req, record, &seen));
+    ZCOLL_EXPECT_OK(comm, zcollRequestFree(req));  // waits for the callback too
+    EXPECT_EQ(seen.calls.load(), 1);
+    EXPECT_EQ(seen.result.load(), zcollSuccess);
+    EXPECT_EQ(x[5], summed(s.nranks, 5));
+
+    // Set on a complete request: called at once, here.
+    Seen late;
+    ZCOLL_EXPECT_OK(comm, allReduceRequest(&x, comm, &req));
+    ZCOLL_EXPECT_OK(comm, zcollRequestWait(req));
+    ZCOLL_EXPECT_OK(comm, zcollRequestOnComplete(req, record, &late));
+    EXPECT_EQ(late.calls.load(), 1);
+    EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "fn is NULL",
+                      zcollRequestOnComplete(req, nullptr, nullptr));
     ZCOLL_EXPECT_OK(comm, zcollRequestFree(req));
   });
 }

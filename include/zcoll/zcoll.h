@@ -447,11 +447,20 @@ ZCOLL_API zcollResult_t zcollGroupEnd(void);
  * runs, the waiting thread runs it itself (no hand-off to the progress thread). Waits are bounded
  * as any call's (the communicator's timeout). zcollRequestFree waits for a request that is not
  * complete, then frees it; every request is freed once, and a freed or NULL handle is refused
- * with zcollInvalidArgument. These three may be called from any thread. */
+ * with zcollInvalidArgument. zcollRequestOnComplete sets the one function called when the request
+ * completes, with its result: on the thread that completes it (the communicator's progress
+ * thread, or a waiter that ran it), or at once on the calling thread when it is complete already
+ * (a second call: zcollInvalidUsage). The function must return promptly, must not call zcoll
+ * on the request's communicator and must not free the request (zcollRequestFree waits for it to
+ * return); it may test the request (frameworks complete their futures here). These may be called from any thread. */
 typedef struct zcollRequest* zcollRequest_t;
 ZCOLL_API zcollResult_t zcollGroupEndNonBlocking(zcollRequest_t* request);
 ZCOLL_API zcollResult_t zcollRequestTest(zcollRequest_t request, int* done);
 ZCOLL_API zcollResult_t zcollRequestWait(zcollRequest_t request);
+ZCOLL_API zcollResult_t zcollRequestOnComplete(zcollRequest_t request,
+                                               void (*fn)(zcollRequest_t request,
+                                                          zcollResult_t result, void* arg),
+                                               void* arg);
 ZCOLL_API zcollResult_t zcollRequestFree(zcollRequest_t request);
 
 /* ------------------------------------------------------------------------------------------ */

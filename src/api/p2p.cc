@@ -266,6 +266,11 @@ zcollResult_t zcollRequestTest(zcollRequest_t request, int* done) {
   return guarded(nullptr, [&] { return testRequest(request, done); });
 }
 
+zcollResult_t zcollRequestOnComplete(zcollRequest_t request,
+                                     void (*fn)(zcollRequest_t, zcollResult_t, void*), void* arg) {
+  return guarded(nullptr, [&] { return setCompletionCallback(request, fn, arg); });
+}
+
 zcollResult_t zcollRequestWait(zcollRequest_t request) {
   return guarded(nullptr, [&] { return waitRequest(request); });
 }

@@ -16,16 +16,26 @@ struct RequestState {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  bool settled = false;  // done, and its callback (if any) has returned: the handle may go
   Result result = zcollSuccess;
   std::string message;  // the failure's message, from the thread that ran it
   zcollComm* comm = nullptr;
   uint64_t ticket = 0;
+  std::function<void(Result)> onComplete;  // zcollRequestOnComplete's callback, called once
 
   void complete(Result r) {
+    std::function<void(Result)> callback;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      result = r;
+      if (r != zcollSuccess) message = threadLastError();
+      done = true;
+      callback.swap(onComplete);
+      cv.notify_all();
+    }
+    if (callback) callback(r);  // outside the lock: it may test or wait on the request
     std::lock_guard<std::mutex> lock(mu);
-    result = r;
-    if (r != zcollSuccess) message = threadLastError();
-    done = true;
+    settled = true;
     cv.notify_all();
   }
   bool isDone() {
@@ -90,7 +100,7 @@ Result startRequest(zcollComm* comm, const char* fn, std::function<Result()> bod
   auto state = std::make_shared<RequestState>();
   request->state = state;
   if (comm == nullptr) {
-    state->done = true;
+    state->done = state->settled = true;
   } else {
     state->comm = comm;
     ZCOLL_CHECK(commEnqueue(comm, fn, std::move(body),
@@ -111,6 +121,24 @@ Result testRequest(zcollRequest* request, int* done) {
   return s->done ? s->report() : zcollSuccess;
 }
 
+Result setCompletionCallback(zcollRequest* request, void (*fn)(zcollRequest*, zcollResult_t, void*),
+                             void* arg) {
+  if (fn == nullptr) return fail(zcollInvalidArgument, "zcollRequestOnComplete: fn is NULL");
+  std::shared_ptr<RequestState> s = stateOf(request);
+  if (!s) return notLive(request, "zcollRequestOnComplete");
+  std::unique_lock<std::mutex> lock(s->mu);
+  if (s->onComplete)
+    return fail(zcollInvalidUsage, "zcollRequestOnComplete: the request has a callback already");
+  if (!s->done) {
+    s->onComplete = [request, fn, arg](Result r) { fn(request, r, arg); };
+    return zcollSuccess;
+  }
+  const Result r = s->result;
+  lock.unlock();
+  fn(request, r, arg);  // complete already: called here, now
+  return zcollSuccess;
+}
+
 Result waitRequest(zcollRequest* request) {
   std::shared_ptr<RequestState> s = stateOf(request);
   if (!s) return notLive(request, "zcollRequestWait");
@@ -126,7 +154,7 @@ Result freeRequest(zcollRequest* request) {
   runIfNext(*s);
   {
     std::unique_lock<std::mutex> lock(s->mu);
-    s->cv.wait(lock, [&] { return s->done; });
+    s->cv.wait(lock, [&] { return s->settled; });  // its callback may still hold the handle
   }
   std::lock_guard<std::mutex> lock(gLiveMu);
   if (liveRequests().erase(request) == 0) return notLive(request, "zcollRequestFree");

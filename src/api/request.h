@@ -21,6 +21,8 @@ Result startRequest(zcollComm* comm, const char* fn, std::function<Result()> bod
 // The entry points' bodies (api/p2p.cc declares the C functions): each refuses a handle that is
 // not a live request.
 Result testRequest(zcollRequest* request, int* done);
+Result setCompletionCallback(zcollRequest* request, void (*fn)(zcollRequest*, zcollResult_t, void*),
+                             void* arg);
 Result waitRequest(zcollRequest* request);
 Result freeRequest(zcollRequest* request);
 
