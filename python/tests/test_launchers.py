@@ -48,3 +48,41 @@ def _explicit_store_worker(rank, world, port):
 def test_explicit_store_and_spawn():
     mp.start_processes(_explicit_store_worker, args=(3, 29691), nprocs=3, join=True,
                        start_method="spawn")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZCOLLRUN = os.path.join(ROOT, "tools", "zcollrun")
+
+NODES_SCRIPT = textwrap.dedent("""
+    import os, torch, torch.distributed as dist
+    dist.init_process_group("zcoll")   # env://: zcollrun sets MASTER_ADDR / MASTER_PORT
+    import zcoll.zeropp
+    nodes = zcoll.zeropp.zcoll_backend().node_count()
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert torch.all(t == dist.get_world_size()), t
+    print(f"nodes={nodes} port={os.environ['MASTER_PORT']}", flush=True)
+    dist.destroy_process_group()
+""")
+
+
+def test_zcollrun_emulated_nodes_under_torch(tmp_path):
+    """tools/zcollrun --nodes 2 runs a torch program (before: no MASTER_ADDR/MASTER_PORT)."""
+    script = tmp_path / "nodes.py"
+    script.write_text(NODES_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    out = subprocess.run([sys.executable, ZCOLLRUN, "-n", "2", "--nodes", "2", "--timeout", "120",
+                          sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("nodes=2") == 2, out.stdout
+
+
+def test_zcollrun_keeps_a_given_master_port(tmp_path):
+    script = tmp_path / "nodes.py"
+    script.write_text(NODES_SCRIPT)
+    out = subprocess.run([sys.executable, ZCOLLRUN, "-n", "2", "--timeout", "120",
+                          "-x", "MASTER_PORT=29733", sys.executable, str(script)],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("nodes=1 port=29733") == 2, out.stdout
