@@ -6,11 +6,19 @@ built here from this repository's sources with CMake; it is bundled next to the 
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-import torch
 from setuptools import setup
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+try:
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+except ImportError as err:  # pip's isolated build environment has no torch
+    sys.exit(f"zcoll's torch backend is compiled against the torch it will run with, and this "
+             f"build cannot import torch ({err}). Install torch first (pip install "
+             f"'torch>=2.15,<2.16'), then build without pip's isolated environment, which "
+             f"hides it: pip install --no-build-isolation ./python")
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
