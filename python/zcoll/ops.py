@@ -15,7 +15,8 @@ returns at once with new output tensors whose operation is registered with c10d,
 ``torch.ops._c10d_functional.wait_tensor(out)`` waits for it: read the outputs only after that.
 Gathers concatenate along dim 0 (output shape [world_size * input.shape[0], ...]); the reduce-
 scatter splits dim 0 (input.shape[0] must divide by world_size); the secondary shard is 1-D
-(nodes * input.numel()). Fake (meta) implementations give the shapes to torch.compile.
+(nodes * input.numel()). all_gather_hier's two outputs are views of one new storage, so waiting
+either one (wait_tensor) waits for the operation, and nothing is left unwaited. Fake (meta) implementations give the shapes to torch.compile.
 """
 import torch
 import torch.distributed as dist
@@ -63,10 +64,17 @@ def _scattered_shape(input, size):
     return (input.shape[0] // size,) + tuple(input.shape[1:])
 
 
-def _registered(work, *outputs):
-    for out in outputs:
-        _register_work(out, work)
-    return outputs if len(outputs) > 1 else outputs[0]
+def _in_one_storage(like, *shapes):
+    """New tensors of `shapes` (like `like`), back to back in one storage: one work registered
+    on it is waited, and no longer tracked, when wait_tensor is called on any of them."""
+    sizes = [torch.Size(shape).numel() for shape in shapes]
+    flat = like.new_empty((sum(sizes),))
+    return tuple(part.view(shape) for part, shape in zip(flat.split(sizes), shapes))
+
+
+def _registered(work, out):
+    _register_work(out, work)
+    return out
 
 
 @_impl("quantized_all_gather")
@@ -84,12 +92,13 @@ def _quantized_all_gather(input, group_name, bits=0, block_size=0, symmetric=Tru
 def _all_gather_hier(input, group_name, quantized=True, bits=0, block_size=0, symmetric=True,
                      stochastic=False, seed=0):
     pg = _group(group_name)
-    out = input.new_empty(_gathered_shape(input, pg.size()))
-    secondary = input.new_empty((zeropp.secondary_shard_numel(input.numel(), pg),))
+    out, secondary = _in_one_storage(input, _gathered_shape(input, pg.size()),
+                                     (zeropp.secondary_shard_numel(input.numel(), pg),))
     work = zeropp.all_gather_hier(out, input, secondary, pg, quantized=quantized, bits=bits,
                                   block_size=block_size, symmetric=symmetric,
                                   stochastic=stochastic, seed=seed, async_op=True)
-    return _registered(work, out, secondary)
+    # c10d keys registered works by storage: this one covers the secondary too.
+    return _registered(work, out), secondary
 
 
 @_impl("all_gather_from_secondary")
