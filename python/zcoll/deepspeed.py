@@ -28,8 +28,16 @@ quantizer (``QuantizerBuilder``), on CPU today:
 
 ``enable`` checks the DeepSpeed version against the tested range and raises otherwise: the
 entry points above are DeepSpeed internals.
+
+Without ``enable()``, DeepSpeed fails on a CPU accelerator when those options load its quantizer
+("This op had not been implemented on CPU backend."): once zcoll is imported (which
+``init_process_group("zcoll")`` does), that error also says to call ``zcoll.deepspeed.enable()``
+(:func:`install_hint`, whichever of zcoll and DeepSpeed is imported first).
 """
+import importlib.abc
+import importlib.machinery
 import math
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -165,3 +173,65 @@ def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
     _settings.grad_bits, _settings.grad_intra_bits = grad_bits, grad_intra_bits
     _settings.grad_block_size = grad_block_size
     return _settings
+
+
+HINT = ("DeepSpeed's ZeRO++ options zero_quantized_weights and zero_quantized_gradients (and "
+        "zero_hpz_partition_size with them) need DeepSpeed's CUDA quantizer (QuantizerBuilder), "
+        "which this accelerator does not have. On the zcoll backend, call "
+        "zcoll.deepspeed.enable() before deepspeed.initialize (and before deepspeed.zero.Init): "
+        "they then run on zcoll's collectives (python/README.md, DeepSpeed).")
+_OP_BUILDER = "deepspeed.ops.op_builder"
+
+
+def _hinting(builder_factory):
+    """DeepSpeed's QuantizerBuilder, whose load() failure says what to call while enable() has
+    not been called."""
+    def QuantizerBuilder(*args, **kwargs):
+        builder = builder_factory(*args, **kwargs)
+        load = builder.load
+
+        def load_with_hint(*a, **k):
+            try:
+                return load(*a, **k)
+            except ValueError as err:  # a CPU accelerator's NotImplementedBuilder
+                if _settings is not None:
+                    raise
+                raise ValueError(f"{err} {HINT}") from err
+        builder.load = load_with_hint
+        return builder
+    QuantizerBuilder.zcoll_hint = True
+    return QuantizerBuilder
+
+
+class _AfterOpBuilderImport(importlib.abc.MetaPathFinder):
+    """Installs the hint once DeepSpeed's op_builder module is imported (after zcoll)."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _OP_BUILDER:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_hint(module):
+            exec_module(module)
+            install_hint()
+        spec.loader.exec_module = exec_then_hint
+        return spec
+
+
+def install_hint():
+    """Makes DeepSpeed's failure to load its quantizer (ZeRO++ options on CPU without
+    enable()) name zcoll.deepspeed.enable(). Idempotent; for a DeepSpeed imported later, waits
+    for its import."""
+    module = sys.modules.get(_OP_BUILDER)
+    if module is None:
+        if not any(isinstance(f, _AfterOpBuilderImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _AfterOpBuilderImport())
+        return
+    factory = getattr(module, "QuantizerBuilder", None)
+    if factory is not None and not getattr(factory, "zcoll_hint", False):
+        module.QuantizerBuilder = _hinting(factory)
