@@ -3,7 +3,7 @@
 //                 pays: one uncontended lock, a ticket, a notify);
 //   enqueue_and_wait: the same empty operation handed to the progress thread and waited for
 //                 (two cross-thread wake-ups: what every call would pay if the progress thread
-//                 ran all of them, the design ARCHITECTURE.md sketches).
+//                 ran all of them, the first design sketched).
 //
 //   build/perf/engine_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
