@@ -16,6 +16,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -40,10 +41,18 @@ namespace zcoll_torch {
 using c10d::OpType;
 using c10d::Work;
 
+// zcoll's message about the call that failed: the communicator's, else the calling thread's
+// (where calls without a communicator, zcollCommInit* and zcollGetUniqueId included, leave it).
+std::string lastError(zcollComm_t comm) {
+  const char* message = comm ? zcollGetLastError(comm) : nullptr;
+  if (message == nullptr || *message == '\0') message = zcollGetLastError(nullptr);
+  if (message == nullptr || *message == '\0') return "(zcoll gave no message)";
+  return message;
+}
+
 [[noreturn]] void throwZcoll(zcollResult_t rc, zcollComm_t comm, const char* what) {
-  const char* last = comm ? zcollGetLastError(comm) : "";
   TORCH_CHECK_WITH(DistBackendError, false, "zcoll ", what, " failed: ", zcollGetErrorString(rc),
-                   " (", static_cast<int>(rc), "): ", last ? last : "");
+                   " (", static_cast<int>(rc), "): ", lastError(comm));
 }
 
 zcollDataType_t toZcollType(const at::Tensor& t) {
@@ -263,18 +272,24 @@ class ZcollWork : public Work {
   // The queue the work joined (a work may outlive its process group).
   void attach(std::weak_ptr<OpQueue> queue) { queue_ = std::move(queue); }
 
-  // Runs the operation on this thread when it is next (zcoll's own timeout bounds it then).
+  // Without a timeout, runs the operation on this thread when it is next (zcoll's own timeout
+  // bounds it then). With one, leaves it to the worker and waits at most `timeout`, whichever
+  // thread would otherwise have run it: every rank honours the timeout alike. A wait that
+  // times out cancels nothing: the operation still runs in its turn.
   bool wait(std::chrono::milliseconds timeout) override {
     std::exception_ptr error;
     {
       MaybeReleaseGil noGil;
-      if (auto queue = queue_.lock()) queue->runIfNext(this);
+      if (timeout == kNoTimeout) {
+        if (auto queue = queue_.lock()) queue->runIfNext(this);
+      }
       std::unique_lock<std::mutex> lock(mu_);
       if (timeout == kNoTimeout) {
         cv_.wait(lock, [&] { return done_; });
       } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
         TORCH_CHECK_WITH(DistBackendError, false, "zcoll: Work.wait timed out after ",
-                         timeout.count(), " ms");
+                         timeout.count(), " ms (the operation is not cancelled: it still runs "
+                         "in its turn; wait() without a timeout waits for its end)");
       }
       error = error_;
     }
@@ -420,6 +435,13 @@ class ZcollBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "zcoll"; }
   bool supportsCoalescing() const override { return true; }
+
+  // The number of collectives issued on this group so far (point to point excluded, as
+  // ProcessGroupNCCL's collective sequence number): equal on every rank while they agree.
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL's ProcessGroupWrapper compares it across ranks before each
+  // collective. It starts at 0 on every rank, so torch's setSequenceNumberForGroup (a no-op)
+  // is kept.
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
 
   c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors,
                                      const c10d::BroadcastOptions& opts) override {
@@ -1022,6 +1044,7 @@ class ZcollBackend : public c10d::Backend {
   // Inside startCoalescing / endCoalescing the step joins the batch (and returns its Work).
   c10::intrusive_ptr<Work> enqueueStep(OpType type, std::vector<at::Tensor> outputs,
                                        const std::vector<at::Tensor>& inputs, Step step) {
+    const bool collective = !step.p2p;
     c10::Device device = deviceOf(outputs, inputs);
 #ifdef ZCOLL_TORCH_CUDA
     std::optional<CudaPlace> place;
@@ -1042,6 +1065,7 @@ class ZcollBackend : public c10d::Backend {
       }
     }
     bool batched = static_cast<bool>(work);
+    if (collective) seq_.fetch_add(1);
     if (!batched) work = c10::make_intrusive<ZcollWork>(rank_, type, std::move(outputs));
 #ifdef ZCOLL_TORCH_CUDA
     if (place) work->addCudaPlace(*place);
@@ -1085,6 +1109,7 @@ class ZcollBackend : public c10d::Backend {
 
   zcollComm_t comm_ = nullptr;
   int nodes_ = 1;
+  std::atomic<uint64_t> seq_{0};  // collectives issued (getSequenceNumberForGroup)
   std::mutex mu_;  // guards batch_ and streams_
   std::optional<Batch> batch_;
 #ifdef ZCOLL_TORCH_CUDA
@@ -1121,8 +1146,7 @@ at::Tensor hostBytes(int64_t bytes) {
   TORCH_CHECK(bytes >= 0, "zcoll.empty_host: the size must not be negative, got ", bytes, " bytes");
   void* p = nullptr;
   zcollResult_t rc = zcollMemAllocHost(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
-  TORCH_CHECK(rc == zcollSuccess, "zcoll zcollMemAllocHost failed: ", zcollGetErrorString(rc),
-              " (", static_cast<int>(rc), "): ", zcollGetLastError(nullptr));
+  if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollMemAllocHost");
   return at::from_blob(p, {bytes}, [](void* q) { zcollMemFreeHost(q); },
                        at::TensorOptions().dtype(at::kByte));
 }

@@ -4,6 +4,9 @@ libzcoll have CUDA: ``zcoll._C.built_with_cuda`` and ``zcoll._C.zcoll_takes_devi
 ``dist.init_process_group("zcoll")`` works without importing this module: torch loads it through
 the ``torch.distributed.backends`` entry point, which calls :func:`register`.
 """
+import math
+import os
+import re
 from datetime import timedelta
 
 import torch
@@ -34,6 +37,7 @@ def _create_backend(opts, backend_options=None):
     """c10d creator: rank 0 makes the unique id and puts it in the group's store (already
     prefixed per group by c10d), the others read it; no extra port."""
     store, rank, size = opts.store, opts.group_rank, opts.group_size
+    timeout_sec = _timeout_seconds(opts.timeout)  # before anything waits on another rank
     if _C.built_with_cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
         # zcoll moves CUDA tensors of the device current when the group is created, once this
         # process has initialized it; torch.cuda.set_device(d) with d already current does not.
@@ -41,8 +45,40 @@ def _create_backend(opts, backend_options=None):
     if rank == 0:
         store.set(_UID_KEY, _C.get_unique_id())
     uid = store.get(_UID_KEY)
-    timeout = opts.timeout if isinstance(opts.timeout, timedelta) else timedelta(seconds=300)
-    return _C.ZcollBackend(uid, rank, size, max(1, int(timeout.total_seconds())))
+    return _C.ZcollBackend(uid, rank, size, timeout_sec)
+
+
+# An integer as zcoll's C side reads ZCOLL_TIMEOUT (strtoll, base 0: decimal, 0x hex, 0 octal).
+_C_INT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_INT_MAX = 2**31 - 1
+
+
+def _c_int(text):
+    match = _C_INT.fullmatch(text)
+    if match is None:
+        return None
+    sign, digits = match.groups()
+    base = 16 if digits[:2] in ("0x", "0X") else 8 if digits.startswith("0") else 10
+    return int(sign + digits, base)
+
+
+def _timeout_seconds(torch_timeout):
+    """zcoll's bound on every wait, in seconds: ZCOLL_TIMEOUT when set (zcoll's own setting
+    governs), else the timeout given to init_process_group / new_group (torch's default when
+    none was given). An invalid ZCOLL_TIMEOUT fails here, alike on every rank, before any rank
+    waits for another."""
+    text = os.environ.get("ZCOLL_TIMEOUT", "")
+    if text == "":  # unset or empty: zcoll's C side ignores an empty value too
+        if not isinstance(torch_timeout, timedelta):
+            torch_timeout = dist.default_pg_timeout
+        return max(1, min(_INT_MAX, math.ceil(torch_timeout.total_seconds())))
+    value = _c_int(text)
+    if value is None or not 1 <= value <= _INT_MAX:
+        raise ValueError(
+            f"zcoll: ZCOLL_TIMEOUT={text!r} is not valid: it is zcoll's bound on every wait, in "
+            f"seconds, and takes a whole number from 1 to {_INT_MAX}. Unset it to use the "
+            f"timeout= given to init_process_group.")
+    return value
 
 
 def register():
@@ -78,3 +114,6 @@ def empty_host(*size, dtype=torch.float32):
 
 from . import zeropp  # noqa: E402,F401  (the ZeRO++ collectives: zcoll.zeropp.*)
 from . import ops  # noqa: E402,F401  (the same as torch ops: torch.ops.zcoll.*)
+from .deepspeed import install_hint as _install_deepspeed_hint  # noqa: E402
+
+_install_deepspeed_hint()  # DeepSpeed's ZeRO++ options without zcoll.deepspeed.enable()

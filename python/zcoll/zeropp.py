@@ -24,6 +24,8 @@ def zcoll_backend(group=None):
     the group does not run on zcoll."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     backend = pg._get_backend(torch.device("cpu"))
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the backend in torch's ProcessGroupWrapper.
+    backend = getattr(backend, "wrapped_pg", backend)
     if not isinstance(backend, _C.ZcollBackend):
         raise ValueError(f"zcoll: the ZeRO++ collectives need a process group on the zcoll "
                          f"backend; this group runs on {backend.name()}")
