@@ -336,6 +336,9 @@ TEST(EnvPolicy, InvalidValueFailsInitNamingTheVariable) {
     const char* says;  // what the message must contain besides NAME=VALUE
   };
   for (const Case& c : {Case{"ZCOLL_TIMEOUT", "abc", "takes an integer"},
+                        Case{"ZCOLL_TIMEOUT", "0", "whole seconds from 1"},
+                        Case{"ZCOLL_TIMEOUT", "-5", "whole seconds from 1"},
+                        Case{"ZCOLL_TIMEOUT", "4294967296", "whole seconds from 1"},
                         Case{"ZCOLL_SPIN_COUNT", "12x", "takes an integer"},
                         Case{"ZCOLL_CUDA_IPC_USER_BUFFERS", "yes", "takes an integer"},
                         Case{"ZCOLL_CHECK_CALLS", "maybe", "use off or on"},

@@ -1,6 +1,7 @@
 #include "base/params.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -174,6 +175,13 @@ zcollResult_t checkParamValues() {
                   "%s, or leave it unset): %s", p.name, env, p.name, p.defaultValue,
                   p.description);
   }
+  // Every wait is bounded by it: 0 or less would end the rendezvous at once (and leave the
+  // ranks that come to it waiting), more than an int's seconds would wrap.
+  const int64_t timeout = paramInt("ZCOLL_TIMEOUT");
+  if (timeout < 1 || timeout > INT32_MAX)
+    return fail(zcollInvalidArgument, "ZCOLL_TIMEOUT=%lld is out of range: whole seconds from 1 "
+                "to %d (default %s, or leave it unset)", static_cast<long long>(timeout),
+                INT32_MAX, findParam("ZCOLL_TIMEOUT").defaultValue);
   return zcollSuccess;
 }
 
