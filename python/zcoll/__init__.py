@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import torch
 
-TESTED_TORCH = ((2, 15), (2, 16))  # [low, high): the extension is compiled per torch version
+TESTED_TORCH = ((2, 11), (2, 16))  # [low, high): the extension is compiled per torch version
 
 
 def _check_torch():
@@ -114,6 +114,7 @@ def empty_host(*size, dtype=torch.float32):
 
 from . import zeropp  # noqa: E402,F401  (the ZeRO++ collectives: zcoll.zeropp.*)
 from . import ops  # noqa: E402,F401  (the same as torch ops: torch.ops.zcoll.*)
+from . import fsdp  # noqa: E402,F401  (ZeRO++ in FSDP2: zcoll.fsdp.*)
 from .deepspeed import install_hint as _install_deepspeed_hint  # noqa: E402
 
 _install_deepspeed_hint()  # DeepSpeed's ZeRO++ options without zcoll.deepspeed.enable()

@@ -1,0 +1,437 @@
+"""FSDP2 (fully_shard) on zcoll, CPU device meshes, 4 ranks as 2 emulated nodes (ZCOLL_HOSTID):
+unquantized parity with gloo, ZeRO++ comm objects (zcoll.fsdp) within docs/ZEROPP.md's bounds,
+hpZ's backward gathers on the node, HSDP, activation checkpointing, a frozen layer, a tied
+weight, and bad input. Tiny models, few steps: the test machine has 2 cores."""
+import copy
+import os
+import tempfile
+import warnings
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+os.environ.setdefault("ZCOLL_SOCKET_IFNAME", "lo")
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+torch.set_num_threads(1)
+
+fsdp_mod = pytest.importorskip("torch.distributed.fsdp")
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh  # noqa: E402
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: E402
+
+VOCAB, D, SEQ, BATCH, STEPS = 64, 32, 8, 4, 3
+
+
+class _Probe(torch.autograd.Function):
+    """y = x @ w.T that records the weight it multiplies with in forward and in backward (the
+    unsharded parameter's storage, refilled by FSDP's backward all-gather)."""
+
+    @staticmethod
+    def forward(ctx, x, w, log):
+        ctx.save_for_backward(x, w)
+        ctx.log = log
+        log.append(("fwd", w.detach().clone()))
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        ctx.log.append(("bwd", w.detach().clone()))
+        return g @ w, (g.reshape(-1, g.shape[-1]).t() @ x.reshape(-1, x.shape[-1])), None
+
+
+class Block(nn.Module):
+    def __init__(self, d, log=None):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 2 * d)
+        self.fc2 = nn.Linear(2 * d, d, bias=False)
+        self.log = log
+
+    def forward(self, x):
+        h = F.gelu(self.fc1(self.norm(x)))
+        if self.log is not None:
+            return x + _Probe.apply(h, self.fc2.weight, self.log)
+        return x + self.fc2(h)
+
+
+class Net(nn.Module):
+    """Embedding, 2 blocks, output head tied to the embedding."""
+
+    def __init__(self, log=None, checkpoint=False):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.blocks = nn.ModuleList([Block(D, log), Block(D, log)])
+        self.head = nn.Linear(D, VOCAB, bias=False)
+        self.head.weight = self.emb.weight  # tied
+        self.checkpoint = checkpoint
+
+    def forward(self, tokens):
+        x = self.emb(tokens)
+        for b in self.blocks:
+            if self.checkpoint:
+                x = torch.utils.checkpoint.checkpoint(b, x, use_reentrant=False)
+            else:
+                x = b(x)
+        return self.head(x)
+
+
+def _batch(rank, step):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=g)
+
+
+def _model(log=None, checkpoint=False, frozen=False):
+    torch.manual_seed(0)
+    m = Net(log, checkpoint)
+    if frozen:
+        m.blocks[0].fc1.requires_grad_(False)
+    return m
+
+
+def _wrap(model, mesh, **kw):
+    for b in model.blocks:
+        fully_shard(b, mesh=mesh, **kw)
+    fully_shard(model, mesh=mesh, **kw)
+    return model
+
+
+def _train(model, rank, steps=STEPS, accumulate=1):
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5,
+                          momentum=0.9)
+    losses = []
+    for step in range(steps):
+        for micro in range(accumulate):
+            last = micro == accumulate - 1
+            if accumulate > 1:
+                model.set_requires_gradient_sync(last)
+            tokens = _batch(rank, step * accumulate + micro)
+            logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.detach().clone())
+    return torch.stack(losses)
+
+
+def _full_params(model):
+    return {n: p.full_tensor().detach().clone() for n, p in model.named_parameters()}
+
+
+def _gather_all(t, gloo):
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size(gloo))]
+    dist.all_gather(out, t.contiguous(), group=gloo)
+    return out
+
+
+def _bits_equal(a, b):
+    return a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+# ---------------------------------------------------------------------------- bounds (ZEROPP.md)
+
+def _block_absmax(x, block):
+    n = x.numel()
+    pad = (-n) % block
+    xp = torch.cat([x.abs(), x.new_zeros(pad)]).view(-1, block)
+    return xp.max(dim=1).values.repeat_interleave(block)[:n]
+
+
+def _ulp(x, dtype):
+    return torch.finfo(dtype).eps * x.abs().clamp_min(torch.finfo(dtype).tiny)
+
+
+def _checked_comms(gloo_for):
+    """QuantizedAllGather / QuantizedReduceScatter that check each call against the exact
+    gloo collective on the same input with docs/ZEROPP.md's bounds, and that the gathered
+    output is bit-identical on every rank of the group."""
+    import zcoll.fsdp as zf
+
+    class CheckedAllGather(zf.QuantizedAllGather):
+        def __call__(self, output_tensor, input_tensor, group, async_op=False):
+            work = super().__call__(output_tensor, input_tensor, group, async_op=False)
+            assert work is None
+            gloo = gloo_for(group)
+            exact = torch.cat(_gather_all(input_tensor.clone(), gloo)).double()
+            got = output_tensor.double()
+            if zf._zpp.zcoll_backend(group).node_count() > 1:
+                c = input_tensor.numel()
+                block, qmax = 256, 127
+                scale = torch.cat([_block_absmax(exact[r * c:(r + 1) * c], block)
+                                   for r in range(group.size())]) / qmax
+                bound = scale * (0.5 + 2 ** -15) + _ulp(got, output_tensor.dtype) + 1e-30
+                assert torch.all((got - exact).abs() <= bound)
+                self.checked += 1
+            else:  # exact gather (within one node)
+                assert torch.equal(got, exact)
+            assert all(torch.equal(o, output_tensor) for o in _gather_all(output_tensor, gloo))
+            return None
+
+    class CheckedReduceScatter(zf.QuantizedReduceScatter):
+        def __call__(self, output_tensor, input_tensor, group, op=dist.ReduceOp.SUM,
+                     async_op=False):
+            inp = input_tensor.clone()
+            super().__call__(output_tensor, input_tensor, group, op, async_op=False)
+            gloo = gloo_for(group)
+            w, r = group.size(), group.rank()
+            c = output_tensor.numel()
+            chunks = [x[r * c:(r + 1) * c].double() for x in _gather_all(inp, gloo)]
+            kind = zf._op_kind(op)
+            scale = (1 / w if kind == dist.ReduceOp.AVG else
+                     float(op.factor) if kind == dist.ReduceOp.PREMUL_SUM else 1.0)
+            exact = sum(chunks) * scale
+            sum_a = sum(_block_absmax(ch, 256) for ch in chunks) * abs(scale)
+            nodes = zf._zpp.zcoll_backend(group).node_count()
+            qi, qe = 7, 7  # INT4 both hops
+            f = 1 / (2 * qi) if nodes == 1 else 1 / (2 * qi) + (1 + 1 / (2 * qi)) / (2 * qe)
+            bound = f * sum_a + 2 ** -16 * sum_a + 2 ** -10 * exact.abs() + \
+                _ulp(output_tensor.double(), output_tensor.dtype) + 1e-30
+            assert torch.all((output_tensor.double() - exact).abs() <= bound)
+            self.checked += 1
+            return None
+
+    ag, rs = CheckedAllGather(), CheckedReduceScatter()
+    ag.checked = rs.checked = 0
+    return ag, rs
+
+
+# ---------------------------------------------------------------------------------- scenarios
+
+def scenario_parity(rank, world):
+    """FSDP2 on zcoll (unquantized) against FSDP2 on gloo: same model, data, optimizer."""
+    gloo = dist.new_group(backend="gloo")
+    zmesh = init_device_mesh("cpu", (world,))
+    gmesh = DeviceMesh.from_group(gloo, "cpu")
+    results = {}
+    for name, mesh in (("zcoll", zmesh), ("gloo", gmesh)):
+        model = _wrap(_model(), mesh)
+        losses = _train(model, rank)
+        results[name] = (losses, _full_params(model))
+    (lz, pz), (lg, pg) = results["zcoll"], results["gloo"]
+    # gloo and zcoll sum 4 ranks' gradients in different orders (zcoll.h): within fp32
+    # rounding of each other, and bit-identical where the orders agree (2 ranks: always).
+    torch.testing.assert_close(lz, lg, rtol=1e-5, atol=1e-6)
+    for n in pz:
+        torch.testing.assert_close(pz[n], pg[n], rtol=1e-5, atol=1e-6)
+    if world == 2:
+        assert _bits_equal(lz, lg) and all(_bits_equal(pz[n], pg[n]) for n in pz)
+    same = _bits_equal(lz, lg) and all(_bits_equal(pz[n], pg[n]) for n in pz)
+    if rank == 0:
+        print(f"parity world={world}: bit-identical to gloo: {same}")
+
+
+def _gloo_groups():
+    """A gloo group for every zcoll group the meshes make (same ranks), for the checks."""
+    gloo_world = dist.new_group(backend="gloo")
+    cache = {}
+
+    def gloo_for(group):
+        ranks = group if isinstance(group, tuple) else tuple(dist.get_process_group_ranks(group))
+        if ranks == tuple(range(dist.get_world_size())):
+            return gloo_world
+        return cache[ranks]
+    # every 2-rank split FSDP or the tests can make: nodes {0,1} {2,3}, rails {0,2} {1,3}
+    for ranks in ((0, 1), (2, 3), (0, 2), (1, 3)):
+        g = dist.new_group(list(ranks), backend="gloo")
+        cache[ranks] = g
+    return gloo_world, gloo_for
+
+
+def scenario_zeropp(rank, world):
+    """zcoll.fsdp.zeropp: qwZ forward, hpZ backward on the node, qgZ gradients; every call
+    checked against gloo with ZEROPP.md's bounds; weights identical on every rank, the
+    backward's weights bit-identical to the forward's."""
+    import zcoll.fsdp as zf
+    gloo, gloo_for = _gloo_groups()
+    assert zf.ranks_per_node() == 2
+    log = []
+    mesh = init_device_mesh("cpu", (world,))
+    model = _model(log)
+    zf.zeropp(model, modules=model.blocks, mesh=mesh)
+    ag, rs = _checked_comms(gloo_for)
+    for m in zf._fsdp_modules(model):
+        m.set_custom_all_gather(ag)
+        m.set_custom_reduce_scatter(rs)
+    losses = _train(model, rank)
+    assert torch.isfinite(losses).all() and losses[-1] < losses[0]
+    assert ag.checked > 0 and rs.checked > 0
+    # hpZ: forward gathers over the 4 ranks (2 nodes) quantized; every backward gather exact
+    # on a 2-rank group of one node (zcoll's node_count() == 1: it sends no inter-node byte)
+    assert ag.calls[("quantized", 4, 2)] > 0
+    assert ag.calls[("exact", 2, 1)] > 0
+    assert set(ag.calls) == {("quantized", 4, 2), ("exact", 2, 1)}, ag.calls
+    assert set(rs.calls) == {("quantized", 4, 2)}
+    # the weights the backward multiplied with are the forward's, bit for bit, and the same
+    # on every rank
+    fwd = [w for k, w in log if k == "fwd"]
+    bwd = [w for k, w in log if k == "bwd"]
+    assert len(fwd) == len(bwd) == 2 * STEPS
+    for i in range(STEPS):  # block 0 and 1 forward, block 1 then 0 backward
+        f0, f1 = fwd[2 * i], fwd[2 * i + 1]
+        b1, b0 = bwd[2 * i], bwd[2 * i + 1]
+        assert _bits_equal(f0, b0) and _bits_equal(f1, b1)
+        for w in (f0, f1):
+            assert all(_bits_equal(o, w) for o in _gather_all(w, gloo))
+    # the training itself stays close to unquantized FSDP2's on gloo
+    ref = _wrap(_model(), DeviceMesh.from_group(gloo, "cpu"))
+    ref_losses = _train(ref, rank)
+    assert (losses - ref_losses).abs().max() < 0.05 * ref_losses.abs().max(), (losses, ref_losses)
+
+
+def scenario_hsdp(rank, world):
+    """HSDP on a 2-D mesh (replicate across the 2 nodes, shard within each), activation
+    checkpointing, a frozen layer, a tied weight, mixed precision policy, gradient
+    accumulation with set_requires_gradient_sync; zcoll (unquantized, then qgZ/qwZ comm objects)
+    against gloo."""
+    import zcoll.fsdp as zf
+    gloo, gloo_for = _gloo_groups()
+    zmesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    # the same 2-D layout on gloo groups
+    gmesh = DeviceMesh.from_group([_rail(gloo_for, rank), _node(gloo_for, rank)], "cpu",
+                                  mesh=torch.arange(4).view(2, 2),
+                                  mesh_dim_names=("replicate", "shard"))
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    out = {}
+    for name, mesh in (("zcoll", zmesh), ("gloo", gmesh)):
+        model = _wrap(_model(checkpoint=True, frozen=True), mesh, mp_policy=mp_policy)
+        out[name] = (_train(model, rank, steps=2, accumulate=2), _full_params(model))
+    (lz, pz), (lg, pg) = out["zcoll"], out["gloo"]
+    torch.testing.assert_close(lz, lg, rtol=1e-5, atol=1e-5)
+    for n in pz:
+        torch.testing.assert_close(pz[n], pg[n], rtol=1e-5, atol=1e-6)
+    frozen0 = _model(frozen=True).blocks[0].fc1.weight
+    assert torch.equal(pz["blocks.0.fc1.weight"], frozen0)  # the frozen layer did not move
+    assert "head.weight" not in pz  # tied: one parameter
+    # the ZeRO++ comm objects on the HSDP model: shard groups lie on one node, so the gathers
+    # are exact and qgZ runs its one (intra-node) hop
+    model = _wrap(_model(checkpoint=True, frozen=True), zmesh, mp_policy=mp_policy)
+    zf.zeropp(model, hpz=False)
+    lq = _train(model, rank, steps=2, accumulate=2)
+    assert (lq - lg).abs().max() < 0.05 * lg.abs().max()
+    ag, rs = model._zcoll_zeropp
+    assert set(ag.calls) == {("exact", 2, 1)} and set(rs.calls) == {("quantized", 2, 1)}
+
+
+def _node(gloo_for, rank):
+    return gloo_for((0, 1) if rank < 2 else (2, 3))
+
+
+def _rail(gloo_for, rank):
+    return gloo_for((0, 2) if rank % 2 == 0 else (1, 3))
+
+
+def scenario_dtypes(rank, world):
+    """float64 and a mixed-dtype (uint8-packed) module under the comm objects; bad settings."""
+    import zcoll.fsdp as zf
+    mesh = init_device_mesh("cpu", (world,))
+    # float64 parameters: quantized through float32
+    model = _wrap(_model().double(), mesh)
+    zf.zeropp(model, hpz=False)
+    tokens = _batch(rank, 0)
+    model(tokens[:, :-1]).sum().backward()
+    ag, rs = model._zcoll_zeropp
+    assert ag.calls[("quantized", world, 2)] > 0 and rs.calls[("quantized", world, 2)] > 0
+    # mixed dtypes in one FSDP module (torch >= 2.15: biases kept in float32 under a bfloat16
+    # param_dtype): FSDP gathers the module's inputs as bytes (uint8)
+    if "param_dtype_override_fn" in MixedPrecisionPolicy.__dataclass_fields__:
+        def mixed_module(comm):
+            torch.manual_seed(0)
+            m = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+            keep = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                        param_dtype_override_fn=lambda p: p.dtype
+                                        if p.ndim == 1 else None)
+            fully_shard(m, mesh=mesh, mp_policy=keep)
+            m.set_custom_all_gather(comm)
+            return m
+        with pytest.raises(TypeError, match="uint8.*unsupported='exact'"):
+            mixed_module(zf.QuantizedAllGather(unsupported="raise")).unshard()
+        comm = zf.QuantizedAllGather()
+        mixed = mixed_module(comm)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mixed.unshard()
+            mixed.reshard()
+            mixed.unshard()
+        said = [w for w in caught if "cannot quantize torch.uint8" in str(w.message)]
+        assert len(said) == 1, [str(w.message) for w in caught]
+        assert comm.calls[("exact", world, 2)] == 2
+    # settings and wiring mistakes
+    with pytest.raises(ValueError, match="bits must be 8 or 4"):
+        zf.QuantizedAllGather(bits=3)
+    with pytest.raises(ValueError, match="no FSDP module"):
+        zf.zeropp(_model())
+    wrapped = _wrap(_model(), mesh)  # reshard_after_forward default: to all 4 ranks
+    with pytest.raises(ValueError, match="reshard_after_forward=2"):
+        zf.zeropp(wrapped)
+    # a group that is not on zcoll
+    gloo = dist.new_group(backend="gloo")
+    with pytest.raises(ValueError, match="zcoll backend"):
+        zf.QuantizedAllGather()(torch.empty(8), torch.empty(2), gloo)
+
+
+def scenario_uneven(rank, world):
+    """3 ranks on 2 nodes (2 + 1): qgZ's two hops cannot run; the reduce-scatter falls back to
+    zcoll's flat quantized algorithm and says so once; hpZ refuses with the node sizes."""
+    import zcoll.fsdp as zf
+    mesh = init_device_mesh("cpu", (world,))
+    with pytest.raises(ValueError, match=r"same number of ranks on every node.*\[2, 1\]"):
+        zf.ranks_per_node()
+    model = _model()
+    zf.zeropp(model, modules=model.blocks, mesh=mesh, hpz=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses = _train(model, rank, steps=2)
+    said = [w for w in caught if "falls back to its flat" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert torch.isfinite(losses).all()
+
+
+SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
+             [scenario_parity, scenario_zeropp, scenario_hsdp, scenario_dtypes, scenario_uneven]}
+
+
+def _worker(rank, path, scenario, world, hosts):
+    import zcoll  # noqa: F401
+    torch.set_num_threads(1)
+    os.environ["ZCOLL_HOSTID"] = hosts[rank]
+    dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=60))
+    try:
+        SCENARIOS[scenario](rank, world)
+    finally:
+        dist.destroy_process_group()
+
+
+def _run(scenario, world=4, hosts=("node0", "node0", "node1", "node1")):
+    with tempfile.TemporaryDirectory() as d:
+        mp.start_processes(_worker, args=(os.path.join(d, "store"), scenario, world, hosts),
+                           nprocs=world, join=True, start_method="fork")
+
+
+def test_fsdp2_zcoll_matches_gloo_4_ranks_2_nodes():
+    _run("parity")
+
+
+def test_fsdp2_zcoll_matches_gloo_bitwise_2_ranks():
+    _run("parity", world=2, hosts=("node0", "node1"))
+
+
+def test_fsdp2_zeropp_bounds_identical_weights_hpz_on_node():
+    _run("zeropp")
+
+
+def test_fsdp2_hsdp_checkpointing_frozen_tied_mixed_precision():
+    _run("hsdp")
+
+
+def test_fsdp2_dtypes_and_bad_input():
+    _run("dtypes")
+
+
+def test_fsdp2_uneven_nodes_qgz_falls_back_once():
+    _run("uneven", world=3, hosts=("node0", "node0", "node1"))
