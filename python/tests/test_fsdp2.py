@@ -360,6 +360,24 @@ def scenario_dtypes(rank, world):
         said = [w for w in caught if "cannot quantize torch.uint8" in str(w.message)]
         assert len(said) == 1, [str(w.message) for w in caught]
         assert comm.calls[("exact", world, 2)] == 2
+    # async all-gather hands FSDP a c10d Work (FSDP waits only on those); PREMUL_SUM (FSDP's
+    # gradient divide factor) is the quantized SUM times the factor
+    inp = torch.arange(8, dtype=torch.float32) * (rank + 1)
+    out = torch.empty(8 * world)
+    work = zf.QuantizedAllGather()(out, inp, dist.group.WORLD, async_op=True)
+    assert isinstance(work, dist.distributed_c10d.Work)
+    work.wait()
+    full = torch.randn(8 * world, generator=torch.Generator().manual_seed(rank))
+    rs_comm = zf.QuantizedReduceScatter()
+    summed, premul = torch.empty(8), torch.empty(8)
+    rs_comm(summed, full, dist.group.WORLD, dist.ReduceOp.SUM)
+    rs_comm(premul, full, dist.group.WORLD, dist._make_nccl_premul_sum(0.125))
+    assert torch.equal(premul, summed * 0.125)
+    model = _wrap(_model(), mesh)
+    zf.zeropp(model, hpz=False)
+    model.set_gradient_divide_factor(8.0)
+    model(_batch(rank, 1)[:, :-1]).sum().backward()
+    assert model._zcoll_zeropp[1].calls[("quantized", world, 2)] > 0
     # settings and wiring mistakes
     with pytest.raises(ValueError, match="bits must be 8 or 4"):
         zf.QuantizedAllGather(bits=3)
