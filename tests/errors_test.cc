@@ -342,6 +342,8 @@ TEST(EnvPolicy, InvalidValueFailsInitNamingTheVariable) {
                         Case{"ZCOLL_SPIN_COUNT", "12x", "takes an integer"},
                         Case{"ZCOLL_CUDA_IPC_USER_BUFFERS", "yes", "takes an integer"},
                         Case{"ZCOLL_CHECK_CALLS", "maybe", "use off or on"},
+                        Case{"ZCOLL_STATUS", "yes", "use on or off"},
+                        Case{"ZCOLL_DEBUG_DUMP_SIGNAL", "HUP", "use USR1 or USR2"},
                         Case{"ZCOLL_REDUCE_PARTIALS", "fp64", "use fp32 or dtype"}}) {
     ScopedEnv bad(c.name, c.value);
     zcollComm_t comm = nullptr;

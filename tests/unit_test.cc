@@ -17,6 +17,7 @@
 #include "coll/coll.h"
 #include "coll/collectives.h"
 #include "core/comm.h"
+#include "core/flight_recorder.h"
 #include "exec/reduce_kernels.h"
 #include "topology/node_layout.h"
 #include "transport/select.h"
@@ -277,3 +278,66 @@ TEST(Registry, EveryCollectiveHasDescribedUniquelyNamedAlgorithms) {
     EXPECT_FALSE(names.empty()) << "no algorithm for " << collKindName(static_cast<CollKind>(k));
   }
 }
+
+// ---- Flight recorder (core/flight_recorder.h) -------------------------------------------------
+
+TEST(FlightRecorder, KeepsTheLastOperationsInOrderAndWhomTheRunningOneWaitsFor) {
+  FlightRecorder rec;
+  rec.configure(3);
+  for (int i = 0; i < 5; ++i) {
+    FlightEntry e;
+    e.op = "allreduce";
+    e.count = static_cast<uint64_t>(i);
+    const uint64_t seq = rec.begin(e);
+    EXPECT_EQ(seq, static_cast<uint64_t>(i + 1));
+    if (i < 4) rec.end(seq, zcollSuccess);
+  }
+  rec.setWaitingOn({2, 3});
+  std::vector<FlightEntry> ops = rec.snapshot();
+  ASSERT_EQ(ops.size(), 3u);  // the last three of five
+  EXPECT_EQ(ops[0].seq, 3u);
+  EXPECT_EQ(ops[2].seq, 5u);
+  EXPECT_EQ(ops[2].endNs, 0);  // still running
+  EXPECT_EQ(ops[2].waitingOn, (std::vector<int>{2, 3}));
+  EXPECT_GT(ops[1].endNs, 0);
+  EXPECT_EQ(ops[1].result, zcollSuccess);
+  EXPECT_TRUE(ops[1].waitingOn.empty());
+  rec.end(5, zcollTimeout);
+  rec.setWaitingOn({1});  // nothing runs: ignored
+  ops = rec.snapshot();
+  EXPECT_EQ(ops[2].result, zcollTimeout);
+  EXPECT_TRUE(ops[2].waitingOn.empty());
+  EXPECT_EQ(rec.lastSeq(), 5u);
+}
+
+TEST(FlightRecorder, SizeZeroRecordsNothing) {
+  FlightRecorder rec;
+  rec.configure(0);
+  EXPECT_FALSE(rec.enabled());
+  EXPECT_EQ(rec.begin(FlightEntry{}), 0u);
+  rec.end(0, zcollSuccess);
+  rec.setWaitingOn({1});
+  EXPECT_TRUE(rec.snapshot().empty());
+}
+
+TEST(FlightRecorder, JsonNamesTheCommAndEscapesItsName) {
+  zcollComm comm;
+  comm.name = "odd \"name\"";
+  comm.rank = 1;
+  comm.nranks = 2;
+  comm.recorder.configure(4);
+  FlightEntry e;
+  e.op = "broadcast";
+  e.algorithm = "binomial";
+  e.dtype = zcollFloat32;
+  e.root = 0;
+  comm.recorder.end(comm.recorder.begin(e), zcollSuccess);
+  const std::string json = flightRecordJson(&comm);
+  EXPECT_NE(json.find("\"schema\": \"zcoll-flight-record/1\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"comm\": \"odd \\\"name\\\"\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"op\": \"broadcast\", \"algorithm\": \"binomial\""), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"dtype\": \"float\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"result\": \"zcollSuccess\""), std::string::npos) << json;
+}
+

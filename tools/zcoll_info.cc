@@ -5,6 +5,9 @@
 //   zcoll_info --algorithms           every algorithm of every collective, with what it does
 //   zcoll_info --topology             host identity and every package/NUMA node/GPU/NIC
 //   zcoll_info --topology-xml FILE    the topology as hwloc XML (a fixture for ZCOLL_TOPO_FILE)
+//   zcoll_info --status [--json]      every running zcoll job of this user on this machine:
+//                                     where each rank is, who is behind, mismatched calls
+//                                     (tools/status_query.cc); --json: the flight records
 //   zcoll_info --routes               as a rank of a job (e.g. tools/zcollrun -n 4 --nodes 2
 //                                     build/zcoll_info --routes): the transport chosen for
 //                                     every peer and why (and, for a rank with a device, how
@@ -20,6 +23,7 @@
 #include "exec/device_component.h"
 #include "exec/executor.h"
 #include "quant/isa.h"
+#include "status_query.h"
 #include "topology/topology.h"
 #include "transport/shm_segment.h"
 #include "zcoll/zcoll.h"
@@ -99,7 +103,7 @@ void printTopology() {
 void printUsage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--version | --params | --algorithms | --topology | "
-               "--topology-xml FILE | --routes | --help]\n",
+               "--topology-xml FILE | --routes | --status [--json] | --help]\n",
                argv0);
 }
 
@@ -186,6 +190,8 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--topology") == 0) return printTopologyDetail();
   if (argc == 3 && std::strcmp(argv[1], "--topology-xml") == 0) return exportXml(argv[2]);
   if (argc == 2 && std::strcmp(argv[1], "--routes") == 0) return printRoutes();
+  if (argc >= 2 && std::strcmp(argv[1], "--status") == 0)
+    return printStatus(argc == 3 && std::strcmp(argv[2], "--json") == 0);
   if (argc == 2 && std::strcmp(argv[1], "--algorithms") == 0) {
     printAlgorithms();
     return 0;

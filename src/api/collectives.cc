@@ -276,7 +276,11 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
                   "thread; it orders no stream)", fn);
     ZCOLL_CHECK(checkCallMatches(comm, describeBarrier(),
                                  hostExecutor(), fn));
-    ZCOLL_CHECK(barrierDissemination(comm));
+    FlightEntry entry;
+    entry.op = "barrier";
+    entry.algorithm = "dissemination";
+    RecordedOp record(comm, entry);
+    ZCOLL_CHECK(record.finish(barrierDissemination(comm)));
     comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
     return zcollSuccess;
   });

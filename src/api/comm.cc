@@ -11,6 +11,7 @@
 #include "base/params.h"
 #include "base/tags.h"
 #include "bootstrap/rendezvous.h"
+#include "core/flight_recorder.h"
 #include "core/init.h"
 #include "core/progress.h"
 #include "exec/device_component.h"
@@ -282,6 +283,7 @@ zcollResult_t zcollCommAbort(zcollComm_t comm) {
     if (comm == nullptr) return zcollSuccess;
     if (!pinForAbort(comm))
       return fail(zcollInvalidArgument, "zcollCommAbort: not a live communicator");
+    dumpFlightRecord(comm, "abort");  // ZCOLL_DEBUG_DUMP, if set: what it was doing
     breakComm(comm, zcollRemoteError);
     unpinComm(comm);
     auto deadline = std::chrono::steady_clock::now() +

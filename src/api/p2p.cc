@@ -21,6 +21,7 @@
 #include "api/validate.h"
 #include "base/dtype.h"
 #include "coll/coll.h"
+#include "core/flight_recorder.h"
 
 using namespace zcoll;
 
@@ -55,7 +56,7 @@ Result post(const P2pOp& op, Request* req) {
 }
 
 // Posts every operation, then waits per communicator.
-Result runOps(const std::vector<P2pOp>& ops) {
+Result runOpsUnrecorded(const std::vector<P2pOp>& ops) {
   RequestList reqs(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) ZCOLL_CHECK(post(ops[i], reqs.next()));
   Result first = zcollSuccess;
@@ -66,6 +67,34 @@ Result runOps(const std::vector<P2pOp>& ops) {
     if (r == zcollSuccess) ops[i].comm->stats.ops.fetch_add(1, std::memory_order_relaxed);
   }
   return first;
+}
+
+// One flight-recorder entry per communicator the operations use: "send" or "recv" with its peer
+// for one operation, else "sendrecv" with their number as the count.
+std::vector<std::unique_ptr<RecordedOp>> recordOps(const std::vector<P2pOp>& ops) {
+  std::vector<std::unique_ptr<RecordedOp>> records;
+  std::vector<zcollComm*> seen;
+  for (const P2pOp& op : ops) {
+    if (std::find(seen.begin(), seen.end(), op.comm) != seen.end()) continue;
+    seen.push_back(op.comm);
+    FlightEntry e;
+    size_t n = 0;
+    for (const P2pOp& o : ops) n += o.comm == op.comm ? 1 : 0;
+    e.op = n > 1 ? "sendrecv" : op.isSend ? "send" : "recv";
+    e.algorithm = "p2p";
+    e.count = n > 1 ? n : op.bytes;
+    e.dtype = n > 1 ? -1 : zcollUint8;
+    e.peer = n > 1 ? -1 : op.peer;
+    records.push_back(std::make_unique<RecordedOp>(op.comm, e));
+  }
+  return records;
+}
+
+Result runOps(const std::vector<P2pOp>& ops) {
+  std::vector<std::unique_ptr<RecordedOp>> records = recordOps(ops);
+  Result r = runOpsUnrecorded(ops);
+  for (auto& rec : records) rec->finish(r);
+  return r;
 }
 
 // Runs `body` in its turn of every comm of `comms` (comms[i..]): after every call submitted to

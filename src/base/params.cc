@@ -1,6 +1,7 @@
 #include "base/params.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,19 @@ const std::vector<ParamDesc> kParams = {
      "case; an unknown one is ignored, with a warning); a leading ^ excludes the listed ones."},
     {"ZCOLL_DEBUG_FILE", ParamType::kString, "",
      "Write logs to this file instead of stderr; %h expands to the hostname, %p to the pid."},
+    {"ZCOLL_RECORDER_SIZE", ParamType::kInt, "64",
+     "Operations each communicator's flight recorder keeps (the last ones, for zcoll_info "
+     "--status and ZCOLL_DEBUG_DUMP; docs/FLIGHT_RECORDER.md); 0 records nothing. Read at init."},
+    {"ZCOLL_DEBUG_DUMP", ParamType::kString, "",
+     "Write each communicator's flight record as JSON to this file on a timeout, on "
+     "zcollCommAbort and on ZCOLL_DEBUG_DUMP_SIGNAL; %h expands to the hostname, %p to the pid, "
+     "%r to the rank, %c to the communicator's name. Empty: no dumps."},
+    {"ZCOLL_DEBUG_DUMP_SIGNAL", ParamType::kString, "",
+     "A signal (USR1 or USR2) that makes every communicator of the process dump its flight "
+     "record to ZCOLL_DEBUG_DUMP. Empty: none (zcoll installs no handler)."},
+    {"ZCOLL_STATUS", ParamType::kString, "on",
+     "on: the process answers `zcoll_info --status` (an abstract unix socket, served by one "
+     "thread that sleeps until asked) with the state of its communicators; off: it does not."},
     {"ZCOLL_TIMEOUT", ParamType::kInt, "300",
      "Seconds any wait (init, collective, p2p) may last before it fails with zcollTimeout."},
     {"ZCOLL_AUTH_TOKEN", ParamType::kString, "",
@@ -174,6 +188,19 @@ zcollResult_t checkParamValues() {
       return fail(zcollInvalidArgument, "%s=%s is not an integer; %s takes an integer (default "
                   "%s, or leave it unset): %s", p.name, env, p.name, p.defaultValue,
                   p.description);
+  }
+  // String parameters read outside init's settings.
+  struct Choice {
+    const char* name;
+    std::vector<std::string> values;
+    const char* says;
+  };
+  for (const Choice& c : {Choice{"ZCOLL_STATUS", {"on", "off"}, "use on or off"},
+                          Choice{"ZCOLL_DEBUG_DUMP_SIGNAL", {"USR1", "USR2", "SIGUSR1", "SIGUSR2"},
+                                 "use USR1 or USR2, or leave it unset"}}) {
+    const char* env = envValue(c.name);
+    if (env != nullptr && std::find(c.values.begin(), c.values.end(), env) == c.values.end())
+      return fail(zcollInvalidArgument, "%s=%s: %s", c.name, env, c.says);
   }
   // Every wait is bounded by it: 0 or less would end the rendezvous at once (and leave the
   // ranks that come to it waiting), more than an int's seconds would wrap.

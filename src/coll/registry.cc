@@ -8,6 +8,7 @@
 #include "coll/coll.h"
 #include "coll/collectives.h"
 #include "coll/zeropp_config.h"
+#include "core/flight_recorder.h"
 
 namespace zcoll {
 
@@ -112,16 +113,42 @@ Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank
                                     collKindName(kind));
 }
 
+namespace {
+
+// What the flight recorder keeps of a call (core/flight_recorder.h).
+FlightEntry describeForRecorder(CollKind kind, const CollArgs& args, const Algorithm& algo) {
+  FlightEntry e;
+  e.op = collKindName(kind);
+  e.algorithm = algo.name;
+  e.count = args.count;
+  e.dtype = args.dtype;
+  const bool reduces = kind == CollKind::kReduceScatter || kind == CollKind::kAllReduce ||
+                       kind == CollKind::kReduce || kind == CollKind::kQuantizedReduceScatter;
+  const bool rooted = kind == CollKind::kBroadcast || kind == CollKind::kReduce ||
+                      kind == CollKind::kGather || kind == CollKind::kScatter;
+  e.redop = reduces ? args.op : -1;
+  e.root = rooted ? args.root : -1;
+  if (args.quant != nullptr) {
+    e.quantBits = args.quant->inter.bits;
+    e.quantBlock = args.quant->inter.blockSize;
+  }
+  return e;
+}
+
+}  // namespace
+
 Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank) {
   const Algorithm* algo = nullptr;
   ZCOLL_CHECK(selectAlgorithm(comm, kind, bytesPerRank, &algo));
   ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
                   comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
+  RecordedOp record(comm, describeForRecorder(kind, args, *algo));
   Result r = algo->run(comm, args);
   // Device calls complete before they return: the executor's work (on the caller's stream) is
   // waited for, also after a failure, so no copy still touches a buffer the caller may free.
   Result flushed = args.exec->flush();
   if (r == zcollSuccess) r = flushed;
+  record.finish(r);
   // A failure of this rank alone mid-collective (memory, a system call, a one-sided read)
   // leaves its peers waiting for it: break the comm and tell them, as a failed transfer does
   // (zcoll.h: the error state). Usage errors are found alike on every rank before anything is

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "core/flight_recorder.h"
 #include "exec/engine.h"
 #include "exec/scratch.h"
 #include "topology/node_layout.h"
@@ -111,6 +112,7 @@ struct zcollComm {
   std::vector<uint32_t> recvSeq;
 
   zcoll::Counters stats;
+  zcoll::FlightRecorder recorder;  // the last operations (core/flight_recorder.h)
   zcoll::Scratch scratch;        // host scratch
   zcoll::Scratch deviceScratch;  // scratch of the device calls (exec/executor.h MemoryOps)
 

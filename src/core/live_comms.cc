@@ -3,6 +3,8 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "core/status_service.h"
+
 namespace zcoll {
 
 namespace {
@@ -16,8 +18,11 @@ std::unordered_set<const zcollComm*>& liveComms() {
 }  // namespace
 
 void registerComm(zcollComm* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
-  liveComms().insert(comm);
+  {
+    std::lock_guard<std::mutex> lock(gLiveMu);
+    liveComms().insert(comm);
+  }
+  startStatusService();  // once per process: zcoll_info --status can ask about this comm now
 }
 
 bool isRegistered(const zcollComm* comm) {
@@ -56,6 +61,11 @@ int unregisterIfIdle(zcollComm* comm) {
   int active = comm->activeCalls.load();
   if (active == 0) liveComms().erase(comm);
   return active;
+}
+
+void forEachLiveComm(const std::function<void(const zcollComm*)>& f) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  for (const zcollComm* c : liveComms()) f(c);
 }
 
 }  // namespace zcoll

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "core/comm.h"
 
@@ -36,5 +37,8 @@ bool pinForAbort(zcollComm* comm);
 // Unregisters `comm` when no call is active on it (nothing can pin it afterwards). Returns 0 when
 // it did, the number of active calls when it did not, -1 when `comm` was not registered.
 int unregisterIfIdle(zcollComm* comm);
+// Calls f on every registered comm, under the registry's lock: none can be freed meanwhile (f
+// must be brief and must not pin, register or unregister).
+void forEachLiveComm(const std::function<void(const zcollComm*)>& f);
 
 }  // namespace zcoll

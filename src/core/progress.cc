@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -257,10 +258,51 @@ static std::string pendingPeers(const Request* reqs, size_t n) {
   return out.empty() ? "no peer" : out;
 }
 
+namespace {
+
+// The distinct peers of the incomplete requests, in the order first met.
+std::vector<int> waitedPeers(const Request* reqs, size_t n) {
+  std::vector<int> peers;
+  for (size_t i = 0; i < n; ++i)
+    if (!reqs[i].complete() && std::find(peers.begin(), peers.end(), reqs[i].peer) == peers.end())
+      peers.push_back(reqs[i].peer);
+  return peers;
+}
+
+// Tells the flight recorder which peers the running operation waits for, when that changes;
+// clears it when the wait ends.
+class WaitingNote {
+ public:
+  explicit WaitingNote(zcollComm* comm) : comm_(comm) {}
+  ~WaitingNote() {
+    if (noted_) comm_->recorder.setWaitingOn({});
+  }
+  // At most every 50 ms: a status query sees the change well within its 2 s.
+  void update(const Request* reqs, size_t n, Clock::time_point now) {
+    if (!comm_->recorder.enabled() || (noted_ && now - lastCheck_ < std::chrono::milliseconds(50)))
+      return;
+    lastCheck_ = now;
+    std::vector<int> peers = waitedPeers(reqs, n);
+    if (noted_ && peers == last_) return;
+    comm_->recorder.setWaitingOn(peers);
+    last_.swap(peers);
+    noted_ = true;
+  }
+
+ private:
+  zcollComm* comm_;
+  bool noted_ = false;
+  Clock::time_point lastCheck_;
+  std::vector<int> last_;
+};
+
+}  // namespace
+
 Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
   const auto deadline = Clock::now() + std::chrono::seconds(comm->timeoutSec);
   const int64_t spinCount = comm->spinCount;
   PeerWatch watch;
+  WaitingNote waiting(comm);
   for (int64_t polls = 0;; ++polls) {
     Result r = progressAll(comm);
     size_t done = 0;
@@ -282,6 +324,7 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
       r = fail(zcollRemoteError, "communicator %s was aborted", comm->name.c_str());
     if (r == zcollSuccess && (polls >= spinCount || (polls & 255) == 255)) {
       auto now = Clock::now();
+      waiting.update(reqs, n, now);
       r = watch.check(comm, reqs, n, now);
       if (r == zcollSuccess && now > deadline)
         r = fail(zcollTimeout,
@@ -289,6 +332,7 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
                  "(a peer is stuck, or called a different collective; raise ZCOLL_TIMEOUT if it "
                  "is just slow)",
                  comm->rank, comm->timeoutSec, n - done, n, pendingPeers(reqs, n).c_str());
+      if (r == zcollTimeout) dumpFlightRecord(comm, "timeout");  // ZCOLL_DEBUG_DUMP, if set
     }
     if (r != zcollSuccess) {
       cancelPending(reqs, n);

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The flight recorder and zcoll_info --status against three injected faults on a 4-rank job
+# over 2 emulated nodes (tests/programs/zcoll_faults.cc): rank 3 skips the 4th all-reduce
+# (calls a barrier), sleeps 60 s before it, or passes another count. While the job hangs,
+# `zcoll_info --status` must name rank 3, operation #4 and the call; after ZCOLL_TIMEOUT the
+# other ranks' dumps (ZCOLL_DEBUG_DUMP) must be valid JSON naming operation #4 and rank 3 among
+# the peers they wait for, and SIGUSR2 (ZCOLL_DEBUG_DUMP_SIGNAL) must make rank 3 dump at once. Nothing may be left behind: the status sockets are abstract.
+set -u
+BUILD=${ZCOLL_BUILD_DIR:?ZCOLL_BUILD_DIR must name the build directory}
+SRC=${ZCOLL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+PROG=$BUILD/tests/zcoll_faults
+INFO=$BUILD/tools/zcoll_info
+export ZCOLL_SOCKET_IFNAME=${ZCOLL_SOCKET_IFNAME:-lo} UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Polls zcoll_info --status (up to 10 s: the job is stuck after well under a second) until it
+# says what `expect` matches; prints the last answer.
+status_of_job() {
+  local expect=$1 out
+  for _ in $(seq 1 40); do
+    out=$("$INFO" --status 2>&1)
+    if echo "$out" | grep -qE "$expect"; then break; fi
+    sleep 0.25
+  done
+  echo "$out"
+}
+
+run_case() {
+  local mode=$1 expect=$2
+  ZCOLL_TIMEOUT=8 ZCOLL_DEBUG_DUMP="$work/$mode.%r.json" ZCOLL_DEBUG_DUMP_SIGNAL=USR2 \
+    timeout 90 python3 "$SRC/tools/zcollrun" -n 4 --nodes 2 "$PROG" "$mode" 3 \
+    >"$work/$mode.log" 2>&1 &
+  local job=$!
+  local status
+  status=$(status_of_job "$expect")
+  echo "== $mode"; echo "$status"
+  echo "$status" | grep -qE "$expect" || { wait "$job"; fail "$mode: status did not say /$expect/"; }
+  # The signal makes rank 3 dump at once, while the job is alive.
+  local pid3
+  pid3=$(echo "$status" | awk '$1 == "rank" && $2 == "3" { print $4 }')
+  kill -USR2 "$pid3" 2>/dev/null || fail "$mode: no pid for rank 3 in the status"
+  for _ in $(seq 1 20); do [ -s "$work/$mode.3.json" ] && break; sleep 0.1; done
+  grep -q '"reason": "signal"' "$work/$mode.3.json" 2>/dev/null ||
+    fail "$mode: ZCOLL_DEBUG_DUMP_SIGNAL=USR2 gave no dump from rank 3"
+  wait "$job"
+  for r in 0 1 2; do
+    local dump="$work/$mode.$r.json"
+    [ -s "$dump" ] || fail "$mode: rank $r wrote no dump ($(tail -3 "$work/$mode.log"))"
+    python3 - "$dump" <<'PY' || fail "$mode: rank $r's dump"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "zcoll-flight-record/1" and d["reason"] == "timeout", d
+last = d["ops"][-1]
+assert last["seq"] == 4 and last["op"] == "allreduce" and last["state"] == "running", last
+assert d["ops"][0]["seq"] == 1 and all(o["result"] == "zcollSuccess" for o in d["ops"][:3]), d
+PY
+  done
+  # Someone among ranks 0-2 waits for rank 3 (the others may wait for each other).
+  grep -h '"waiting_on"' "$work/$mode".[012].json | grep -qE '\[[^]]*\b3\b' ||
+    fail "$mode: no dump names rank 3 among the peers waited for"
+}
+
+run_case skip "mismatched calls at #4: .*rank 3: barrier"
+run_case sleep "rank 3 is behind: its last operation is #3"
+run_case count "mismatched calls at #4: .*count 1000 .*rank 3: allreduce count 100000"
+# Abstract sockets vanish with their processes: no status service of the job is left.
+sleep 0.5
+left=$("$INFO" --status 2>&1 | grep -c "^comm " || true)
+[ "$left" = 0 ] || fail "status services still answer after the jobs ended"
+echo "PASS: status names the rank, the operation and the call; dumps after the timeout"
