@@ -2,7 +2,7 @@
 # The flight recorder and zcoll_info --status against three injected faults on a 4-rank job
 # over 2 emulated nodes (tests/programs/zcoll_faults.cc): rank 3 skips the 4th all-reduce
 # (calls a barrier), sleeps 60 s before it, or passes another count. While the job hangs,
-# `zcoll_info --status` must name rank 3, operation #4 and the call; after ZCOLL_TIMEOUT the
+# `zcoll_info --status` must name rank 3, operation #4 and the call; after ZCOLL_TIMEOUT (15 s) the
 # other ranks' dumps (ZCOLL_DEBUG_DUMP) must be valid JSON naming operation #4, still running,
 # and the peers it waits for, and SIGUSR2 (ZCOLL_DEBUG_DUMP_SIGNAL) must make rank 3 dump at once. Nothing may be left behind: the status sockets are abstract.
 set -u
@@ -29,7 +29,7 @@ status_of_job() {
 
 run_case() {
   local mode=$1 expect=$2
-  ZCOLL_TIMEOUT=8 ZCOLL_DEBUG_DUMP="$work/$mode.%r.json" ZCOLL_DEBUG_DUMP_SIGNAL=USR2 \
+  ZCOLL_TIMEOUT=15 ZCOLL_DEBUG_DUMP="$work/$mode.%r.json" ZCOLL_DEBUG_DUMP_SIGNAL=USR2 \
     timeout 90 python3 "$SRC/tools/zcollrun" -n 4 --nodes 2 "$PROG" "$mode" 3 \
     >"$work/$mode.log" 2>&1 &
   local job=$!
