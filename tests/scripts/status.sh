@@ -12,15 +12,35 @@ PROG=$BUILD/tests/zcoll_faults
 INFO=$BUILD/tools/zcoll_info
 export ZCOLL_SOCKET_IFNAME=${ZCOLL_SOCKET_IFNAME:-lo} UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+job=
+pid3=
+trap '[ -n "$job" ] && kill -- -"$job" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-# Polls zcoll_info --status (up to 10 s: the job is stuck after well under a second) until it
-# says what `expect` matches; prints the last answer.
+# The block of `zcoll_info --status` (read on stdin) of the communicator whose ranks are
+# children of process $1 (our zcollrun): other tests' jobs may run at the same time.
+our_comm() {
+  python3 -c '
+import subprocess, sys
+kids = set(subprocess.run(["pgrep", "-P", sys.argv[1]], capture_output=True, text=True).stdout.split())
+blocks, cur = [], []
+for line in sys.stdin:
+    if line.startswith("comm "):
+        cur = [line]; blocks.append(cur)
+    elif cur:
+        cur.append(line)
+for b in blocks:
+    if any(l.split()[:1] == ["rank"] and l.split()[3] in kids for l in b):
+        sys.stdout.write("".join(b))
+' "$1"
+}
+
+# Polls zcoll_info --status (up to 10 s: the job is stuck after well under a second) until our
+# job's communicator says what `expect` matches; prints its last answer.
 status_of_job() {
   local expect=$1 out
   for _ in $(seq 1 40); do
-    out=$("$INFO" --status 2>&1)
+    out=$("$INFO" --status 2>&1 | our_comm "$launcher")
     if echo "$out" | grep -qE "$expect"; then break; fi
     sleep 0.25
   done
@@ -30,21 +50,25 @@ status_of_job() {
 run_case() {
   local mode=$1 expect=$2
   ZCOLL_TIMEOUT=15 ZCOLL_DEBUG_DUMP="$work/$mode.%r.json" ZCOLL_DEBUG_DUMP_SIGNAL=USR2 \
-    timeout 90 python3 "$SRC/tools/zcollrun" -n 4 --nodes 2 "$PROG" "$mode" 3 \
+    setsid timeout 90 python3 "$SRC/tools/zcollrun" -n 4 --nodes 2 "$PROG" "$mode" 3 \
     >"$work/$mode.log" 2>&1 &
-  local job=$!
+  job=$!
+  sleep 0.5
+  local launcher
+  launcher=$(pgrep -P "$job" -f zcollrun | head -1)
   local status
   status=$(status_of_job "$expect")
   echo "== $mode"; echo "$status"
-  echo "$status" | grep -qE "$expect" || { wait "$job"; fail "$mode: status did not say /$expect/"; }
+  echo "$status" | grep -qE "$expect" || fail "$mode: status did not say /$expect/"
   # The signal makes rank 3 dump at once, while the job is alive.
-  local pid3
-  pid3=$(echo "$status" | awk '$1 == "rank" && $2 == "3" { print $4 }')
+  pid3=
+  pid3=$(echo "$status" | awk '$1 == "rank" && $2 == "3" { print $4; exit }')
   kill -USR2 "$pid3" 2>/dev/null || fail "$mode: no pid for rank 3 in the status"
   for _ in $(seq 1 20); do [ -s "$work/$mode.3.json" ] && break; sleep 0.1; done
   grep -q '"reason": "signal"' "$work/$mode.3.json" 2>/dev/null ||
     fail "$mode: ZCOLL_DEBUG_DUMP_SIGNAL=USR2 gave no dump from rank 3"
   wait "$job"
+  job=
   # zcollrun ends the job when the first rank fails: the ranks that time out a little later may
   # be terminated before they dump. At least one of ranks 0-2 dumps; every dump is checked.
   local dumps=0
@@ -70,8 +94,8 @@ PY
 run_case skip "mismatched calls at #4: .*rank 3: barrier"
 run_case sleep "rank 3 is behind: its last operation is #3"
 run_case count "mismatched calls at #4: .*count 1000 .*rank 3: allreduce count 100000"
-# Abstract sockets vanish with their processes: no status service of the job is left.
+# Abstract sockets vanish with their processes: no status service of the last job is left.
 sleep 0.5
-left=$("$INFO" --status 2>&1 | grep -c "^comm " || true)
-[ "$left" = 0 ] || fail "status services still answer after the jobs ended"
+! grep -q "zcoll-status\.$(id -u)\.$pid3\b" /proc/net/unix ||
+  fail "rank 3's status socket is still there after its job ended"
 echo "PASS: status names the rank, the operation and the call; dumps after the timeout"
