@@ -61,7 +61,6 @@ run_case() {
   echo "== $mode"; echo "$status"
   echo "$status" | grep -qE "$expect" || fail "$mode: status did not say /$expect/"
   # The signal makes rank 3 dump at once, while the job is alive.
-  pid3=
   pid3=$(echo "$status" | awk '$1 == "rank" && $2 == "3" { print $4; exit }')
   kill -USR2 "$pid3" 2>/dev/null || fail "$mode: no pid for rank 3 in the status"
   for _ in $(seq 1 20); do [ -s "$work/$mode.3.json" ] && break; sleep 0.1; done
