@@ -294,6 +294,52 @@ TEST_P(QuantCpu, IsaVariantsByteIdentical) {
   }
 }
 
+// INT4 sums and INT4 -> INT4 requantization (qgZ's kernels: even/odd block sums, the scaled
+// even/odd decode and its fallback for tiny scales, the even/odd nibble packing) equal the
+// element-wise reference on every ISA: symmetric and asymmetric on both sides, input and output
+// blocks of different sizes, odd tails, 1-8 chunks, chunks with tiny, subnormal and NaN blocks.
+TEST(QuantInt4Sums, EveryLayoutMatchesTheReference) {
+  const size_t sizes[] = {1, 31, 33, 255, 1001};
+  const int blocks[][2] = {{256, 256}, {32, 256}, {256, 32}, {64, 96}};
+  const Dist dists[] = {Dist::kGaussian, Dist::kTiny, Dist::kDenormal, Dist::kHeavyTailed};
+  for (Isa isa : supportedIsas()) {
+    IsaGuard guard(isa);
+    for (size_t n : sizes) {
+      for (const auto& bs : blocks) {
+        for (bool inSym : {true, false}) {
+          QuantParams in = makeParams(4, bs[0], inSym);
+          std::vector<Bytes> chunks;
+          for (int c = 0; c < 8; ++c) {  // chunk c: distribution c % 4, its own seed
+            std::vector<float> x = genData(dists[c % 4], n, zcollFloat32, 100 + c);
+            if (c == 5 && n > 40) x[40] = std::nanf("");  // one NaN block in one chunk
+            chunks.push_back(quantizeOrDie(toDtype(x, zcollFloat32), zcollFloat32, n, in));
+          }
+          for (int k : {1, 2, 3, 4, 8}) {
+            std::vector<Bytes> used(chunks.begin(), chunks.begin() + k);
+            std::vector<const void*> ptrs;
+            for (const Bytes& b : used) ptrs.push_back(b.data());
+            std::string what = std::string(isaName(isa)) + " n=" + std::to_string(n) + " in " +
+                               paramStr(in) + " k=" + std::to_string(k);
+            for (zcollDataType_t dt : {zcollFloat32, zcollFloat16, zcollBfloat16}) {
+              Bytes sum(dequantizedBytes(n, dt), 0xcd);
+              ASSERT_EQ(dequantizeSum(ptrs.data(), k, n, in, 0.375f, sum.data(), dt), zcollSuccess);
+              ASSERT_EQ(firstDiff(sum, refDequantSum(used, n, in, 0.375f, dt)), SIZE_MAX)
+                  << what << " sum to " << dtName(dt);
+            }
+            for (bool outSym : {true, false}) {
+              QuantParams out = makeParams(4, bs[1], outSym);
+              Bytes rq(requantizedBytes(n, out), 0xcd);
+              ASSERT_EQ(dequantReduceRequant(ptrs.data(), k, n, in, out, rq.data()), zcollSuccess);
+              ASSERT_EQ(firstDiff(rq, refRequant(used, n, in, out)), SIZE_MAX)
+                  << what << " requantized to " << paramStr(out);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 std::string cfgName(const ::testing::TestParamInfo<Cfg>& info) {
   return std::string(dtName(std::get<0>(info.param))) + "_int" +
          std::to_string(std::get<1>(info.param)) + (std::get<2>(info.param) ? "_sym" : "_asym");

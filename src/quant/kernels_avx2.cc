@@ -210,6 +210,48 @@ struct Vec {
     even = _mm256_sub_ps(_mm256_castsi256_ps(e), bias);
     odd = _mm256_sub_ps(_mm256_castsi256_ps(o), bias);
   }
+  // The same values, scaled by powers of two so that each half costs one bitwise operation and a
+  // conversion (kernels_impl.h: BlockDecoder's scaled decode): the nibbles moved to where a
+  // sign-extending (symmetric) or zero-extending load leaves them. Symmetric: the even nibble
+  // shifted to the top of the dword is q * 2^28, the odd one with the low nibble cleared is
+  // q * 16 (the load sign-extended the byte, whose sign is the odd nibble's). Asymmetric: the
+  // low nibble is q, the high nibble in place q * 16. Every value is exact (at most 4 significant
+  // bits); the decoder multiplies by scale times the factors below, which it uses only where
+  // those products are exact, so q * scale rounds identically.
+  static constexpr bool kScaledEvenOdd = true;
+  static constexpr float kEvenFactorSym = 1.0f / 268435456.0f;  // 2^-28
+  static constexpr float kEvenFactorAsym = 1.0f;
+  static constexpr float kOddFactor = 1.0f / 16.0f;
+  template <bool Sym>
+  static void unpackEvenOddScaled(const uint8_t* src, VF& even, VF& odd) {
+    __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+    if (Sym) {
+      VI x = _mm256_cvtepi8_epi32(b);
+      even = _mm256_cvtepi32_ps(_mm256_slli_epi32(x, 28));
+      odd = _mm256_cvtepi32_ps(_mm256_and_si256(x, i32(0xfffffff0u)));
+    } else {
+      VI x = _mm256_cvtepu8_epi32(b);
+      even = _mm256_cvtepi32_ps(_mm256_and_si256(x, i32(0x0f)));
+      odd = _mm256_cvtepi32_ps(_mm256_and_si256(x, i32(0xf0)));
+    }
+  }
+
+  // INT4 values of groups of 2W elements held as even / odd vectors (kernels_impl.h: the
+  // requantize block sum), kEvenOddPackGroups groups at a time -> 4W bytes: even and odd values
+  // each narrowed to bytes by two 32->16 packs and one 16->8 pack (both in the same lane
+  // order), merged as low / high nibbles, one dword permutation to element order.
+  static constexpr bool kEvenOddPack = true;
+  static constexpr int kEvenOddPackGroups = 4;
+  static void packEvenOdd(const VI* e, const VI* o, uint8_t* dst) {
+    VI eb = _mm256_packs_epi16(_mm256_packs_epi32(e[0], e[1]), _mm256_packs_epi32(e[2], e[3]));
+    VI ob = _mm256_packs_epi16(_mm256_packs_epi32(o[0], o[1]), _mm256_packs_epi32(o[2], o[3]));
+    VI nib = _mm256_or_si256(_mm256_and_si256(eb, _mm256_set1_epi8(0x0f)),
+                             _mm256_and_si256(_mm256_slli_epi16(ob, 4),
+                                              _mm256_set1_epi8(static_cast<char>(0xf0))));
+    nib = _mm256_permutevar8x32_epi32(nib, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), nib);
+  }
+
   // Elements 2i (even[i]) and 2i + 1 (odd[i]) stored in element order.
   static void storeEvenOdd(float* p, VF even, VF odd) {
     VF lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);

@@ -211,6 +211,39 @@ struct Vec {
     even = _mm512_permutexvar_ps(bytes, table);
     odd = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
   }
+  static constexpr bool kScaledEvenOdd = false;  // the table is cheaper
+
+  // INT4 values of groups of 2W elements held as even / odd vectors (kernels_impl.h: the
+  // requantize block sum), two groups (4W elements) -> 2W bytes: even and odd values narrowed by
+  // two 32->16 packs and one 16->8 pack (even bytes in the low, odd in the high quadword of each
+  // 128-bit lane), the odd quadword shifted up a nibble and moved down, one bit-select, one dword
+  // permutation to element order.
+  static constexpr bool kEvenOddPack = true;
+  static constexpr int kEvenOddPackGroups = 2;
+  static void packEvenOdd(const VI* e, const VI* o, uint8_t* dst) {
+    VI b = _mm512_packs_epi16(_mm512_packs_epi32(e[0], e[1]), _mm512_packs_epi32(o[0], o[1]));
+    VI hi = _mm512_unpackhi_epi64(_mm512_slli_epi16(b, 4), _mm512_slli_epi16(b, 4));
+    VI nib = _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x0f), b, hi, 0xca);
+    const VI order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                        _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, nib)));
+  }
+
+  // Elements 2i (even[i]) and 2i + 1 (odd[i]) stored in element order (for the INT4 sums).
+  static void storeEvenOdd(float* p, VF even, VF odd) {
+    const VI lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const VI hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    _mm512_storeu_ps(p, _mm512_permutex2var_ps(even, lo, odd));
+    _mm512_storeu_ps(p + W, _mm512_permutex2var_ps(even, hi, odd));
+  }
+  static void storeEvenOdd(half_t* p, VF even, VF odd) {
+    VI h = _mm512_inserti64x4(_mm512_castsi256_si512(toHalf(even)), toHalf(odd), 1);
+    const VI order = _mm512_setr_epi32(0x00100000, 0x00110001, 0x00120002, 0x00130003,
+                                       0x00140004, 0x00150005, 0x00160006, 0x00170007,
+                                       0x00180008, 0x00190009, 0x001a000a, 0x001b000b,
+                                       0x001c000c, 0x001d000d, 0x001e000e, 0x001f000f);
+    _mm512_storeu_si512(p, _mm512_permutexvar_epi16(order, h));
+  }
   // Elements 2i (even) and 2i + 1 (odd) as bf16: one dword each, so low word | high word.
   static void storeEvenOdd(bf16_t* p, VF even, VF odd) {
     VI lo = _mm512_srli_epi32(bf16HighNoNan(even), 16);

@@ -332,10 +332,17 @@ inline VF deq(VI q, VF scale, VF zero) {
 // Dequantizes one block's values 2W at a time: x' = q * scale (+ zero). Variants with a 16-lane
 // permutation (Vec::kNibbleTable) look INT4 values up in a table of the block's 16 possible
 // results instead, computed by the scalar definition: the same bits, fewer operations.
+//
+// Variants with Vec::kScaledEvenOdd also have a cheaper even/odd INT4 decode whose integers come
+// out multiplied by a power of two (q * 2^28, q * 16; exact), multiplied by the scale times the
+// inverse power of two: the same real product q * scale, so the same rounding, wherever that
+// scaled scale is exact (scaledExact: every scale above about 2^-98; below, the unscaled decode).
 template <int Bits, bool Sym>
 struct BlockDecoder {
   static constexpr bool kTable = Bits == 4 && Vec::kNibbleTable;
-  VF scale, zero, table;
+  static constexpr bool kScaled = Bits == 4 && !kTable && Vec::kScaledEvenOdd;
+  VF scale, zero, table, scaleEven, scaleOdd;
+  bool scaledExact = false;
 
   BlockDecoder() = default;
   explicit BlockDecoder(BlockParams p) : scale(Vec::set1(p.scale)), zero(Vec::set1(p.zero)) {
@@ -346,12 +353,28 @@ struct BlockDecoder {
       }
       table = Vec::load(t);
     }
+    if constexpr (kScaled) {
+      // Exact where scale times the smaller factor (2^-28 symmetric, else 2^-4) is still a
+      // normal number (biased exponent above 28 or 4), or scale is 0; NaN / Inf never reach here.
+      using V = VecFor<BlockDecoder>;
+      uint32_t u = floatBits(p.scale), exp = (u >> 23) & 0xff;
+      scaledExact = (u & 0x7fffffffu) == 0 || (exp > (Sym ? 28u : 4u) && exp < 255u);
+      scaleEven = Vec::set1(mulRn(p.scale, Sym ? V::kEvenFactorSym : V::kEvenFactorAsym));
+      scaleOdd = Vec::set1(mulRn(p.scale, V::kOddFactor));
+    }
   }
   // The same 2W INT4 values as the even elements and the odd elements: from the table where the
-  // variant has one, else by its even/odd unpack to exact floats (Vec::kEvenOddDecode).
+  // variant has one, else by its even/odd unpack to exact floats (Vec::kEvenOddDecode); with
+  // Scaled (only where scaledExact), by the scaled unpack.
+  template <bool Scaled = false>
   void decodeEvenOdd(const uint8_t* src, VF& even, VF& odd) const {
     if constexpr (kTable) {
       VecFor<BlockDecoder>::lookupNibblesEvenOdd(src, table, even, odd);
+    } else if constexpr (Scaled && kScaled) {
+      VF qe, qo;
+      VecFor<BlockDecoder>::template unpackEvenOddScaled<Sym>(src, qe, qo);
+      even = deqF<Sym>(qe, scaleEven, zero);
+      odd = deqF<Sym>(qo, scaleOdd, zero);
     } else {
       VF qe, qo;
       VecFor<BlockDecoder>::template unpackEvenOddFloat<Sym>(src, qe, qo);
@@ -468,15 +491,16 @@ void sumPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t j, si
 // by chunk through the block buffer (sumPiece).
 constexpr int kRegisterSumChunks = 16;
 
-// INT4 sums on variants with Vec::kEvenOddDecode add the chunks' values as even and odd elements
-// (the cheapest decode there) and interleave them once, at the store.
+// INT4 sums on variants with an even/odd decode (Vec::kEvenOddDecode, or the table's
+// Vec::kNibbleTable) add the chunks' values as even and odd elements (the cheapest decode there:
+// one zero-extending load for both halves) and interleave them once, at the store.
 template <int Bits>
-constexpr bool kEvenOddSum = Bits == 4 && Vec::kEvenOddDecode;
+constexpr bool kEvenOddSum = Bits == 4 && (Vec::kEvenOddDecode || Vec::kNibbleTable);
 
-template <int Bits, bool Sym>
+template <int Bits, bool Sym, bool Scaled = false>
 inline void decodeForSum(const BlockDecoder<Bits, Sym>& d, const uint8_t* src, VF& a, VF& b) {
   if constexpr (kEvenOddSum<Bits>) {
-    d.decodeEvenOdd(src, a, b);
+    d.template decodeEvenOdd<Scaled>(src, a, b);
   } else {
     d.decode(src, a, b);
   }
@@ -496,6 +520,39 @@ inline void storeSum(T* p, VF a, VF b) {
 // as the buffered path, so the same bits; the accumulator never leaves registers. K > 0 fixes k
 // at compile time (the common chunk counts: the chunk loop unrolls and the decoders stay in
 // registers); K = 0 reads it from k.
+// The full 2W-element groups of sumPieceInRegisters; returns where they end.
+template <class T, int Bits, bool Sym, bool Final, int K, bool Scaled>
+int sumGroups(const BlockDecoder<Bits, Sym>* dec, const uint8_t* const* src, int kRun, int len,
+              float* acc, T* out, VF s) {
+  const int k = K > 0 ? K : kRun;
+  VF a, b, x, y;
+  int i = 0;
+  for (; i + S <= len; i += S) {
+    size_t o = packedOffset(Bits, i);
+    decodeForSum<Bits, Sym, Scaled>(dec[0], src[0] + o, a, b);
+    for (int c = 1; c < k; ++c) {
+      decodeForSum<Bits, Sym, Scaled>(dec[c], src[c] + o, x, y);
+      a = Vec::add(a, x);
+      b = Vec::add(b, y);
+    }
+    if (Final) {
+      storeSum<T, Bits>(out + i, Vec::mul(a, s), Vec::mul(b, s));
+    } else {
+      storeSum<float, Bits>(acc + i, a, b);
+    }
+  }
+  return i;
+}
+
+// Whether every chunk's decoder may use the scaled even/odd decode (BlockDecoder).
+template <int Bits, bool Sym>
+bool allScaledExact(const BlockDecoder<Bits, Sym>* dec, int k) {
+  for (int c = 0; c < k; ++c) {
+    if (!dec[c].scaledExact) return false;
+  }
+  return true;
+}
+
 template <class T, int Bits, bool Sym, bool Final, int K>
 void sumPieceInRegisters(const uint8_t* const* chunks, int kRun, const Layout& l, size_t j,
                          size_t e, int len, float* acc, T* out, VF s) {
@@ -507,23 +564,15 @@ void sumPieceInRegisters(const uint8_t* const* chunks, int kRun, const Layout& l
     dec[c] = BlockDecoder<Bits, Sym>(readParams(chunks[c], l, j, Sym));
     src[c] = chunks[c] + off;
   }
-  VF a = Vec::set1(0.0f), b = a, x = a, y = a;
-  int i = 0;
-  for (; i + S <= len; i += S) {
-    size_t o = packedOffset(Bits, i);
-    decodeForSum(dec[0], src[0] + o, a, b);
-    for (int c = 1; c < k; ++c) {
-      decodeForSum(dec[c], src[c] + o, x, y);
-      a = Vec::add(a, x);
-      b = Vec::add(b, y);
-    }
-    if (Final) {
-      storeSum<T, Bits>(out + i, Vec::mul(a, s), Vec::mul(b, s));
-    } else {
-      storeSum<float, Bits>(acc + i, a, b);
-    }
+  int i;
+  if constexpr (BlockDecoder<Bits, Sym>::kScaled && kEvenOddSum<Bits>) {
+    i = allScaledExact(dec, k) ? sumGroups<T, Bits, Sym, Final, K, true>(dec, src, k, len, acc, out, s)
+                               : sumGroups<T, Bits, Sym, Final, K, false>(dec, src, k, len, acc, out, s);
+  } else {
+    i = sumGroups<T, Bits, Sym, Final, K, false>(dec, src, k, len, acc, out, s);
   }
   if (i == len) return;
+  VF a, b, x, y;
   int r = len - i;
   size_t o = packedOffset(Bits, i);
   alignas(64) uint8_t tmp[S] = {};
@@ -609,9 +658,210 @@ void sumRange(const uint8_t* const* chunks, int k, const Layout& l, size_t block
   }
 }
 
+// ---- INT4 -> INT4 requantize with the block sum in even/odd order -------------------------------
+// On variants with Vec::kEvenOddPack (and an even/odd INT4 decode), round to nearest: the sum of
+// each group of 2W elements is kept as it is decoded, even elements then odd ones (W each), in
+// the fp32 block buffer; the block's max |x| (and min / max) is taken in the same loop; the
+// values are quantized from the even and odd vectors and packed as low and high nibbles. Every
+// element sees the same operations as in the element-order path (chunk order 0..k-1, then the
+// quantization of one value), so the bytes are the same; what is gone is the interleave at the
+// store, the second pass for the block statistics and the element-order nibble packing.
+template <int Bits>
+constexpr bool kEvenOddRequant = Bits == 4 && Vec::kEvenOddPack &&
+                                 (Vec::kEvenOddDecode || Vec::kNibbleTable);
+
+struct SumStats {
+  VI amax;
+  VF mn, mx;
+  uint32_t amaxTail;  // the partial last group, element by element
+  float mnTail, mxTail;
+};
+
+inline SumStats initStats() {
+  const float inf = bitsFloat(kExpMask);
+  return SumStats{Vec::absBits(Vec::set1(0.0f)), Vec::set1(inf), Vec::set1(-inf), 0u, inf, -inf};
+}
+
+template <bool OutSym>
+inline void addStats(SumStats& st, VF v) {
+  st.amax = Vec::maxU(st.amax, Vec::absBits(v));
+  if (!OutSym) {
+    st.mn = Vec::min(st.mn, v);
+    st.mx = Vec::max(st.mx, v);
+  }
+}
+
+// Elements [e, e + len) of input block j summed over the k chunks into acc (even/odd groups);
+// statistics into st.
+template <bool InSym, bool OutSym, int K, bool Scaled>
+int sumGroupsEvenOdd(const BlockDecoder<4, InSym>* dec, const uint8_t* const* src, int kRun,
+                     int len, float* acc, SumStats& st) {
+  const int k = K > 0 ? K : kRun;
+  VF a, b, x, y;
+  int i = 0;
+  for (; i + S <= len; i += S) {
+    size_t o = static_cast<size_t>(i / 2);
+    dec[0].template decodeEvenOdd<Scaled>(src[0] + o, a, b);
+    for (int c = 1; c < k; ++c) {
+      dec[c].template decodeEvenOdd<Scaled>(src[c] + o, x, y);
+      a = Vec::add(a, x);
+      b = Vec::add(b, y);
+    }
+    Vec::store(acc + i, a);
+    Vec::store(acc + i + W, b);
+    addStats<OutSym>(st, a);
+    addStats<OutSym>(st, b);
+  }
+  return i;
+}
+
+template <bool InSym, bool OutSym, int K>
+void sumPieceEvenOdd(const uint8_t* const* chunks, int kRun, const Layout& l, size_t j, size_t e,
+                     int len, float* acc, SumStats& st) {
+  const int k = K > 0 ? K : kRun;
+  BlockDecoder<4, InSym> dec[K > 0 ? K : kRegisterSumChunks];
+  const uint8_t* src[K > 0 ? K : kRegisterSumChunks];
+  size_t off = l.valuesOffset + e / 2;
+  for (int c = 0; c < k; ++c) {
+    dec[c] = BlockDecoder<4, InSym>(readParams(chunks[c], l, j, InSym));
+    src[c] = chunks[c] + off;
+  }
+  int i;
+  if constexpr (BlockDecoder<4, InSym>::kScaled) {
+    i = allScaledExact(dec, k) ? sumGroupsEvenOdd<InSym, OutSym, K, true>(dec, src, k, len, acc, st)
+                               : sumGroupsEvenOdd<InSym, OutSym, K, false>(dec, src, k, len, acc, st);
+  } else {
+    i = sumGroupsEvenOdd<InSym, OutSym, K, false>(dec, src, k, len, acc, st);
+  }
+  if (i == len) return;
+  // The last r < 2W elements of the chunk (only at its end): decoded from zero-padded bytes into
+  // a whole group; only the r real elements enter the statistics (the others are discarded).
+  int r = len - i;
+  size_t o = static_cast<size_t>(i / 2);
+  alignas(64) uint8_t tmp[S] = {};
+  VF a, b, x, y;
+  std::memcpy(tmp, src[0] + o, packedBytes(4, r));
+  dec[0].decodeEvenOdd(tmp, a, b);
+  for (int c = 1; c < k; ++c) {
+    std::memcpy(tmp, src[c] + o, packedBytes(4, r));
+    dec[c].decodeEvenOdd(tmp, x, y);
+    a = Vec::add(a, x);
+    b = Vec::add(b, y);
+  }
+  Vec::store(acc + i, a);
+  Vec::store(acc + i + W, b);
+  for (int t = 0; t < r; ++t) {
+    float v = acc[i + (t & 1) * W + t / 2];
+    uint32_t m = floatBits(v) & 0x7fffffffu;
+    st.amaxTail = m > st.amaxTail ? m : st.amaxTail;
+    st.mnTail = v < st.mnTail ? v : st.mnTail;
+    st.mxTail = v > st.mxTail ? v : st.mxTail;
+  }
+}
+
+// The block's parameters from its statistics (NaN pieces: nan).
+template <bool OutSym>
+BlockParams evenOddParams(const SumStats& st, bool nan) {
+  if (nan) return nonFiniteParams();
+  uint32_t amax = Vec::reduceMaxU(st.amax);
+  amax = st.amaxTail > amax ? st.amaxTail : amax;
+  if (OutSym) return symmetricParams(amax, 4);
+  float mn = Vec::reduceMin(st.mn), mx = Vec::reduceMax(st.mx);
+  mn = st.mnTail < mn ? st.mnTail : mn;
+  mx = st.mxTail > mx ? st.mxTail : mx;
+  return asymmetricParams(amax, mn, mx, 4);
+}
+
+// Quantizes and packs a block of len elements held in even/odd groups.
+template <bool Sym, bool Rcp>
+void quantizeEvenOdd(const float* acc, int len, const QuantConsts& c, uint8_t* qv) {
+  using V = VecFor<std::integral_constant<bool, Sym>>;
+  constexpr int G = V::kEvenOddPackGroups;
+  SrState sr{0, 0, false, SrKey{0, 0}};  // round to nearest: unused
+  VI e[G], o[G];
+  int i = 0;
+  for (; i + G * S <= len; i += G * S) {
+    for (int t = 0; t < G; ++t) {
+      e[t] = quantVec<4, Sym, false, Rcp>(Vec::load(acc + i + t * S), c, sr, 0);
+      o[t] = quantVec<4, Sym, false, Rcp>(Vec::load(acc + i + t * S + W), c, sr, 0);
+    }
+    V::packEvenOdd(e, o, qv + i / 2);
+  }
+  if (i == len) return;
+  int r = len - i;
+  for (int t = 0; t < G; ++t) {
+    if (t * S < r) {
+      e[t] = quantVec<4, Sym, false, Rcp>(Vec::load(acc + i + t * S), c, sr, 0);
+      o[t] = quantVec<4, Sym, false, Rcp>(Vec::load(acc + i + t * S + W), c, sr, 0);
+    } else {
+      e[t] = o[t] = Vec::absBits(Vec::set1(0.0f));
+    }
+  }
+  alignas(64) uint8_t tmp[G * S / 2];
+  V::packEvenOdd(e, o, tmp);
+  size_t nb = packedBytes(4, r);
+  std::memcpy(qv + i / 2, tmp, nb);
+  if (r & 1) qv[i / 2 + nb - 1] &= 0x0f;
+}
+
+template <bool InSym, bool OutSym>
+void requantizeEvenOddImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& in,
+                           const QuantParams& outP, uint8_t* out) {
+  Layout li = layoutOf(n, in.blockSize, 4, InSym);
+  Layout lo = layoutOf(n, outP.blockSize, 4, OutSym);
+  size_t b = static_cast<size_t>(outP.blockSize), bIn = static_cast<size_t>(in.blockSize);
+  alignas(64) float acc[kMaxBlockSize];
+  for (size_t j = 0; j < lo.nblocks; ++j) {
+    size_t e0 = j * b;
+    int len = static_cast<int>(minSize(b, n - e0));
+    prefetchChunks(chunks, k, li.valuesOffset + e0 / 2, packedBytes(4, b), li.totalBytes);
+    SumStats st = initStats();
+    bool nan = false;
+    size_t end = e0 + static_cast<size_t>(len);
+    for (size_t e = e0; e < end;) {  // pieces of input blocks: offsets are multiples of 32
+      size_t jIn = e / bIn;
+      size_t pieceEnd = minSize((jIn + 1) * bIn, end);
+      int plen = static_cast<int>(pieceEnd - e);
+      float* a = acc + (e - e0);
+      if (anyNanBlock<InSym>(chunks, k, li, jIn)) {
+        nan = true;
+      } else {
+        switch (k) {
+          case 2: sumPieceEvenOdd<InSym, OutSym, 2>(chunks, k, li, jIn, e, plen, a, st); break;
+          case 4: sumPieceEvenOdd<InSym, OutSym, 4>(chunks, k, li, jIn, e, plen, a, st); break;
+          case 8: sumPieceEvenOdd<InSym, OutSym, 8>(chunks, k, li, jIn, e, plen, a, st); break;
+          default: sumPieceEvenOdd<InSym, OutSym, 0>(chunks, k, li, jIn, e, plen, a, st);
+        }
+      }
+      e = pieceEnd;
+    }
+    BlockParams p = evenOddParams<OutSym>(st, nan);
+    uint8_t* qv = out + lo.valuesOffset + e0 / 2;
+    storeF(out + 4 * j, p.scale);
+    if (!OutSym) storeF(out + lo.zerosOffset + 4 * j, p.zero);
+    if (!paramsQuantizable(p)) {
+      std::memset(qv, 0, packedBytes(4, len));
+      continue;
+    }
+    QuantConsts c = quantConsts(p);
+    if (c.useRcp) {
+      quantizeEvenOdd<OutSym, true>(acc, len, c, qv);
+    } else {
+      quantizeEvenOdd<OutSym, false>(acc, len, c, qv);
+    }
+  }
+  zeroPadding(out, lo, OutSym);
+}
+
 template <int InBits, bool InSym, int OutBits, bool OutSym, bool Sr>
 void requantizeImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& in,
                     const QuantParams& outP, uint8_t* out) {
+  if constexpr (InBits == 4 && OutBits == 4 && !Sr && kEvenOddRequant<InBits>) {
+    if (k <= kRegisterSumChunks) {
+      requantizeEvenOddImpl<InSym, OutSym>(chunks, k, n, in, outP, out);
+      return;
+    }
+  }
   Layout li = layoutOf(n, in.blockSize, InBits, InSym);
   Layout lo = layoutOf(n, outP.blockSize, OutBits, OutSym);
   SrState sr{outP.seed, 0, false, SrKey{0, 0}};

@@ -73,6 +73,8 @@ struct Vec {
   static constexpr bool kPack4 = false;
   static constexpr bool kEvenOddDecode = false;  // INT4 decodes in element order (but see kNibbleTable)
   static constexpr bool kNibbleTable = false;  // INT4 decodes arithmetically
+  static constexpr bool kScaledEvenOdd = false;
+  static constexpr bool kEvenOddPack = false;  // requantize sums in element order
   template <int Bits, bool Sym>
   static void unpack(const uint8_t* src, VI& a, VI& b) {
     if (Bits == 8) {
