@@ -1,5 +1,7 @@
 // Host-side helpers of the CUDA quantization launchers: device detection, argument checks, the
 // device array of chunk pointers of large sums, and launch error checking.
+#include <atomic>
+
 #include "cuda/quant_kernels.cuh"
 
 namespace zcoll {
@@ -16,7 +18,20 @@ bool cudaDeviceAvailable() {
   return count > 0;
 }
 
+namespace {
+std::atomic<int> gGridLimit{0};  // setMaxGridForTesting; 0: kMaxGrid
+}  // namespace
+
+void setMaxGridForTesting(int blocks) { gGridLimit.store(blocks > 0 ? blocks : 0); }
+
 namespace detail {
+
+int gridFor(size_t threadsNeeded, int threadsPerBlock) {
+  int limit = gGridLimit.load(std::memory_order_relaxed);
+  size_t cap = limit > 0 && limit < kMaxGrid ? static_cast<size_t>(limit) : kMaxGrid;
+  size_t g = (threadsNeeded + threadsPerBlock - 1) / threadsPerBlock;
+  return static_cast<int>(g < 1 ? 1 : (g > cap ? cap : g));
+}
 
 Result checkQuantBuffer(const void* p, size_t n, const char* what, const char* name) {
   if (n == 0) return zcollSuccess;

@@ -1,5 +1,5 @@
 // CUDA quantization kernels: the operations of src/quant/quant.h on device pointers, producing
-// the same bytes (wire format v1, docs/WIRE_FORMAT.md) as the CPU kernels for the same input.
+// the same bytes (the wire format of docs/WIRE_FORMAT.md) as the CPU kernels for the same input.
 // Internal API, used by the collectives.
 //
 // Contracts for every call:
@@ -34,6 +34,12 @@ constexpr int kMaxReorderChunks = 256;  // quantizeChunks launches in batches of
 // True when cudaGetDeviceCount succeeds with at least one device; never aborts (a machine
 // without a GPU or driver reports false; the launchers then fail with zcollCudaError).
 bool cudaDeviceAvailable();
+
+// Testing: caps the CUDA blocks of every launch of these kernels (0 restores the default,
+// 65535), so that each warp (each thread of the dequantizing kernels) loops over many
+// quantization blocks (groups), the grid-stride path of large tensors. Process-wide; takes
+// effect at the next launch.
+void setMaxGridForTesting(int blocks);
 
 Result quantize(const void* in, zcollDataType_t dtype, size_t n, const QuantParams& p, void* out,
                 cudaStream_t stream);

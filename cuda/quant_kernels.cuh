@@ -222,10 +222,9 @@ struct ChunkPtrs {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-inline int gridFor(size_t threadsNeeded) {
-  size_t g = (threadsNeeded + kThreads - 1) / kThreads;
-  return static_cast<int>(g < 1 ? 1 : (g > kMaxGrid ? kMaxGrid : g));
-}
+// CUDA blocks of `threadsPerBlock` for threadsNeeded threads: at least 1, at most kMaxGrid (or the
+// cap of setMaxGridForTesting); the kernels grid-stride over the rest.
+int gridFor(size_t threadsNeeded, int threadsPerBlock = kThreads);
 
 // Argument checks shared by the launchers (zcollInvalidArgument before any launch).
 Result checkQuantBuffer(const void* p, size_t n, const char* what, const char* name);

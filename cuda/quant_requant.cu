@@ -1,7 +1,10 @@
-// dequantReduceRequant on the GPU (the qgZ middle hop): one warp per output block. The fp32 sum
-// of a group over the k input chunks is computed in chunk order in both passes (reduce, then
-// quantize) instead of being stored: identical values, no scratch memory. Any k: beyond
-// kParamChunks the kernel reads the chunk pointers from a device array (ChunkPtrs).
+// dequantReduceRequant on the GPU (the qgZ middle hop): one warp per output block. Each lane sums
+// its groups of the block over the k input chunks once (fp32, chunk order 0..k-1, as the CPU) and
+// keeps the sums in shared memory (its own slots: no synchronization) between the two passes
+// (block statistics, then quantize). Every value written is a function of the block being written
+// only: the codes of a block that is all zero or not finite are zeros (the wire format's rule),
+// never the previous block's. Any k: beyond kParamChunks the kernel reads the chunk pointers from
+// a device array (ChunkPtrs).
 #include "cuda/quant_kernels.cuh"
 
 namespace zcoll {
@@ -46,33 +49,50 @@ __device__ __forceinline__ void groupSum(const RequantArgs& a, const Layout& li,
   }
 }
 
+// Shared memory of the sums: per warp, per lane, laneGroups groups of 8 floats as two float4
+// each, laid out [warp][slot][lane] so that a warp's 16-byte accesses hit distinct banks.
+__host__ __device__ constexpr int laneGroupsFor(int outBlock) {
+  return (outBlock + 32 * kGroup - 1) / (32 * kGroup);
+}
+constexpr size_t kSumBytesPerLaneGroup = 32 * kGroup * sizeof(float);  // per warp: 1 KiB
+constexpr size_t kMaxSumBytes = 48 * 1024;  // per CUDA block: the default limit, no opt-in
+static_assert(kMaxBlockSize / (32 * kGroup) * kSumBytesPerLaneGroup <= kMaxSumBytes,
+              "one warp's sums of the largest block fit");
+
 template <int InBits, bool InSym, int OutBits, bool OutSym, bool List>
 __global__ void requantKernel(RequantArgs a) {
+  extern __shared__ float4 sums[];
   Layout li = layoutOf(a.n, a.inBlock, InBits, InSym);
   Layout lo = layoutOf(a.n, a.outBlock, OutBits, OutSym);
   size_t nWarps = static_cast<size_t>(gridDim.x) * blockDim.x / 32;
   int lane = threadIdx.x & 31;
+  int laneGroups = laneGroupsFor(a.outBlock);
+  float4* mine = sums + static_cast<size_t>(threadIdx.x / 32) * (2 * laneGroups * 32) + lane;
   float v[kGroup];
-  int q[kGroup] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (size_t j = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        j < lo.nblocks; j += nWarps) {
     size_t e0 = j * a.outBlock;
     int len = static_cast<int>(min(static_cast<size_t>(a.outBlock), a.n - e0));
     Stats st;
     st.init();
-    for (int g = lane * kGroup; g < len; g += 32 * kGroup) {
+    for (int s = 0, g = lane * kGroup; g < len; ++s, g += 32 * kGroup) {
       int cnt = min(kGroup, len - g);
       groupSum<InBits, InSym, List>(a, li, e0 + g, cnt, v);
       st.add(v, cnt);
+      mine[(2 * s) * 32] = make_float4(v[0], v[1], v[2], v[3]);
+      mine[(2 * s + 1) * 32] = make_float4(v[4], v[5], v[6], v[7]);
     }
     BlockParams bp = st.finish<OutBits, OutSym>();
     writeBlockHeader<OutSym>(a.out, lo, j, bp, lane);
     bool quantizable = paramsQuantizable(bp);
     float rcp = quantReciprocal(bp.scale);
-    for (int g = lane * kGroup; g < len; g += 32 * kGroup) {
+    for (int s = 0, g = lane * kGroup; g < len; ++s, g += 32 * kGroup) {
       int cnt = min(kGroup, len - g);
+      int q[kGroup] = {0, 0, 0, 0, 0, 0, 0, 0};  // per group: zeros unless quantized below
       if (quantizable) {
-        groupSum<InBits, InSym, List>(a, li, e0 + g, cnt, v);
+        float4 x = mine[(2 * s) * 32], y = mine[(2 * s + 1) * 32];
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z,
+        v[7] = y.w;
         quantizeGroup<OutBits, OutSym>(v, bp, rcp, a.stochastic, a.seed, a.elementOffset + e0 + g,
                                        q);
       }
@@ -84,7 +104,12 @@ __global__ void requantKernel(RequantArgs a) {
 Result launchRequant(const RequantArgs& a, bool list, const QuantParams& in,
                      const QuantParams& out, cudaStream_t stream) {
   size_t nblocks = (a.n + out.blockSize - 1) / out.blockSize;
-  int grid = gridFor(nblocks * 32);
+  size_t warpBytes = laneGroupsFor(out.blockSize) * kSumBytesPerLaneGroup;
+  int warps = static_cast<int>(kMaxSumBytes / warpBytes);
+  warps = warps < kThreads / 32 ? warps : kThreads / 32;  // 8 warps up to 1536-element blocks
+  int threads = warps * 32;
+  size_t smem = warps * warpBytes;
+  int grid = gridFor(nblocks * 32, threads);
   withBits(in.bits, [&](auto ib) {
     withBool(in.symmetric, [&](auto is) {
       withBits(out.bits, [&](auto ob) {
@@ -92,7 +117,7 @@ Result launchRequant(const RequantArgs& a, bool list, const QuantParams& in,
           withBool(list, [&](auto li) {
             requantKernel<decltype(ib)::value, decltype(is)::value, decltype(ob)::value,
                           decltype(os)::value, decltype(li)::value>
-                <<<grid, kThreads, 0, stream>>>(a);
+                <<<grid, threads, smem, stream>>>(a);
           });
         });
       });

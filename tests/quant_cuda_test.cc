@@ -1,6 +1,7 @@
 // CUDA quantization kernels: byte-identical to the CPU kernels for every operation, dtype, bits
-// and mode (skipped without a device), argument errors before any launch, and launch failures
-// reported as zcollCudaError (checked on machines without a GPU too).
+// and mode (skipped without a device, saying why), many quantization blocks per warp with zero,
+// constant and non-finite blocks after ordinary ones, argument errors before any launch, and
+// launch failures reported as zcollCudaError (checked on machines without a GPU too).
 #include <gtest/gtest.h>
 
 #include "quant_support.h"
@@ -9,6 +10,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "cuda/quant_cuda.h"
@@ -42,9 +45,22 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
 };
 
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
-    if (!qc::cudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device available";  \
+// Why the device tests cannot run here ("" when a device is there): the CUDA runtime's answer.
+std::string noDeviceReason() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string("no CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(err) +
+           " (" + cudaGetErrorString(err) + ")";
+  }
+  if (count == 0) return "no CUDA device: cudaGetDeviceCount found 0 devices";
+  return "";
+}
+
+#define SKIP_WITHOUT_GPU()                                         \
+  do {                                                             \
+    if (!qc::cudaDeviceAvailable()) GTEST_SKIP() << noDeviceReason(); \
   } while (0)
 
 TEST(QuantCuda, DeviceQueryNeverAborts) {
@@ -245,6 +261,114 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantCudaVsCpu,
                                             ::testing::Bool()),
                          cfgName);
 
+// ---- Many quantization blocks per warp ----------------------------------------------------------
+// A warp (a thread, for the dequantizing kernels) loops over many blocks when the tensor is larger
+// than the grid; state kept across that loop leaks from one block into the next. Blocks that are
+// all zero, constant (asymmetric: scale 0) or not finite write all-zero codes (WIRE_FORMAT.md), so
+// they must follow ordinary blocks in the same warp: the launches run with the default grid and
+// with the grid capped at 1 and 3 CUDA blocks (thousands of blocks per warp), and every byte is
+// compared with the CPU kernels'.
+
+// Restores the default grid when the test ends (or fails).
+struct GridCap {
+  explicit GridCap(int blocks) { qc::setMaxGridForTesting(blocks); }
+  ~GridCap() { qc::setMaxGridForTesting(0); }
+  GridCap(const GridCap&) = delete;
+  GridCap& operator=(const GridCap&) = delete;
+};
+
+constexpr int kGridCaps[] = {0, 1, 3};  // 0: the default grid
+
+// Chunk c of the sum: Gaussian values with, for every chunk alike, regions of 4096 elements that
+// are zero (r % 4 == 1) or constant (r % 8 == 7), and single 64-element blocks that are zero
+// ((i / 64) % 7 == 3); chunk 1 alone has a NaN in regions r % 8 == 6.
+std::vector<float> blockyChunk(size_t n, int c) {
+  std::vector<float> x = genData(Dist::kGaussian, n, zcollFloat32, 500 + c);
+  for (size_t i = 0; i < n; ++i) {
+    size_t r = i / 4096;
+    if (r % 4 == 1 || (i / 64) % 7 == 3) x[i] = 0.0f;
+    if (r % 8 == 7) x[i] = 1.5f;
+    if (c == 1 && r % 8 == 6 && i % 4096 == 100) x[i] = NAN;
+  }
+  return x;
+}
+
+using BlocksCfg = std::tuple<int, bool, bool>;  // bits, symmetric, stochastic
+
+class QuantCudaManyBlocks : public ::testing::TestWithParam<BlocksCfg> {
+ protected:
+  QuantParams params(int block, uint64_t seed, uint64_t offset) const {
+    QuantParams p = makeParams(std::get<0>(GetParam()), block, std::get<1>(GetParam()),
+                               std::get<2>(GetParam()), seed);
+    p.elementOffset = offset;
+    return p;
+  }
+};
+
+TEST_P(QuantCudaManyBlocks, ZeroAndNonFiniteBlocksAfterOthersByteIdentical) {
+  SKIP_WITHOUT_GPU();
+  constexpr int k = 3;
+  for (size_t n : {size_t{1} << 20, (size_t{1} << 20) - 37}) {
+    QuantParams in = params(128, 7, 0);
+    std::vector<Bytes> cpu(k);
+    std::vector<std::unique_ptr<DevBuf>> dev;
+    const void* hostChunks[k];
+    const void* devChunks[k];
+    for (int c = 0; c < k; ++c) {
+      Bytes x = toDtype(blockyChunk(n, c), zcollFloat32);
+      cpu[c].resize(quantizedBytes(n, in));
+      ASSERT_EQ(quantize(x.data(), zcollFloat32, n, in, cpu[c].data()), zcollSuccess);
+      DevBuf dx(x);
+      for (int cap : kGridCaps) {
+        GridCap g(cap);
+        DevBuf dq(cpu[c].size());
+        ASSERT_EQ(qc::quantize(dx.p, zcollFloat32, n, in, dq.p, nullptr), zcollSuccess);
+        ASSERT_EQ(firstDiff(dq.get(), cpu[c]), SIZE_MAX)
+            << "quantize n=" << n << " chunk " << c << " grid cap " << cap;
+      }
+      dev.push_back(std::make_unique<DevBuf>(cpu[c]));
+      hostChunks[c] = cpu[c].data();
+      devChunks[c] = dev.back()->p;
+    }
+
+    Bytes sum(dequantizedBytes(n, zcollFloat32));
+    ASSERT_EQ(dequantizeSum(hostChunks, k, n, in, 0.5f, sum.data(), zcollFloat32), zcollSuccess);
+    for (int cap : kGridCaps) {
+      GridCap g(cap);
+      DevBuf dsum(sum.size());
+      ASSERT_EQ(qc::dequantizeSum(devChunks, k, n, in, 0.5f, dsum.p, zcollFloat32, nullptr),
+                zcollSuccess);
+      ASSERT_EQ(firstDiff(dsum.get(), sum), SIZE_MAX) << "dequantizeSum n=" << n << " cap " << cap;
+    }
+
+    // Output blocks of 1 to 16 groups of 8 a lane (8 down to 3 warps per CUDA block).
+    for (int outBlock : {32, 64, 256, 512, 1024, 2048, 4096}) {
+      QuantParams out = params(outBlock, 11, 12345);
+      Bytes rq(requantizedBytes(n, out));
+      ASSERT_EQ(dequantReduceRequant(hostChunks, k, n, in, out, rq.data()), zcollSuccess);
+      for (int cap : kGridCaps) {
+        GridCap g(cap);
+        DevBuf drq(rq.size());
+        ASSERT_EQ(qc::dequantReduceRequant(devChunks, k, n, in, out, drq.p, nullptr),
+                  zcollSuccess);
+        size_t d = firstDiff(drq.get(), rq);
+        ASSERT_EQ(d, SIZE_MAX) << "dequantReduceRequant n=" << n << " out " << paramStr(out)
+                               << " grid cap " << cap << ": first different byte " << d;
+      }
+    }
+  }
+}
+
+std::string blocksName(const ::testing::TestParamInfo<BlocksCfg>& info) {
+  return "int" + std::to_string(std::get<0>(info.param)) +
+         (std::get<1>(info.param) ? "_sym" : "_asym") + (std::get<2>(info.param) ? "_sr" : "_rne");
+}
+
+INSTANTIATE_TEST_SUITE_P(BitsModes, QuantCudaManyBlocks,
+                         ::testing::Combine(::testing::Values(8, 4), ::testing::Bool(),
+                                            ::testing::Bool()),
+                         blocksName);
+
 }  // namespace
 }  // namespace test
 }  // namespace quant
@@ -252,6 +376,6 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantCudaVsCpu,
 
 #else  // built without CUDA
 
-TEST(QuantCuda, NotBuilt) { GTEST_SKIP() << "zcoll built without CUDA"; }
+TEST(QuantCuda, NotBuilt) { GTEST_SKIP() << "zcoll built without CUDA (ZCOLL_WITH_CUDA=OFF, or no nvcc at configure time)"; }
 
 #endif
