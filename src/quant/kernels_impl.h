@@ -804,38 +804,53 @@ void quantizeEvenOdd(const float* acc, int len, const QuantConsts& c, uint8_t* q
   if (r & 1) qv[i / 2 + nb - 1] &= 0x0f;
 }
 
+// Output block j summed into acc (even/odd groups); returns its parameters.
+template <bool InSym, bool OutSym>
+BlockParams sumBlockEvenOdd(const uint8_t* const* chunks, int k, size_t n, const Layout& li,
+                            size_t bIn, size_t b, size_t j, float* acc) {
+  size_t e0 = j * b;
+  size_t end = minSize(e0 + b, n);
+  prefetchChunks(chunks, k, li.valuesOffset + e0 / 2, packedBytes(4, b), li.totalBytes);
+  SumStats st = initStats();
+  bool nan = false;
+  for (size_t e = e0; e < end;) {  // pieces of input blocks: offsets are multiples of 32
+    size_t jIn = e / bIn;
+    size_t pieceEnd = minSize((jIn + 1) * bIn, end);
+    int plen = static_cast<int>(pieceEnd - e);
+    float* a = acc + (e - e0);
+    if (anyNanBlock<InSym>(chunks, k, li, jIn)) {
+      nan = true;
+    } else {
+      switch (k) {
+        case 2: sumPieceEvenOdd<InSym, OutSym, 2>(chunks, k, li, jIn, e, plen, a, st); break;
+        case 4: sumPieceEvenOdd<InSym, OutSym, 4>(chunks, k, li, jIn, e, plen, a, st); break;
+        case 8: sumPieceEvenOdd<InSym, OutSym, 8>(chunks, k, li, jIn, e, plen, a, st); break;
+        default: sumPieceEvenOdd<InSym, OutSym, 0>(chunks, k, li, jIn, e, plen, a, st);
+      }
+    }
+    e = pieceEnd;
+  }
+  return evenOddParams<OutSym>(st, nan);
+}
+
+// Block j + 1 is summed (and its parameters computed) before block j is quantized, into the
+// other of two block buffers: the parameters' reduction and divisions overlap with quantizing
+// instead of stalling it (as quantizeImpl computes its parameters one block ahead).
 template <bool InSym, bool OutSym>
 void requantizeEvenOddImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& in,
                            const QuantParams& outP, uint8_t* out) {
   Layout li = layoutOf(n, in.blockSize, 4, InSym);
   Layout lo = layoutOf(n, outP.blockSize, 4, OutSym);
   size_t b = static_cast<size_t>(outP.blockSize), bIn = static_cast<size_t>(in.blockSize);
-  alignas(64) float acc[kMaxBlockSize];
+  alignas(64) float acc[2][kMaxBlockSize];
+  BlockParams next = sumBlockEvenOdd<InSym, OutSym>(chunks, k, n, li, bIn, b, 0, acc[0]);
   for (size_t j = 0; j < lo.nblocks; ++j) {
+    BlockParams p = next;
+    if (j + 1 < lo.nblocks) {
+      next = sumBlockEvenOdd<InSym, OutSym>(chunks, k, n, li, bIn, b, j + 1, acc[(j + 1) & 1]);
+    }
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
-    prefetchChunks(chunks, k, li.valuesOffset + e0 / 2, packedBytes(4, b), li.totalBytes);
-    SumStats st = initStats();
-    bool nan = false;
-    size_t end = e0 + static_cast<size_t>(len);
-    for (size_t e = e0; e < end;) {  // pieces of input blocks: offsets are multiples of 32
-      size_t jIn = e / bIn;
-      size_t pieceEnd = minSize((jIn + 1) * bIn, end);
-      int plen = static_cast<int>(pieceEnd - e);
-      float* a = acc + (e - e0);
-      if (anyNanBlock<InSym>(chunks, k, li, jIn)) {
-        nan = true;
-      } else {
-        switch (k) {
-          case 2: sumPieceEvenOdd<InSym, OutSym, 2>(chunks, k, li, jIn, e, plen, a, st); break;
-          case 4: sumPieceEvenOdd<InSym, OutSym, 4>(chunks, k, li, jIn, e, plen, a, st); break;
-          case 8: sumPieceEvenOdd<InSym, OutSym, 8>(chunks, k, li, jIn, e, plen, a, st); break;
-          default: sumPieceEvenOdd<InSym, OutSym, 0>(chunks, k, li, jIn, e, plen, a, st);
-        }
-      }
-      e = pieceEnd;
-    }
-    BlockParams p = evenOddParams<OutSym>(st, nan);
     uint8_t* qv = out + lo.valuesOffset + e0 / 2;
     storeF(out + 4 * j, p.scale);
     if (!OutSym) storeF(out + lo.zerosOffset + 4 * j, p.zero);
@@ -845,9 +860,9 @@ void requantizeEvenOddImpl(const uint8_t* const* chunks, int k, size_t n, const 
     }
     QuantConsts c = quantConsts(p);
     if (c.useRcp) {
-      quantizeEvenOdd<OutSym, true>(acc, len, c, qv);
+      quantizeEvenOdd<OutSym, true>(acc[j & 1], len, c, qv);
     } else {
-      quantizeEvenOdd<OutSym, false>(acc, len, c, qv);
+      quantizeEvenOdd<OutSym, false>(acc[j & 1], len, c, qv);
     }
   }
   zeroPadding(out, lo, OutSym);
