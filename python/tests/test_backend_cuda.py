@@ -3,8 +3,9 @@ on the CPU for the same inputs (the same zcoll algorithms, the CUDA kernels prom
 kernels' bits), with NCCL's stream semantics: the call returns once enqueued on the caller's
 stream, Work.wait() orders the current stream after it, and get_future() completes on it.
 
-Ranks are spawned processes sharing the machine's GPU(s); skipped without a GPU, without a CUDA
-build of the extension, or when libzcoll takes no device buffers.
+Ranks are spawned processes sharing the machine's GPU(s). Skipped, saying exactly why, without a
+GPU, with a torch or an extension or a libzcoll built without CUDA, or with a torch outside the
+range zcoll supports.
 """
 import os
 import subprocess
@@ -21,17 +22,48 @@ os.environ.setdefault("ZCOLL_SOCKET_IFNAME", "lo")
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
 
-def _cuda_usable():
-    """Asked in a child process: initialising CUDA here would break forked ranks elsewhere."""
-    probe = ("import torch, zcoll._C as C; "
-             "print(int(torch.cuda.is_available() and C.built_with_cuda "
-             "and C.zcoll_takes_device_buffers()))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    return out.returncode == 0 and out.stdout.strip() == "1"
+# Asked in a child process (initialising CUDA here would break forked ranks elsewhere): "" when
+# the CUDA tests can run, else exactly why not.
+_PROBE = r"""
+import sys
+import torch
+try:
+    import zcoll._C as C
+except ImportError as err:
+    if "found torch" in str(err):
+        sys.exit(f"torch {torch.__version__} is outside the range zcoll supports: {err}")
+    if "_C" in str(err):
+        sys.exit(f"zcoll's torch extension (zcoll._C) is not built for this python and torch "
+                 f"{torch.__version__} (pip install --no-build-isolation ./python): {err}")
+    sys.exit(f"zcoll cannot be imported: {err}")
+if torch.version.cuda is None:
+    sys.exit(f"torch {torch.__version__} is a build without CUDA")
+if not C.built_with_cuda:
+    sys.exit("zcoll's torch extension was built without CUDA (no CUDA toolkit at build time, or "
+             "ZCOLL_TORCH_CUDA=0): rebuild it (pip install --no-build-isolation ./python)")
+if not torch.cuda.is_available():
+    try:
+        torch.cuda.init()
+        why = "no error from torch.cuda.init()"
+    except Exception as err:  # the driver's own words
+        why = f"{type(err).__name__}: {err}"
+    sys.exit(f"no CUDA device: torch.cuda.is_available() is False ({why})")
+if not C.zcoll_takes_device_buffers():
+    sys.exit("libzcoll.so bundled with the extension was built without CUDA (ZCOLL_WITH_CUDA=OFF, "
+             "or no nvcc at configure time): no device buffers")
+"""
 
 
-pytestmark = pytest.mark.skipif(not _cuda_usable(),
-                                reason="no CUDA device, or zcoll built without CUDA")
+def _cuda_skip_reason():
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True)
+    if out.returncode == 0:
+        return ""
+    lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"the CUDA probe exited {out.returncode} without a reason"
+
+
+_SKIP_REASON = _cuda_skip_reason()
+pytestmark = pytest.mark.skipif(bool(_SKIP_REASON), reason=_SKIP_REASON or "runs")
 
 
 def _values(rank, n, dtype, salt=0):
