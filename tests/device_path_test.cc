@@ -27,6 +27,7 @@
 #include "support/fake_device.h"
 #include "support/ranks.h"
 #include "support/values.h"
+#include "transport/staged_transport.h"
 
 namespace zcoll {
 namespace {
@@ -226,9 +227,9 @@ TEST(CudaIpcRoutes, NodePeersGoDeviceToDeviceAndOtherNodesAreStaged) {
     for (int r = 0; r < comm->nranks; ++r) {
       const bool nodePeer = r != rank && test::nodeOfRank(s, r) == test::nodeOfRank(s, rank);
       const std::string& why = comm->deviceRouteWhy[r];
-      ASSERT_NE(comm->cudaIpc, nullptr);
-      EXPECT_EQ(comm->deviceRoute[r], nodePeer ? static_cast<Transport*>(comm->cudaIpc.get())
-                                               : static_cast<Transport*>(comm->staged.get()))
+      ASSERT_NE(comm->transportNamed("cuda_ipc"), nullptr);
+      EXPECT_EQ(comm->deviceRoute[r], nodePeer ? comm->transportNamed("cuda_ipc")
+                                               : comm->transportNamed("staged"))
           << "rank " << rank << " -> " << r << ": " << why;
       EXPECT_EQ(why.rfind(nodePeer ? "cuda_ipc (same device)" : "staged (", 0), 0u) << why;
     }
@@ -258,7 +259,8 @@ TEST(CudaIpcRoutes, DeviceBytesOfANodeMoveDeviceToDeviceWithoutStaging) {
                                  [&](auto& p) {
         return zcollAllGather(p[0], p[1], n, zcollFloat32, comm, nullptr);
       }, "all-gather", rank);
-      EXPECT_EQ(comm->deviceRoute[1 - rank] == comm->staged.get(), *m.transport != '\0');
+      EXPECT_EQ(comm->deviceRoute[1 - rank] == comm->transportNamed("staged"),
+                *m.transport != '\0');
     });
     EXPECT_EQ(FakeIpc::copiesStarted - copiesBefore, m.copies)
         << "'" << m.transport << "', user buffers " << m.userBuffers;
@@ -283,8 +285,8 @@ TEST(CudaIpcRoutes, SendsFromMemoryThatCannotBeExportedGoThroughASharedBlock) {
       ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
       EXPECT_EQ(arena.download(dst, n * 4), inputOf(peer, n, zcollFloat32)) << round;
     }
-    ASSERT_NE(comm->cudaIpc, nullptr);
-    EXPECT_EQ(comm->deviceRoute[peer], comm->cudaIpc.get());
+    ASSERT_NE(comm->transportNamed("cuda_ipc"), nullptr);
+    EXPECT_EQ(comm->deviceRoute[peer], comm->transportNamed("cuda_ipc"));
   });
 }
 
@@ -294,7 +296,7 @@ TEST(CudaIpcRoutes, APairIsStagedWhenEitherSideFailsItsProbe) {
   runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
     const int peer = 1 - rank;
     const std::string& why = comm->deviceRouteWhy[peer];
-    EXPECT_EQ(comm->deviceRoute[peer], comm->staged.get()) << why;
+    EXPECT_EQ(comm->deviceRoute[peer], comm->transportNamed("staged")) << why;
     EXPECT_TRUE(why.find("probe read other bytes") != std::string::npos ||
                 why.find("cannot reach this rank's memory") != std::string::npos) << why;
     FakeDeviceArena arena;
@@ -353,7 +355,8 @@ TEST(StagedRoutes, AMessageOfSeveralChunksArrivesWholeAcrossNodes) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
     const int peer = 1 - rank;
-    ASSERT_EQ(comm->deviceRoute[peer], comm->staged.get()) << comm->deviceRouteWhy[peer];
+    ASSERT_EQ(comm->deviceRoute[peer], comm->transportNamed("staged"))
+        << comm->deviceRouteWhy[peer];
     void* src = arena.alloc(n * 4);
     void* dst = arena.alloc(n * 4);
     arena.upload(src, inputOf(rank, n, zcollFloat32));

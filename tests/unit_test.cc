@@ -20,6 +20,8 @@
 #include "core/flight_recorder.h"
 #include "exec/reduce_kernels.h"
 #include "topology/node_layout.h"
+#include "transport/addresses.h"
+#include "transport/registry.h"
 #include "transport/select.h"
 #include "transport/self_transport.h"
 
@@ -142,13 +144,13 @@ class RuleTransport final : public Transport {
 
 std::vector<PeerReach> fivePeers() {
   // Rank 0 is this rank; 1 and 2 share its node; 3 is another node on this machine; 4 is
-  // another machine without a network address.
+  // another machine (one the `net` of the refusal test cannot reach).
   std::vector<PeerReach> p(5);
+  for (int r = 0; r < 5; ++r) p[r].rank = r;
   p[0].self = p[0].sameMachine = p[0].sameNode = true;
-  p[1].sameMachine = p[1].sameNode = p[1].hasNetAddress = true;
-  p[2] = p[1];
-  p[3].sameMachine = p[3].hasNetAddress = true;
-  p[4].hasNetAddress = false;
+  p[1].sameMachine = p[1].sameNode = true;
+  p[2].sameMachine = p[2].sameNode = true;
+  p[3].sameMachine = true;
   return p;
 }
 
@@ -173,11 +175,121 @@ TEST(TransportSelect, FirstTransportInPriorityOrderThatCanReachThePeerWins) {
 
 TEST(TransportSelect, APeerNoTransportReachesFailsNamingEveryRefusal) {
   RuleTransport self("self", [](const PeerReach& p) { return p.self; });
-  RuleTransport net("net", [](const PeerReach& p) { return !p.self && p.hasNetAddress; });
+  RuleTransport net("net", [](const PeerReach& p) { return !p.self && p.rank != 4; });
   std::vector<Route> routes;
   EXPECT_EQ(selectRoutes({&self, &net}, fivePeers(), &routes), zcollSystemError);
   EXPECT_EQ(threadLastError(),
             "zcollSystemError: no transport can reach rank 4 (self: refused; net: refused)");
+}
+
+// Device routes: the fallback (a yes without a reason) names why the first transport refused;
+// with a none-reason, a peer nobody reaches gets a "none (...)" route instead of a failure.
+TEST(TransportSelect, FallbackTakesTheFirstRefusalAndNoneIsARoute) {
+  class Fallback final : public Transport {
+   public:
+    const char* name() const override { return "fallback"; }
+    bool canConnect(const PeerReach& p, std::string* why) const override {
+      *why = p.self ? "this rank" : "";
+      return p.rank != 4;
+    }
+    Result postSend(int, const void*, size_t, uint64_t, Request*) override {
+      return zcollInternalError;
+    }
+    Result postRecv(int, void*, size_t, uint64_t, Request*) override { return zcollInternalError; }
+    Result progress() override { return zcollSuccess; }
+    void cancel(Request*) override {}
+  } fallback;
+  RuleTransport first("first", [](const PeerReach& p) { return !p.self && p.sameNode; });
+  RuleTransport second("second", [](const PeerReach&) { return false; });
+  std::vector<Route> routes;
+  ASSERT_EQ(selectRoutes({&first, &second, &fallback}, fivePeers(), &routes, "no device"),
+            zcollSuccess);
+  EXPECT_EQ(routes[0].why, "fallback (this rank)");
+  EXPECT_EQ(routes[1].why, "first (allowed)");
+  EXPECT_EQ(routes[3].why, "fallback (refused)");
+  EXPECT_EQ(routes[4].transport, nullptr);
+  EXPECT_EQ(routes[4].why, "none (no device)");
+}
+
+// The transport table (transport/registry.h): unique names, rows by priority, every row
+// carrying host or device memory, the host transports' and device transports' orders the
+// route choice depends on.
+TEST(TransportTable, UniqueNamesInPriorityOrderWithTheirMemoryKinds) {
+  const std::vector<TransportRow>& table = transportTable();
+  ASSERT_FALSE(table.empty());
+  std::set<std::string> names;
+  std::vector<std::string> host, device;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const TransportRow& row = table[i];
+    EXPECT_TRUE(names.insert(row.name).second) << row.name;
+    if (i > 0) {
+      EXPECT_LT(table[i - 1].priority, row.priority) << row.name;
+    }
+    EXPECT_NE(row.memKinds & (kHostMemory | kDeviceMemory), 0u) << row.name;
+    EXPECT_EQ(row.memKinds & ~(kHostMemory | kDeviceMemory), 0u) << row.name;
+    EXPECT_NE(row.create, nullptr) << row.name;
+    EXPECT_EQ(transportRow(row.name), &row);
+    if (row.memKinds & kHostMemory) host.push_back(row.name);
+    if (row.memKinds & kDeviceMemory) device.push_back(row.name);
+  }
+  EXPECT_EQ(host, (std::vector<std::string>{"self", "shm", "ucx"}));
+  EXPECT_EQ(device, (std::vector<std::string>{"cuda_ipc", "ucx", "staged"}));
+  EXPECT_FALSE(transportRow("self")->needsPeers);  // a rank alone sends to itself
+  EXPECT_FALSE(transportRow("staged")->needsPeers);
+  EXPECT_EQ(transportRow("nccl"), nullptr);
+}
+
+// A rank alone gets self only (no device here: no staged); its address is empty.
+TEST(TransportTable, ARankAloneGetsSelfAndPublishesNothing) {
+  TransportSettings s;
+  ASSERT_EQ(readTransportSettings("comm", DeviceIdentity{}, false, nullptr, &s), zcollSuccess);
+  std::vector<std::unique_ptr<Transport>> ts;
+  ASSERT_EQ(createTransports(s, &ts), zcollSuccess) << threadLastError();
+  ASSERT_EQ(ts.size(), 1u);
+  EXPECT_STREQ(ts[0]->name(), "self");
+  EXPECT_EQ(packedAddresses(ts), "");
+}
+
+TEST(TransportTable, BadChoicesAreRefusedNamingTheRows) {
+  setenv("ZCOLL_TRANSPORT", "tcp", 1);
+  TransportSettings s;
+  EXPECT_EQ(readTransportSettings("comm", DeviceIdentity{}, true, nullptr, &s),
+            zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find("ZCOLL_TRANSPORT=tcp: use shm, ucx, or leave it empty"),
+            std::string::npos) << threadLastError();
+  unsetenv("ZCOLL_TRANSPORT");
+  setenv("ZCOLL_DEVICE_TRANSPORT", "nvlink", 1);
+  EXPECT_EQ(readTransportSettings("comm", DeviceIdentity{}, true, nullptr, &s),
+            zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find("ZCOLL_DEVICE_TRANSPORT=nvlink: use cuda_ipc, staged, or "
+                                   "leave it empty"),
+            std::string::npos) << threadLastError();
+  unsetenv("ZCOLL_DEVICE_TRANSPORT");
+}
+
+// Addresses travel by transport name; unpack rejects what pack cannot make, naming the rank.
+TEST(TransportAddressesTest, PackedByNameAndCheckedOnUnpack) {
+  TransportAddresses a;
+  a.rows = {{"shm", std::string("\x01\0\x02", 3)}, {"cuda_ipc", "probe"}};
+  const std::string packed = packAddresses(a);
+  TransportAddresses b;
+  ASSERT_EQ(unpackAddresses(packed, 3, &b), zcollSuccess);
+  EXPECT_EQ(b.rows, a.rows);
+  EXPECT_EQ(b.of("cuda_ipc"), "probe");
+  EXPECT_EQ(b.of("ucx"), "");
+  ASSERT_EQ(unpackAddresses("", 3, &b), zcollSuccess);
+  EXPECT_TRUE(b.rows.empty());
+  TransportAddresses twice;
+  twice.rows = {{"shm", "a"}, {"shm", "b"}};
+  TransportAddresses unnamed;
+  unnamed.rows = {{"", "a"}};
+  for (const std::string& bad : {packed.substr(0, packed.size() - 1), packed + "x",
+                                 packAddresses(twice), packAddresses(unnamed)}) {
+    EXPECT_EQ(unpackAddresses(bad, 3, &b), zcollRemoteError);
+    EXPECT_NE(threadLastError().find("rank 3 sent malformed transport addresses"),
+              std::string::npos) << threadLastError();
+    EXPECT_TRUE(b.rows.empty());
+  }
 }
 
 TEST(TransportSelect, SelfReachesOnlyThisRank) {

@@ -113,7 +113,7 @@ Result carve(zcollComm* comm, const Executor& exec, const Plan& p, Buffers* b) {
     return zcollSuccess;
   }
   char* window = nullptr;
-  ZCOLL_CHECK(comm->shm->ownWindow(2 * q1, &window, &b->ref));  // failed: the peers are told
+  ZCOLL_CHECK(comm->shmTransport()->ownWindow(2 * q1, &window, &b->ref));  // failed: the peers are told
   b->swz[0] = window;
   b->swz[1] = window + q1;
   return zcollSuccess;

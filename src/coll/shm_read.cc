@@ -16,9 +16,9 @@ constexpr size_t kPieceBytes = 128 * 1024;  // a piece and its accumulator stay 
 }  // namespace
 
 bool everyPeerOnShm(const zcollComm* comm, const Group& g) {
-  if (!comm->shm) return false;
+  if (comm->shmTransport() == nullptr) return false;
   for (int p : g.ranks)
-    if (p != comm->rank && comm->route[p] != comm->shm.get()) return false;
+    if (p != comm->rank && comm->route[p] != comm->shmTransport()) return false;
   return true;
 }
 
@@ -51,7 +51,7 @@ Result PeerBuffers::publish(const Stage& st, const Group& g, const void* mine, s
   for (int i = 0; i < g.size(); ++i) {
     const Published& p = published_[i];
     if (i == g.me || p.region.fd < 0 || p.bytes == 0) continue;
-    ZCOLL_CHECK(comm_->shm->mapRegistered(ranks_[i], p.region, p.bytes, &maps_[i], &view_[i]));
+    ZCOLL_CHECK(comm_->shmTransport()->mapRegistered(ranks_[i], p.region, p.bytes, &maps_[i], &view_[i]));
   }
   return zcollSuccess;
 }
@@ -65,7 +65,7 @@ Result PeerBuffers::read(int i, size_t offset, void* dst, size_t bytes) const {
     bulkCopy(dst, view_[i] + offset, bytes);
     return zcollSuccess;
   }
-  return comm_->shm->read(ranks_[i], published_[i].addr + offset, dst, bytes);
+  return comm_->shmTransport()->read(ranks_[i], published_[i].addr + offset, dst, bytes);
 }
 
 Result tradeTokens(const Stage& st, const Group& g, uint32_t step) {
@@ -80,7 +80,7 @@ Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine,
   ZCOLL_CHECK(tradeItems(st, g, step, refs.data(), sizeof(shm::WindowRef)));
   base->assign(g.size(), myBase);
   for (int p = 0; p < g.size(); ++p)
-    if (p != g.me) ZCOLL_CHECK(st.comm()->shm->peerWindow(g.ranks[p], refs[p], &(*base)[p]));
+    if (p != g.me) ZCOLL_CHECK(st.comm()->shmTransport()->peerWindow(g.ranks[p], refs[p], &(*base)[p]));
   return zcollSuccess;
 }
 

@@ -13,11 +13,8 @@
 #include "exec/scratch.h"
 #include "topology/node_layout.h"
 #include "topology/topology.h"
-#include "transport/cuda_ipc_transport.h"
 #include "transport/device_ipc.h"
-#include "transport/self_transport.h"
 #include "transport/shm_transport.h"
-#include "transport/staged_transport.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -88,20 +85,20 @@ struct zcollComm {
   std::vector<zcoll::PeerInfo> peers;
 
   zcoll::PeerNotices notices;  // before the transports: outlives their cancellations
-  zcoll::SelfTransport self;
-  std::unique_ptr<zcoll::ShmTransport> shm;  // local peers that can share memory
-  std::unique_ptr<zcoll::Transport> net;     // the other peers (ucx)
+  // Every transport of this comm, owned, from the transport table (transport/registry.h), in
+  // lifecycle order: the host-carrying ones by priority (self, shm, ucx), then the device-only
+  // ones (cuda_ipc, staged: they send over the host ones). Progressed in this order, closed and
+  // destroyed in reverse.
+  std::vector<std::unique_ptr<zcoll::Transport>> transportList;
   std::vector<zcoll::Transport*> route;   // rank -> transport (transport/select.h)
   std::vector<std::string> routeWhy;      // rank -> "<transport>: <why it was chosen>"
-  // Device buffers: each peer's device route, chosen at init (core/init.cc): cuda_ipc (device
-  // to device) for the node peers it reaches, from the device identities, the topology and a
-  // probe; staged (pinned host memory, in pipelined chunks over route[]) for the rest. Both
-  // exist only when this rank has a device; without one, device calls cannot move bytes.
-  std::string deviceTransport;  // ZCOLL_DEVICE_TRANSPORT, read once at init: "", cuda_ipc, staged
-  std::unique_ptr<zcoll::CudaIpcTransport> cudaIpc;
-  std::unique_ptr<zcoll::StagedTransport> staged;
-  std::vector<zcoll::Transport*> deviceRoute;  // rank -> cuda_ipc or staged (null: none)
-  std::vector<std::string> deviceRouteWhy;     // rank -> "<cuda_ipc | staged | none> (<why>)"
+  // Device buffers: each peer's device route, chosen at init (core/init.cc) among the
+  // transports that carry device memory, by priority: cuda_ipc (device to device) for the node
+  // peers where both ranks agreed, ucx where both ranks' UCX carries device memory, staged
+  // (pinned host memory, in pipelined chunks over route[]) for the rest. They exist only when
+  // this rank has a device; without one, device calls cannot move bytes.
+  std::vector<zcoll::Transport*> deviceRoute;  // rank -> cuda_ipc, ucx or staged (null: none)
+  std::vector<std::string> deviceRouteWhy;     // rank -> "<transport | none> (<why>)"
 
   std::atomic<int> asyncError{zcollSuccess};
   std::atomic<bool> aborting{false};
@@ -123,19 +120,25 @@ struct zcollComm {
   // destroyComm has stopped it, so its progress thread never outlives what it uses.
   zcoll::Engine engine;
 
-  // The transports that carry host memory, in priority order (self, shm, net).
-  std::vector<zcoll::Transport*> hostTransports() {
-    std::vector<zcoll::Transport*> all = {&self};
-    if (shm) all.push_back(shm.get());
-    if (net) all.push_back(net.get());
+  // Every transport of this comm, in lifecycle order (transportList).
+  std::vector<zcoll::Transport*> transports() const {
+    std::vector<zcoll::Transport*> all;
+    for (const auto& t : transportList) all.push_back(t.get());
     return all;
   }
-  // Every transport of this comm: the host ones, then the device ones (device buffers only).
-  std::vector<zcoll::Transport*> transports() {
-    std::vector<zcoll::Transport*> all = hostTransports();
-    if (cudaIpc) all.push_back(cudaIpc.get());
-    if (staged) all.push_back(staged.get());
-    return all;
+  // The transport named `name` (transport/registry.h), null when this comm has none.
+  zcoll::Transport* transportNamed(const std::string& name) const {
+    for (const auto& t : transportList)
+      if (name == t->name()) return t.get();
+    return nullptr;
+  }
+  // The shm transport, for the algorithms that read node peers' memory in place
+  // (coll/shm_read.h: windows, reads); null when this comm has none. Found once at wire time.
+  zcoll::ShmTransport* shmTransport() const { return shm_; }
+  void findShmTransport() {
+    shm_ = nullptr;
+    for (const auto& t : transportList)
+      if (auto* s = dynamic_cast<zcoll::ShmTransport*>(t.get())) shm_ = s;
   }
   // A device call's bytes to `peer` have a way to travel (cuda_ipc or staged).
   bool deviceRouted(int peer) const {
@@ -147,4 +150,7 @@ struct zcollComm {
     if (peer == rank) return zcollPathSelf;
     return layout.nodeOf[peer] == layout.nodeOf[rank] ? zcollPathIntra : zcollPathInter;
   }
+
+ private:
+  zcoll::ShmTransport* shm_ = nullptr;  // in transportList (shmTransport)
 };

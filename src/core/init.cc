@@ -3,7 +3,6 @@
 #include "core/rank_blob.h"
 
 #include <sched.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,10 +18,8 @@
 #include "core/peer_notice.h"
 #include "core/progress.h"
 #include "transport/addresses.h"
+#include "transport/registry.h"
 #include "transport/select.h"
-#ifdef ZCOLL_HAVE_UCX
-#include "transport/ucx_transport.h"
-#endif
 
 namespace zcoll {
 
@@ -83,148 +80,18 @@ Result describeSelf(const InitSettings& s, int rank, PeerInfo* info) {
   return zcollSuccess;
 }
 
-// ZCOLL_DEVICE_TRANSPORT and ZCOLL_CUDA_IPC_LEVEL (transport/cuda_ipc_transport.h).
-struct DeviceTransportSettings {
-  std::string mode;  // "", "cuda_ipc" or "staged"
-  int maxPath = static_cast<int>(GpuPath::kPHB);
-  bool userBuffers = false;  // ZCOLL_CUDA_IPC_USER_BUFFERS
-};
-
-Result readDeviceTransportSettings(DeviceTransportSettings* out) {
-  out->mode = paramString("ZCOLL_DEVICE_TRANSPORT");
-  if (!out->mode.empty() && out->mode != "cuda_ipc" && out->mode != "staged")
-    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_TRANSPORT=%s: use cuda_ipc, staged, or leave "
-                "it empty", out->mode.c_str());
-  const int64_t user = paramInt("ZCOLL_CUDA_IPC_USER_BUFFERS");
-  if (user != 0 && user != 1)
-    return fail(zcollInvalidArgument, "ZCOLL_CUDA_IPC_USER_BUFFERS=%lld: use 0 or 1",
-                static_cast<long long>(user));
-  out->userBuffers = user == 1;
-  const std::string level = paramString("ZCOLL_CUDA_IPC_LEVEL");
-  for (GpuPath p : {GpuPath::kNVL, GpuPath::kPIX, GpuPath::kPXB, GpuPath::kPHB, GpuPath::kSYS})
-    if (strcasecmp(level.c_str(), gpuPathName(p)) == 0) {
-      out->maxPath = static_cast<int>(p);
-      return zcollSuccess;
-    }
-  return fail(zcollInvalidArgument, "ZCOLL_CUDA_IPC_LEVEL=%s: use NVL, PIX, PXB, PHB or SYS",
-              level.c_str());
-}
-
-// cuda_ipc, when this rank's device can share its memory (the device component offers IPC) and
-// ZCOLL_DEVICE_TRANSPORT allows it. Without it the rank still takes part in choosing device
-// routes (chooseDeviceRoutes), and its peers stage.
-Result createCudaIpcTransport(zcollComm* comm, const DeviceIdentity& me,
-                              const DeviceTransportSettings& s, TransportAddresses* out) {
-  if (s.mode == "staged" || !me.present) return zcollSuccess;
-  const DeviceComponent* c = deviceComponent();
-  Result r = zcollUnsupported;
-  std::unique_ptr<DeviceIpc> ipc;
-  if (me.ipc && c != nullptr && c->makeIpc != nullptr) {
-    r = c->makeIpc(&ipc);
-    if (r == zcollSuccess)
-      r = CudaIpcTransport::create(std::move(ipc), s.maxPath, s.userBuffers, &comm->cudaIpc);
-  } else {
-    fail(zcollUnsupported, "the %s device cannot share its memory with other processes",
-         me.kind);
-  }
-  if (r != zcollSuccess) {
-    comm->cudaIpc.reset();
-    if (s.mode == "cuda_ipc")
-      return fail(r, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: %s", zcollGetLastError(nullptr));
-    ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc unavailable (%s): device bytes to the ranks of this "
-               "node go through host memory", zcollGetLastError(nullptr));
-    return zcollSuccess;
-  }
-  out->cudaIpc = comm->cudaIpc->address();
-  return zcollSuccess;
-}
-
-// ZCOLL_TRANSPORT: "" (shm for local peers that can share memory, ucx for the rest), "shm"
-// or "ucx" (that one for every non-self peer; init fails for a peer it cannot reach).
-Result readForcedTransport(std::string* forced) {
-  *forced = paramString("ZCOLL_TRANSPORT");
-  if (!forced->empty() && *forced != "ucx" && *forced != "shm")
-    return fail(zcollInvalidArgument, "ZCOLL_TRANSPORT=%s: use shm, ucx, or leave it empty",
-                forced->c_str());
-  return zcollSuccess;
-}
-
-Result createShmTransport(zcollComm* comm, const std::string& forced, TransportAddresses* out) {
-  if (forced == "ucx") return zcollSuccess;
-  ZCOLL_CHECK(ShmTransport::create(&comm->shm));
-  if (forced == "shm" && !comm->shm->usable()) {
-    std::string why;
-    comm->shm->canConnect(PeerReach{}, &why);
-    return fail(zcollSystemError, "ZCOLL_TRANSPORT=shm: %s", why.c_str());
-  }
-  out->shm = comm->shm->address();
-  return zcollSuccess;
-}
-
-Result createNetTransport(zcollComm* comm, const std::string& forced, TransportAddresses* out) {
-  if (forced == "shm") return zcollSuccess;
-#ifdef ZCOLL_HAVE_UCX
-  UcxTransport* ucx = nullptr;
-  const bool carriesNodePeers = comm->shm == nullptr || !comm->shm->usable();
-  ZCOLL_CHECK(UcxTransport::create(comm->name, carriesNodePeers, &ucx));
-  comm->net.reset(ucx);
-  out->ucx = ucx->address();
-  return zcollSuccess;
-#else
-  (void)out;
-  if (forced == "ucx")
-    return fail(zcollUnsupported, "ZCOLL_TRANSPORT=ucx but zcoll was built without UCX");
-  return zcollSuccess;  // local peers may still be reached by shm; selection says if not
-#endif
-}
-
-// staged, whenever this rank has a device whose component offers a copy engine: every device
-// route that is not cuda_ipc (a rank alone in its comm sends to itself through it too).
-Result createStagedTransport(zcollComm* comm, const DeviceIdentity& me) {
-  const DeviceComponent* c = deviceComponent();
-  if (!me.present || c == nullptr || c->makeIpc == nullptr) return zcollSuccess;
-  std::unique_ptr<DeviceIpc> engine;
-  Result r = c->makeIpc(&engine);
-  if (r == zcollSuccess) r = StagedTransport::create(std::move(engine), &comm->staged);
-  if (r != zcollSuccess)
-    ZCOLL_WARN(LogSubsys::kNet, "the %s device's copy engine did not start (%s): calls on device "
-               "buffers will fail on this rank", me.kind, zcollGetLastError(nullptr));
-  return zcollSuccess;
-}
-
-// Every transport this rank offers (the host ones and cuda_ipc only with peers); `packed` is
-// what its peers need (transport/addresses.h; empty for a rank alone).
+// Every transport of the table that applies to this rank (transport/registry.h; the host ones
+// and cuda_ipc only with peers); `packed` is what its peers need (transport/addresses.h; empty
+// for a rank alone).
 Result createTransports(zcollComm* comm, const DeviceIdentity& device, bool withPeers,
                         std::string* packed) {
-  DeviceTransportSettings settings;
-  ZCOLL_CHECK(readDeviceTransportSettings(&settings));
-  comm->deviceTransport = settings.mode;  // chooseDeviceRoutes decides by what was read here
-  ZCOLL_CHECK(createStagedTransport(comm, device));
-  if (!withPeers) return zcollSuccess;
-  std::string forced;
-  ZCOLL_CHECK(readForcedTransport(&forced));
-  TransportAddresses addresses;
-  ZCOLL_CHECK(createShmTransport(comm, forced, &addresses));
-  ZCOLL_CHECK(createNetTransport(comm, forced, &addresses));
-  ZCOLL_CHECK(createCudaIpcTransport(comm, device, settings, &addresses));
-  *packed = packAddresses(addresses);
+  const DeviceComponent* c = deviceComponent();
+  TransportSettings settings;
+  ZCOLL_CHECK(readTransportSettings(comm->name, device, withPeers,
+                                    c != nullptr ? c->makeIpc : nullptr, &settings));
+  ZCOLL_CHECK(createTransports(settings, &comm->transportList));
+  *packed = packedAddresses(comm->transportList);
   return zcollSuccess;
-}
-
-// Whether this rank's network transport carries its device's memory (UCX built with CUDA:
-// GPUDirect RDMA where the NIC allows, UCX's own staging otherwise), told to the peers so that
-// both ranks of a pair choose it (chooseDeviceRoutes).
-int32_t netCarriesDevice(const zcollComm* comm, const DeviceIdentity& device) {
-#ifdef ZCOLL_HAVE_UCX
-  return comm->net && device.present && std::strcmp(device.kind, "cuda") == 0 &&
-                 static_cast<const UcxTransport*>(comm->net.get())->carriesCudaMemory()
-             ? 1
-             : 0;
-#else
-  (void)comm;
-  (void)device;
-  return 0;
-#endif
 }
 
 // ---- Phase 2: exchange --------------------------------------------------------------------
@@ -233,18 +100,46 @@ int32_t netCarriesDevice(const zcollComm* comm, const DeviceIdentity& device) {
 
 // ---- Phase 3: wiring ----------------------------------------------------------------------
 
-// Per peer, the first transport in priority order that can reach it (transport/select.h).
-Result chooseRoutes(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
+// The transports that carry memory of `kind` (MemKindBits), in priority order (route choice).
+std::vector<Transport*> carrying(const zcollComm* comm, unsigned kind) {
+  std::vector<Transport*> out;
+  for (const auto& t : comm->transportList)
+    if (t->memKinds() & kind) out.push_back(t.get());
+  std::stable_sort(out.begin(), out.end(), [](const Transport* a, const Transport* b) {
+    return transportRow(a->name())->priority < transportRow(b->name())->priority;
+  });
+  return out;
+}
+
+// Each peer's address for transport `t` ("" when it published none).
+std::vector<std::string> addressesFor(const Transport* t,
+                                      const std::vector<TransportAddresses>& addresses) {
+  std::vector<std::string> out(addresses.size());
+  for (size_t r = 0; r < addresses.size(); ++r) out[r] = addresses[r].of(t->name());
+  return out;
+}
+
+PeerReach hostReach(const zcollComm* comm, int r) {
+  PeerReach reach;
+  reach.rank = r;
+  reach.self = r == comm->rank;
+  reach.sameMachine = comm->sameMachine(r);
+  reach.sameNode = comm->layout.nodeOf[r] == comm->layout.nodeOf[comm->rank];
+  return reach;
+}
+
+// Tells every transport its peers' addresses (canConnect may need them).
+Result learnPeers(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
+  for (const auto& t : comm->transportList) ZCOLL_CHECK(t->learn(addressesFor(t.get(), addresses)));
+  return zcollSuccess;
+}
+
+// Per peer, the first host transport in priority order that can reach it (transport/select.h).
+Result chooseRoutes(zcollComm* comm) {
   std::vector<PeerReach> reach(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) {
-    reach[r].rank = r;
-    reach[r].self = r == comm->rank;
-    reach[r].sameMachine = comm->sameMachine(r);
-    reach[r].sameNode = comm->layout.nodeOf[r] == comm->layout.nodeOf[comm->rank];
-    reach[r].hasNetAddress = !addresses[r].ucx.empty();
-  }
+  for (int r = 0; r < comm->nranks; ++r) reach[r] = hostReach(comm, r);
   std::vector<Route> routes;
-  ZCOLL_CHECK(selectRoutes(comm->hostTransports(), reach, &routes));
+  ZCOLL_CHECK(selectRoutes(carrying(comm, kHostMemory), reach, &routes));
   comm->route.assign(comm->nranks, nullptr);
   comm->routeWhy.assign(comm->nranks, "");
   for (int r = 0; r < comm->nranks; ++r) {
@@ -257,41 +152,35 @@ Result chooseRoutes(zcollComm* comm, const std::vector<TransportAddresses>& addr
   return zcollSuccess;
 }
 
-// Tells the shm transport its peers' addresses (canConnect needs them).
-Result learnShmPeers(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
-  if (!comm->shm) return zcollSuccess;
-  std::vector<std::string> shmAddresses(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) shmAddresses[r] = addresses[r].shm;
-  return comm->shm->learnPeers(shmAddresses);
+// What every transport's connect is told besides its routed peers.
+ConnectArgs connectArgs(const zcollComm* comm, unsigned kind, const Transport* t,
+                        const std::vector<TransportAddresses>& addresses) {
+  ConnectArgs a;
+  a.kind = kind;
+  a.commName = comm->name.c_str();
+  a.rank = comm->rank;
+  a.addresses = addressesFor(t, addresses);
+  a.layout = &comm->layout;
+  a.pids.resize(comm->nranks);
+  a.sameMachine.resize(comm->nranks);
+  a.devices.resize(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) {
+    a.pids[r] = comm->peers[r].pid;
+    a.sameMachine[r] = comm->sameMachine(r);
+    a.devices[r] = comm->peers[r].device;
+  }
+  return a;
 }
 
-// Maps the segments of the peers routed to shm, and only those.
-Result connectShm(zcollComm* comm) {
-  if (!comm->shm) return zcollSuccess;
-  std::vector<int> routed, pids(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) {
-    pids[r] = comm->peers[r].pid;
-    if (comm->route[r] == comm->shm.get()) routed.push_back(r);
+// Connects every host-carrying transport to the peers routed to it, and only those.
+Result connectHost(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
+  for (Transport* t : carrying(comm, kHostMemory)) {
+    ConnectArgs a = connectArgs(comm, kHostMemory, t, addresses);
+    for (int r = 0; r < comm->nranks; ++r)
+      if (comm->route[r] == t) a.peers.push_back(r);
+    ZCOLL_CHECK(t->connect(a));
   }
-  return comm->shm->connect(comm->layout, comm->rank, routed, pids);
-}
-
-// Connects the network transport to the peers routed to it, and only those.
-Result connectNet(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
-#ifdef ZCOLL_HAVE_UCX
-  if (!comm->net) return zcollSuccess;
-  std::vector<std::string> routed(comm->nranks);
-  std::vector<char> peerErrors(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) {
-    if (comm->route[r] == comm->net.get()) routed[r] = addresses[r].ucx;
-    peerErrors[r] = !comm->sameMachine(r);
-  }
-  return static_cast<UcxTransport*>(comm->net.get())->connect(routed, peerErrors, comm->rank);
-#else
-  (void)comm;
-  (void)addresses;
   return zcollSuccess;
-#endif
 }
 
 // ZCOLL_SPIN_COUNT -1: spin 2000 polls before sleeping, unless this machine runs more ranks of
@@ -315,62 +204,12 @@ void chooseSpinCount(zcollComm* comm) {
 
 // ---- Phase 4: device routes (once the host routes work) ------------------------------------
 
-// Peers that choose a device route with this rank: node peers on this machine whose device and
-// this rank's are of one kind and can share memory. Decided from what every rank exchanged, so
-// both sides of a pair agree on it.
-bool tradesDeviceVerdict(const zcollComm* comm, int peer) {
-  const DeviceIdentity& me = comm->peers[comm->rank].device;
-  const DeviceIdentity& them = comm->peers[peer].device;
-  return peer != comm->rank && comm->sameMachine(peer) &&
-         comm->layout.nodeOf[peer] == comm->node() && me.present && me.ipc && them.present &&
-         them.ipc && std::strcmp(me.kind, them.kind) == 0;
-}
-
-PeerReach devicePeerReach(const zcollComm* comm, int peer, const TopoDetail& topo) {
-  const DeviceIdentity& me = comm->peers[comm->rank].device;
-  const DeviceIdentity& them = comm->peers[peer].device;
-  static const uint8_t kNoUuid[16] = {};
-  PeerReach reach;
-  reach.rank = peer;
-  reach.self = peer == comm->rank;
-  reach.sameMachine = comm->sameMachine(peer);
-  reach.sameNode = comm->layout.nodeOf[peer] == comm->node();
-  reach.deviceIpc = tradesDeviceVerdict(comm, peer);
-  reach.sameDevice = (std::memcmp(me.uuid, kNoUuid, 16) != 0 &&
-                      std::memcmp(me.uuid, them.uuid, 16) == 0) ||
-                     (me.busId[0] != '\0' && strcasecmp(me.busId, them.busId) == 0);
-  reach.devicePath = gpuPathBetween(topo, me.busId, them.busId);
-  return reach;
-}
-
-// This rank's verdict on each peer that trades one (tradesDeviceVerdict): cuda_ipc can connect
-// and a read of the peer's probe block gave the bytes the peer wrote there. *why says why.
-void judgeDevicePeers(zcollComm* comm, const std::vector<TransportAddresses>& addresses,
-                      std::vector<uint64_t>* verdict, std::vector<std::string>* why) {
-  TopoDetail topo;
-  const DeviceIdentity& me = comm->peers[comm->rank].device;
-  if (comm->cudaIpc && discoverTopologyDetail(&topo) != zcollSuccess)
-    ZCOLL_WARN(LogSubsys::kTopo, "topology discovery failed: the paths between GPUs are unknown");
-  if (comm->cudaIpc)
-    ZCOLL_INFO(LogSubsys::kTopo, "%s rank %d device %s:%d, PCI %s: %s", comm->name.c_str(),
-               comm->rank, me.kind, me.ordinal, me.busId, describeGpuPlace(topo, me.busId).c_str());
-  for (int r = 0; r < comm->nranks; ++r) {
-    if (!tradesDeviceVerdict(comm, r)) continue;
-    if (!comm->cudaIpc) {
-      (*why)[r] = "cuda_ipc is off on this rank (ZCOLL_DEVICE_TRANSPORT, or see the warning)";
-      continue;
-    }
-    (*verdict)[r] = comm->cudaIpc->canConnect(devicePeerReach(comm, r, topo), &(*why)[r]) &&
-                    comm->cudaIpc->probe(addresses[r].cudaIpc, &(*why)[r]);
-  }
-}
-
-// Each pair that trades verdicts sends its own and receives the peer's (over the host routes).
-Result tradeDeviceVerdicts(zcollComm* comm, const std::vector<uint64_t>& mine,
-                           std::vector<uint64_t>* theirs) {
+// Each pair with[r] sends its own word and receives the peer's, over the host routes.
+Result exchangeWords(zcollComm* comm, const std::vector<char>& with,
+                     const std::vector<uint64_t>& mine, std::vector<uint64_t>* theirs) {
   RequestList reqs(2 * comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) {
-    if (!tradesDeviceVerdict(comm, r)) continue;
+    if (!with[r]) continue;
     ZCOLL_CHECK(postRecv(comm, r, &(*theirs)[r], sizeof(uint64_t), makeIpcProbeTag(r),
                          reqs.next()));
     ZCOLL_CHECK(postSend(comm, r, &mine[r], sizeof(uint64_t), makeIpcProbeTag(comm->rank),
@@ -379,55 +218,56 @@ Result tradeDeviceVerdicts(zcollComm* comm, const std::vector<uint64_t>& mine,
   return waitAll(comm, reqs.data(), reqs.size());
 }
 
-// The device route to every peer: cuda_ipc where both ranks of a pair judged it works, else
-// staged. Logged at INFO (subsystem NET) and shown by zcoll_info --routes.
+// The device route to every peer: connects every transport that carries device memory (they
+// may trade verdicts with their peers: cuda_ipc), then asks them in priority order (cuda_ipc
+// where both ranks of a pair agreed, ucx where both ranks' UCX carries device memory, staged
+// otherwise). A device-only transport no route takes is closed. Logged at INFO (subsystem NET)
+// and shown by zcoll_info --routes.
 Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
   const int n = comm->nranks;
-  std::vector<uint64_t> mine(n, 0), theirs(n, 0);
-  std::vector<std::string> why(n);
-  judgeDevicePeers(comm, addresses, &mine, &why);
-  ZCOLL_CHECK(tradeDeviceVerdicts(comm, mine, &theirs));
-  std::vector<Route> routes(n);
-  for (int r = 0; r < n; ++r) {
-    if (mine[r] && theirs[r]) {
-      routes[r] = Route{comm->cudaIpc.get(), "cuda_ipc (" + why[r] + ")"};
-      continue;
-    }
-    if (comm->deviceTransport != "staged" && r != comm->rank &&
-        comm->route[r] == comm->net.get() && comm->peers[comm->rank].device.netDirect &&
-        comm->peers[r].device.netDirect) {
-      routes[r] = Route{comm->net.get(), "ucx (GPUDirect: UCX carries CUDA memory on both ranks)"};
-      continue;
-    }
-    if (r == comm->rank) why[r] = "this rank";
-    else if (!tradesDeviceVerdict(comm, r)) why[r] = "not a node peer with a shareable device";
-    else if (mine[r]) why[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
-    routes[r] = comm->staged ? Route{comm->staged.get(), "staged (" + why[r] + ")"}
-                : comm->peers[comm->rank].device.present
-                    ? Route{nullptr, "none (this rank's device copy engine did not start)"}
-                    : Route{nullptr, "none (no initialized device when the communicator was "
-                                     "created)"};
-    if (comm->deviceTransport == "cuda_ipc" && r != comm->rank && comm->sameMachine(r) &&
-        comm->layout.nodeOf[r] == comm->node())
-      return fail(zcollSystemError, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: no cuda_ipc to rank %d: %s",
-                  r, why[r].c_str());
+  const std::vector<Transport*> byPriority = carrying(comm, kDeviceMemory);
+  for (Transport* t : byPriority) {
+    ConnectArgs a = connectArgs(comm, kDeviceMemory, t, addresses);
+    a.peers.resize(n);
+    std::iota(a.peers.begin(), a.peers.end(), 0);
+    a.hostRoutes = comm->route;
+    a.exchange = [comm](const std::vector<char>& with, const std::vector<uint64_t>& mine,
+                        std::vector<uint64_t>* theirs) {
+      return exchangeWords(comm, with, mine, theirs);
+    };
+    ZCOLL_CHECK(t->connect(a));
   }
+  const DeviceIdentity& me = comm->peers[comm->rank].device;
+  std::vector<PeerReach> reach(n);
+  for (int r = 0; r < n; ++r) {
+    reach[r] = hostReach(comm, r);
+    reach[r].device = true;
+    reach[r].hostRoute = comm->route[r];
+    reach[r].mine = &me;
+    reach[r].theirs = &comm->peers[r].device;
+  }
+  std::vector<Route> routes;
+  ZCOLL_CHECK(selectRoutes(byPriority, reach, &routes,
+                           me.present ? "this rank's device copy engine did not start"
+                                      : "no initialized device when the communicator was "
+                                        "created"));
   comm->deviceRoute.assign(n, nullptr);
   comm->deviceRouteWhy.assign(n, "");
   for (int r = 0; r < n; ++r) {
     comm->deviceRoute[r] = routes[r].transport;
     comm->deviceRouteWhy[r] = routes[r].why;
   }
-  auto onCudaIpc = [&](const Route& x) {
-    return x.transport != nullptr && x.transport == comm->cudaIpc.get();
-  };
-  if (std::none_of(routes.begin(), routes.end(), onCudaIpc)) {
-    comm->cudaIpc.reset();  // every peer has read this rank's probe by now
-  } else {
-    comm->cudaIpc->setControlRoutes(comm->route, comm->rank);
+  // A device-only transport that carries no route goes (cuda_ipc: every peer has read this
+  // rank's probe by now).
+  for (size_t i = comm->transportList.size(); i-- > 0;) {
+    Transport* t = comm->transportList[i].get();
+    const bool used = std::find(comm->deviceRoute.begin(), comm->deviceRoute.end(), t) !=
+                      comm->deviceRoute.end();
+    if (used || (t->memKinds() & kHostMemory)) continue;
+    t->close(0);
+    comm->transportList.erase(comm->transportList.begin() + static_cast<long>(i));
   }
-  if (comm->staged) comm->staged->setHostRoutes(comm->route);
-  if (comm->peers[comm->rank].device.present)
+  if (me.present)
     for (const std::string& line : summarizeRoutes(routes))
       ZCOLL_INFO(LogSubsys::kNet, "%s rank %d device routes: %s", comm->name.c_str(),
                  comm->rank, line.c_str());
@@ -441,11 +281,11 @@ Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   std::vector<uint64_t> hosts(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
   comm->layout = buildNodeLayout(hosts);
-  ZCOLL_CHECK(learnShmPeers(comm, addresses));
-  ZCOLL_CHECK(chooseRoutes(comm, addresses));
+  comm->findShmTransport();
+  ZCOLL_CHECK(learnPeers(comm, addresses));
+  ZCOLL_CHECK(chooseRoutes(comm));
   chooseSpinCount(comm);
-  ZCOLL_CHECK(connectShm(comm));
-  ZCOLL_CHECK(connectNet(comm, addresses));
+  ZCOLL_CHECK(connectHost(comm, addresses));
   comm->sendSeq.assign(comm->nranks, 0);
   comm->recvSeq.assign(comm->nranks, 0);
   comm->magic = kCommMagic;
@@ -541,7 +381,7 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
   ZCOLL_CHECK(describeSelf(s, rank, &me));
   std::string address;
   ZCOLL_CHECK(createTransports(comm.get(), me.device, nranks > 1, &address));
-  me.device.netDirect = netCarriesDevice(comm.get(), me.device);
+  me.device.netDirect = hostRouteCarriesDevice(comm->transportList) ? 1 : 0;
 
   std::vector<std::string> blobs;
   if (id != nullptr) {  // a lone rank with an id meets its root service too, so the service ends
@@ -641,10 +481,13 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
     comm->peers[i].rank = static_cast<int32_t>(i);
     addresses[i] = addrs.substr(pr * maxAddr, recs[pr].addressBytes);
   }
-  if (comm->nranks == 1) {
-    comm->cudaIpc.reset();
-    comm->shm.reset();
-    comm->net.reset();
+  if (comm->nranks == 1) {  // alone after all: only the transports a lone rank has
+    auto& list = comm->transportList;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const std::unique_ptr<Transport>& t) {
+                                return transportRow(t->name())->needsPeers;
+                              }),
+               list.end());
   }
   ZCOLL_CHECK(wire(comm.get(), addresses));
   registerComm(comm.get());
@@ -658,14 +501,11 @@ void destroyComm(zcollComm* comm, int flushMs) {
   bool healthy = comm->asyncError.load() == zcollSuccess;
   sendPeerNotices(comm, healthy ? Notice::kClosed : Notice::kFailed, kNoticeWaitMs);
   retirePeerNotices(comm);
-#ifdef ZCOLL_HAVE_UCX
-  if (comm->net) static_cast<UcxTransport*>(comm->net.get())->closeEndpoints(std::max(flushMs, kNoticeWaitMs));
-#endif
-  if (comm->shm) comm->shm->flushQueued(std::max(flushMs, kNoticeWaitMs));
-  comm->cudaIpc.reset();  // first: they cancel what they still have on shm and net
-  comm->staged.reset();
-  comm->net.reset();
-  comm->shm.reset();
+  // In reverse lifecycle order: the device transports (they cancel what they still have on
+  // the host ones) before the host ones.
+  auto& list = comm->transportList;
+  for (size_t i = list.size(); i-- > 0;) list[i]->close(std::max(flushMs, kNoticeWaitMs));
+  while (!list.empty()) list.pop_back();
   comm->scratch.release();
   comm->deviceScratch.release();
   comm->magic = kCommDeadMagic;

@@ -35,12 +35,9 @@ void cancelPending(Request* reqs, size_t n) {
     if (!reqs[i].complete() && reqs[i].transport != nullptr) reqs[i].transport->cancel(&reqs[i]);
 }
 
+// In lifecycle order: the device transports after their host routes.
 Result progressAll(zcollComm* comm) {
-  ZCOLL_CHECK(comm->self.progress());
-  if (comm->shm) ZCOLL_CHECK(comm->shm->progress());
-  if (comm->net) ZCOLL_CHECK(comm->net->progress());
-  if (comm->cudaIpc) ZCOLL_CHECK(comm->cudaIpc->progress());  // after their host routes
-  if (comm->staged) ZCOLL_CHECK(comm->staged->progress());
+  for (const auto& t : comm->transportList) ZCOLL_CHECK(t->progress());
   return zcollSuccess;
 }
 
@@ -195,11 +192,11 @@ constexpr int kBlockMs = 10;  // deadlines, aborts and dead peers are noticed wi
 // The one transport (self aside) that every pending request waits on, or null when they wait
 // on several: a rank can sleep on one transport's events only, and only while no other
 // transport has operations under way (othersPending).
-Transport* soleTransport(const zcollComm* comm, const Request* reqs, size_t n) {
+Transport* soleTransport(const Request* reqs, size_t n) {
   Transport* sole = nullptr;
   for (size_t i = 0; i < n; ++i) {
     Transport* t = reqs[i].transport;
-    if (reqs[i].complete() || t == nullptr || t == &comm->self || t == sole) continue;
+    if (reqs[i].complete() || t == nullptr || t->completesOnPost() || t == sole) continue;
     if (sole != nullptr) return nullptr;
     sole = t;
   }
@@ -208,16 +205,14 @@ Transport* soleTransport(const zcollComm* comm, const Request* reqs, size_t n) {
 
 // Whether a transport other than `waitOn` (and self) has operations under way.
 bool othersPending(const zcollComm* comm, const Transport* waitOn) {
-  const Transport* others[] = {comm->shm.get(), comm->net.get(), comm->cudaIpc.get(),
-                               comm->staged.get()};
-  for (const Transport* t : others)
-    if (t != nullptr && t != waitOn && t->pending()) return true;
+  for (const auto& t : comm->transportList)
+    if (t.get() != waitOn && !t->completesOnPost() && t->pending()) return true;
   return false;
 }
 
 void backoff(zcollComm* comm, const Request* reqs, size_t n, int64_t polls, int64_t spinCount) {
   if (polls < spinCount) return;
-  Transport* waitOn = soleTransport(comm, reqs, n);
+  Transport* waitOn = soleTransport(reqs, n);
   if (waitOn != nullptr && !othersPending(comm, waitOn) && waitOn->waitForEvents(kBlockMs)) return;
   int64_t idle = polls - spinCount;
   if (idle < 64) {

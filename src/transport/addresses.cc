@@ -25,22 +25,37 @@ bool takeField(const std::string& in, size_t* pos, std::string* field) {
 
 }  // namespace
 
+const std::string& TransportAddresses::of(const std::string& transport) const {
+  static const std::string kNone;
+  for (const auto& [name, address] : rows)
+    if (name == transport) return address;
+  return kNone;
+}
+
 std::string packAddresses(const TransportAddresses& a) {
   std::string out;
-  putField(&out, a.shm);
-  putField(&out, a.ucx);
-  putField(&out, a.cudaIpc);
+  for (const auto& [name, address] : a.rows) {
+    putField(&out, name);
+    putField(&out, address);
+  }
   return out;
 }
 
 Result unpackAddresses(const std::string& packed, int rank, TransportAddresses* out) {
   size_t pos = 0;
   *out = TransportAddresses{};
-  if (packed.empty()) return zcollSuccess;  // a rank alone: no transports beyond self
-  if (!takeField(packed, &pos, &out->shm) || !takeField(packed, &pos, &out->ucx) ||
-      !takeField(packed, &pos, &out->cudaIpc) || pos != packed.size())
-    return fail(zcollRemoteError, "rank %d sent malformed transport addresses (%zu bytes)", rank,
-                packed.size());
+  while (pos < packed.size()) {
+    std::string name, address;
+    bool ok = takeField(packed, &pos, &name) && takeField(packed, &pos, &address) &&
+              !name.empty();
+    for (size_t i = 0; ok && i < out->rows.size(); ++i) ok = out->rows[i].first != name;
+    if (!ok) {
+      *out = TransportAddresses{};
+      return fail(zcollRemoteError, "rank %d sent malformed transport addresses (%zu bytes)",
+                  rank, packed.size());
+    }
+    out->rows.emplace_back(std::move(name), std::move(address));
+  }
   return zcollSuccess;
 }
 

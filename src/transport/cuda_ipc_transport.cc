@@ -1,5 +1,6 @@
 #include "transport/cuda_ipc_transport.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "base/log.h"
 #include "base/tags.h"
 #include "topology/topology.h"
 
@@ -85,6 +87,48 @@ Result CudaIpcTransport::create(std::unique_ptr<DeviceIpc> ipc, int maxPath, boo
   return zcollSuccess;
 }
 
+std::unique_ptr<CudaIpcTransport> CudaIpcTransport::off() {
+  return std::unique_ptr<CudaIpcTransport>(new CudaIpcTransport(nullptr, 0, false));
+}
+
+Result CudaIpcTransport::createFor(const TransportSettings& s, const std::vector<Transport*>&,
+                                   std::unique_ptr<Transport>* out) {
+  out->reset();
+  const bool forced = s.deviceMode == "cuda_ipc";
+  const DeviceIdentity& me = s.device;
+  std::unique_ptr<CudaIpcTransport> t;
+  if (!me.present) {
+    // No pair trades a verdict with this rank; kept only to hold ZCOLL_DEVICE_TRANSPORT=cuda_ipc
+    // to its node peers.
+    if (!forced) return zcollSuccess;
+    t = off();
+  } else if (s.deviceMode == "staged") {
+    t = off();
+  } else {
+    Result r = zcollUnsupported;
+    std::unique_ptr<DeviceIpc> ipc;
+    if (me.ipc && s.makeIpc != nullptr) {
+      r = s.makeIpc(&ipc);
+      if (r == zcollSuccess)
+        r = create(std::move(ipc), s.cudaIpcMaxPath, s.cudaIpcUserBuffers, &t);
+    } else {
+      fail(zcollUnsupported, "the %s device cannot share its memory with other processes",
+           me.kind);
+    }
+    if (r != zcollSuccess) {
+      t.reset();
+      if (forced)
+        return fail(r, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: %s", zcollGetLastError(nullptr));
+      ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc unavailable (%s): device bytes to the ranks of this "
+                 "node go through host memory", zcollGetLastError(nullptr));
+      t = off();
+    }
+  }
+  t->forced_ = forced;
+  *out = std::move(t);
+  return zcollSuccess;
+}
+
 // The probe block holds a random pattern; its address is the block's handle and the pattern.
 Result CudaIpcTransport::makeProbe() {
   unsigned char pattern[kProbeBytes];
@@ -105,6 +149,7 @@ Result CudaIpcTransport::makeProbe() {
 }
 
 CudaIpcTransport::~CudaIpcTransport() {
+  if (ipc_ == nullptr) return;  // off: nothing was posted or allocated
   std::vector<Op*> posted = active_;  // cancel() takes each out of active_
   for (Op* op : posted) cancel(op->req);
   settleCancelled(0);
@@ -114,6 +159,11 @@ CudaIpcTransport::~CudaIpcTransport() {
 }
 
 bool CudaIpcTransport::canConnect(const PeerReach& peer, std::string* why) const {
+  if (connected_) {
+    const bool known = peer.rank >= 0 && static_cast<size_t>(peer.rank) < agreed_.size();
+    *why = known ? why_[peer.rank] : "not a rank of this communicator";
+    return known && agreed_[peer.rank];
+  }
   if (peer.self) return *why = "this rank (device bytes to itself are copied)", false;
   if (!peer.sameMachine) return *why = "another machine", false;
   if (!peer.sameNode)
@@ -149,9 +199,81 @@ bool CudaIpcTransport::probe(const std::string& peerAddress, std::string* why) {
   return true;
 }
 
-void CudaIpcTransport::setControlRoutes(std::vector<Transport*> hostRoutes, int myRank) {
-  hosts_ = std::move(hostRoutes);
-  rank_ = myRank;
+namespace {
+
+// Peers that choose a device route with this rank: node peers on this machine whose device and
+// this rank's are of one kind and can share memory. Decided from what every rank exchanged, so
+// both sides of a pair agree on it.
+bool tradesVerdict(const ConnectArgs& a, int peer) {
+  const DeviceIdentity& me = a.devices[a.rank];
+  const DeviceIdentity& them = a.devices[peer];
+  return peer != a.rank && a.sameMachine[peer] &&
+         a.layout->nodeOf[peer] == a.layout->nodeOf[a.rank] && me.present && me.ipc &&
+         them.present && them.ipc && std::strcmp(me.kind, them.kind) == 0;
+}
+
+PeerReach devicePeerReach(const ConnectArgs& a, int peer, const TopoDetail& topo) {
+  const DeviceIdentity& me = a.devices[a.rank];
+  const DeviceIdentity& them = a.devices[peer];
+  static const uint8_t kNoUuid[16] = {};
+  PeerReach reach;
+  reach.rank = peer;
+  reach.self = peer == a.rank;
+  reach.sameMachine = a.sameMachine[peer] != 0;
+  reach.sameNode = a.layout->nodeOf[peer] == a.layout->nodeOf[a.rank];
+  reach.device = true;
+  reach.deviceIpc = tradesVerdict(a, peer);
+  reach.sameDevice = (std::memcmp(me.uuid, kNoUuid, 16) != 0 &&
+                      std::memcmp(me.uuid, them.uuid, 16) == 0) ||
+                     (me.busId[0] != '\0' && strcasecmp(me.busId, them.busId) == 0);
+  reach.devicePath = gpuPathBetween(topo, me.busId, them.busId);
+  return reach;
+}
+
+}  // namespace
+
+Result CudaIpcTransport::connect(const ConnectArgs& a) {
+  if (a.kind != kDeviceMemory) return zcollSuccess;
+  const int n = static_cast<int>(a.devices.size());
+  const DeviceIdentity& me = a.devices[a.rank];
+  // This rank's verdict on each peer that trades one: cuda_ipc can connect and a read of the
+  // peer's probe block gave the bytes the peer wrote there. why_ says why.
+  TopoDetail topo;
+  if (ipc_ != nullptr && discoverTopologyDetail(&topo) != zcollSuccess)
+    ZCOLL_WARN(LogSubsys::kTopo, "topology discovery failed: the paths between GPUs are unknown");
+  if (ipc_ != nullptr)
+    ZCOLL_INFO(LogSubsys::kTopo, "%s rank %d device %s:%d, PCI %s: %s", a.commName, a.rank,
+               me.kind, me.ordinal, me.busId, describeGpuPlace(topo, me.busId).c_str());
+  std::vector<char> trades(n, 0);
+  std::vector<uint64_t> mine(n, 0), theirs(n, 0);
+  why_.assign(n, "");
+  for (int r = 0; r < n; ++r) {
+    trades[r] = tradesVerdict(a, r);
+    if (!trades[r]) continue;
+    if (ipc_ == nullptr) {
+      why_[r] = "cuda_ipc is off on this rank (ZCOLL_DEVICE_TRANSPORT, or see the warning)";
+      continue;
+    }
+    mine[r] = canConnect(devicePeerReach(a, r, topo), &why_[r]) && probe(a.addresses[r], &why_[r]);
+  }
+  // Each pair that trades verdicts sends its own and receives the peer's.
+  ZCOLL_CHECK(a.exchange(trades, mine, &theirs));
+  agreed_.assign(n, 0);
+  for (int r = 0; r < n; ++r) {
+    agreed_[r] = mine[r] && theirs[r];
+    if (agreed_[r]) continue;
+    if (r == a.rank) why_[r] = "this rank";
+    else if (!trades[r]) why_[r] = "not a node peer with a shareable device";
+    else if (mine[r]) why_[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
+    if (forced_ && r != a.rank && a.sameMachine[r] &&
+        a.layout->nodeOf[r] == a.layout->nodeOf[a.rank])
+      return fail(zcollSystemError, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: no cuda_ipc to rank %d: %s",
+                  r, why_[r].c_str());
+  }
+  hosts_ = a.hostRoutes;
+  rank_ = a.rank;
+  connected_ = true;
+  return zcollSuccess;
 }
 
 // ---- Posting ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@
 
 #include "transport/block_pool.h"
 #include "transport/device_ipc.h"
+#include "transport/registry.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -42,19 +43,35 @@ class CudaIpcTransport final : public Transport {
   // at init.
   static Result create(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
                        std::unique_ptr<CudaIpcTransport>* out);
+  // The table's row (transport/registry.h), with peers: on when this rank's device can share
+  // its memory (the device component offers IPC) and ZCOLL_DEVICE_TRANSPORT allows it; off
+  // (no device work, only its part in choosing device routes: connect) with a device otherwise,
+  // or without one under ZCOLL_DEVICE_TRANSPORT=cuda_ipc; none else. A failure to start is an
+  // error under ZCOLL_DEVICE_TRANSPORT=cuda_ipc, a warning otherwise.
+  static Result createFor(const TransportSettings& settings, const std::vector<Transport*>& above,
+                          std::unique_ptr<Transport>* out);
   ~CudaIpcTransport() override;
 
   const char* name() const override { return "cuda_ipc"; }
+  unsigned memKinds() const override { return kDeviceMemory; }
+  // Before connect: whether the pair can use it (same machine and node, both devices
+  // shareable, same GPU or a path within ZCOLL_CUDA_IPC_LEVEL). After connect: whether both
+  // ranks of the pair said yes, and why (not).
   bool canConnect(const PeerReach& peer, std::string* why) const override;
 
   // What peers need to probe this rank: the probe block's handle and its pattern.
-  const std::string& address() const { return address_; }
+  std::string address() const override { return address_; }
   // Reads a peer's probe block through the device (map, copy to the host) and checks its
   // pattern; false with the reason when the peer's memory cannot be reached.
   bool probe(const std::string& peerAddress, std::string* why);
-  // The transport that carries the descriptors and acknowledgements to each rank (its host
-  // route); set before the first message.
-  void setControlRoutes(std::vector<Transport*> hostRoutes, int myRank);
+  // Device routes, in phases: each node peer on this machine whose device and this rank's are
+  // of one kind and can share memory (decided from what every rank exchanged, so both sides of
+  // a pair agree on it) is judged (canConnect, then a read of its probe block), the two ranks
+  // of each such pair trade verdicts over the host routes (args.exchange), and the pair uses
+  // cuda_ipc only if both said yes, so an asymmetric failure can never leave one side waiting.
+  // ZCOLL_DEVICE_TRANSPORT=cuda_ipc fails for a node peer without it. The host routes then
+  // carry the descriptors and acknowledgements.
+  Result connect(const ConnectArgs& args) override;
 
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
@@ -70,6 +87,8 @@ class CudaIpcTransport final : public Transport {
 
  private:
   CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers);
+  // A transport that only takes part in choosing device routes (ipc_ null).
+  static std::unique_ptr<CudaIpcTransport> off();
   Result makeProbe();
   Result exportSend(Op* op, const void* buf, size_t bytes);
   Result advance(Op* op, bool* finished);
@@ -78,9 +97,13 @@ class CudaIpcTransport final : public Transport {
   void finish(Op* op, Result status);
   void giveBackBlock(Op* op);
 
-  std::unique_ptr<DeviceIpc> ipc_;
+  std::unique_ptr<DeviceIpc> ipc_;  // null: off on this rank
   int maxPath_;
   bool userBuffers_;
+  bool forced_ = false;              // ZCOLL_DEVICE_TRANSPORT=cuda_ipc
+  bool connected_ = false;           // connect ran: canConnect answers from agreed_ and why_
+  std::vector<char> agreed_;         // per rank: both ranks of the pair said yes
+  std::vector<std::string> why_;     // per rank: why (not)
   int rank_ = -1;
   std::vector<Transport*> hosts_;  // per rank: the control route
   std::string address_;

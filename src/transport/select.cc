@@ -5,19 +5,25 @@
 namespace zcoll {
 
 Result selectRoutes(const std::vector<Transport*>& byPriority, const std::vector<PeerReach>& peers,
-                    std::vector<Route>* routes) {
+                    std::vector<Route>* routes, const char* noneWhy) {
   routes->assign(peers.size(), Route{});
   for (size_t p = 0; p < peers.size(); ++p) {
-    std::string refusals;
+    std::string refusals, firstRefusal;
+    bool refused = false;
     for (Transport* t : byPriority) {
       std::string why;
       if (t->canConnect(peers[p], &why)) {
+        if (why.empty() && refused) why = firstRefusal;
         (*routes)[p] = Route{t, std::string(t->name()) + " (" + why + ")"};
         break;
       }
+      if (!refused) firstRefusal = why;
+      refused = true;
       refusals += std::string(refusals.empty() ? "" : "; ") + t->name() + ": " + why;
     }
-    if ((*routes)[p].transport == nullptr)
+    if ((*routes)[p].transport == nullptr && noneWhy != nullptr)
+      (*routes)[p] = Route{nullptr, std::string("none (") + noneWhy + ")"};
+    else if ((*routes)[p].transport == nullptr)
       return fail(zcollSystemError, "no transport can reach rank %zu (%s)", p,
                   refusals.empty() ? "no transports" : refusals.c_str());
   }

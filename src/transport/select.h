@@ -16,10 +16,12 @@ struct Route {
   std::string why;  // "<transport> (<reason>)"
 };
 
-// Chooses a route to every peer. Fails naming the peer and every transport's reason when none
-// can reach it.
+// Chooses a route to every peer. A transport that says yes without a reason of its own (the
+// fallback: staged for device bytes) takes the reason the first transport refused with. When
+// no transport can reach a peer: with `noneWhy`, its route is {null, "none (<noneWhy>)"};
+// without, this fails naming the peer and every transport's reason.
 Result selectRoutes(const std::vector<Transport*>& byPriority, const std::vector<PeerReach>& peers,
-                    std::vector<Route>* routes);
+                    std::vector<Route>* routes, const char* noneWhy = nullptr);
 
 // One line per distinct route, with the ranks it covers, in order of their lowest rank, e.g.
 // "ranks 0-2,5 -> ucx (same machine: ...)".

@@ -18,6 +18,7 @@ class SelfTransport final : public Transport {
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override { return zcollSuccess; }
+  bool completesOnPost() const override { return true; }
   void cancel(Request* req) override;
 
  private:

@@ -38,6 +38,21 @@ Result ShmTransport::create(std::unique_ptr<ShmTransport>* out) {
   return zcollSuccess;
 }
 
+Result ShmTransport::createFor(const TransportSettings& s, const std::vector<Transport*>&,
+                              std::unique_ptr<Transport>* out) {
+  out->reset();
+  if (!s.forced.empty() && s.forced != "shm") return zcollSuccess;
+  std::unique_ptr<ShmTransport> t;
+  ZCOLL_CHECK(create(&t));
+  if (s.forced == "shm" && !t->usable()) {
+    std::string why;
+    t->canConnect(PeerReach{}, &why);
+    return fail(zcollSystemError, "ZCOLL_TRANSPORT=shm: %s", why.c_str());
+  }
+  *out = std::move(t);
+  return zcollSuccess;
+}
+
 ShmTransport::~ShmTransport() = default;
 
 std::string ShmTransport::address() const {
@@ -45,7 +60,7 @@ std::string ShmTransport::address() const {
   return std::string(reinterpret_cast<const char*>(&a), sizeof(a));
 }
 
-Result ShmTransport::learnPeers(const std::vector<std::string>& addresses) {
+Result ShmTransport::learn(const std::vector<std::string>& addresses) {
   addresses_.assign(addresses.size(), PeerAddress{});
   for (size_t r = 0; r < addresses.size(); ++r) {
     if (addresses[r].empty()) continue;
@@ -86,9 +101,12 @@ bool ShmTransport::canConnect(const PeerReach& peer, std::string* why) const {
   return false;
 }
 
-Result ShmTransport::connect(const NodeLayout& layout, int myRank, const std::vector<int>& peers,
-                             const std::vector<int>& pids) {
-  if (peers.empty()) return zcollSuccess;
+Result ShmTransport::connect(const ConnectArgs& args) {
+  if (args.kind != kHostMemory || args.peers.empty()) return zcollSuccess;
+  const NodeLayout& layout = *args.layout;
+  const int myRank = args.rank;
+  const std::vector<int>& peers = args.peers;
+  const std::vector<int>& pids = args.pids;
   const uint32_t localRanks = static_cast<uint32_t>(layout.localSize(myRank));
   myLocal_ = layout.localOf[myRank];
   ZCOLL_CHECK(own_.map(localRanks));

@@ -22,6 +22,7 @@
 
 #include "topology/node_layout.h"
 #include "transport/host_memory.h"
+#include "transport/registry.h"
 #include "transport/shm_segment.h"
 #include "transport/shm_window.h"
 #include "transport/transport.h"
@@ -33,17 +34,24 @@ class ShmTransport final : public Transport {
   // Probes whether this process can share memory and, if so, creates its segment. A transport
   // that cannot share still exists, so that canConnect can say why.
   static Result create(std::unique_ptr<ShmTransport>* out);
+  // The table's row (transport/registry.h): none when ZCOLL_TRANSPORT names another transport;
+  // ZCOLL_TRANSPORT=shm fails when this process cannot share memory.
+  static Result createFor(const TransportSettings& settings, const std::vector<Transport*>& above,
+                          std::unique_ptr<Transport>* out);
   ~ShmTransport() override;
 
   // What peers need to reach this rank's segment (16 bytes; see parseAddress).
-  std::string address() const;
+  std::string address() const override;
   bool usable() const { return usable_; }
+  bool sharesNodeMemory() const override { return usable_; }
   // Peers' addresses (index = comm rank; empty when a peer has no shm transport), needed by
   // canConnect. Malformed ones fail.
-  Result learnPeers(const std::vector<std::string>& addresses);
-  // Maps this rank's segment and those of `peers` (comm ranks routed here, all on this node).
-  Result connect(const NodeLayout& layout, int myRank, const std::vector<int>& peers,
-                 const std::vector<int>& pids);
+  Result learn(const std::vector<std::string>& addresses) override;
+  // Host routes: maps this rank's segment and those of args.peers (comm ranks routed here, all
+  // on this node).
+  Result connect(const ConnectArgs& args) override;
+  // Delivers queued sends (close notices): flushQueued.
+  void close(int flushMs) override { flushQueued(flushMs); }
   // One-sided: copies `bytes` at `addr` in connected peer `peer`'s memory into `dst` (the peer
   // must keep them unchanged until told the read is over: coll/reducescatter_shm_read.cc).
   Result read(int peer, uint64_t addr, void* dst, size_t bytes);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/log.h"
+
 namespace zcoll {
 
 namespace {
@@ -43,6 +45,23 @@ Result StagedTransport::create(std::unique_ptr<DeviceIpc> engine,
   return zcollSuccess;
 }
 
+Result StagedTransport::createFor(const TransportSettings& s, const std::vector<Transport*>&,
+                                  std::unique_ptr<Transport>* out) {
+  out->reset();
+  if (!s.device.present || s.makeIpc == nullptr) return zcollSuccess;
+  std::unique_ptr<DeviceIpc> engine;
+  std::unique_ptr<StagedTransport> t;
+  Result r = s.makeIpc(&engine);
+  if (r == zcollSuccess) r = create(std::move(engine), &t);
+  if (r != zcollSuccess) {
+    ZCOLL_WARN(LogSubsys::kNet, "the %s device's copy engine did not start (%s): calls on device "
+               "buffers will fail on this rank", s.device.kind, zcollGetLastError(nullptr));
+    return zcollSuccess;
+  }
+  *out = std::move(t);
+  return zcollSuccess;
+}
+
 StagedTransport::~StagedTransport() {
   std::vector<Op*> posted = active_;  // cancel() takes each out of active_
   for (Op* op : posted) cancel(op->req);
@@ -51,8 +70,9 @@ StagedTransport::~StagedTransport() {
   for (const BlockPool::Block& b : retired_) engine_->freeHost(b.ptr);
 }
 
-bool StagedTransport::canConnect(const PeerReach&, std::string* why) const {
-  *why = "through pinned host memory, in pipelined 1 MiB chunks";
+bool StagedTransport::canConnect(const PeerReach& peer, std::string* why) const {
+  // Through pinned host memory, in pipelined 1 MiB chunks, to every peer: the fallback.
+  *why = peer.self ? "this rank" : "";
   return true;
 }
 

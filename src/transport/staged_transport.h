@@ -26,6 +26,7 @@
 
 #include "transport/block_pool.h"
 #include "transport/device_ipc.h"
+#include "transport/registry.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -38,13 +39,23 @@ class StagedTransport final : public Transport {
   // `engine`: the device's copy engine and pinned memory (its own object: its copies run on a
   // stream of their own).
   static Result create(std::unique_ptr<DeviceIpc> engine, std::unique_ptr<StagedTransport>* out);
+  // The table's row (transport/registry.h): whenever this rank has a device whose component
+  // offers a copy engine (a rank alone in its comm sends to itself through it too); a copy
+  // engine that does not start is a warning (device calls then fail on this rank).
+  static Result createFor(const TransportSettings& settings, const std::vector<Transport*>& above,
+                          std::unique_ptr<Transport>* out);
   ~StagedTransport() override;
 
   const char* name() const override { return "staged"; }
+  unsigned memKinds() const override { return kDeviceMemory; }
+  // Every peer: the fallback of device routes (its route names why the transport above
+  // refused; "this rank" for itself).
   bool canConnect(const PeerReach& peer, std::string* why) const override;
-  // The transport that carries the chunks to each rank (its host route); set before the first
-  // message.
-  void setHostRoutes(std::vector<Transport*> hostRoutes) { hosts_ = std::move(hostRoutes); }
+  // Device routes: the host route to each rank carries its chunks.
+  Result connect(const ConnectArgs& args) override {
+    if (args.kind == kDeviceMemory) hosts_ = args.hostRoutes;
+    return zcollSuccess;
+  }
 
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;

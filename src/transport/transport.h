@@ -1,5 +1,8 @@
-// The narrow interface every transport implements: post a tagged send or receive to a peer,
-// make progress, cancel. Completion is reported through the Request the caller owns.
+// The narrow interface every transport implements: a lifecycle (address, learn, connect, close:
+// core/init.cc drives it for every transport alike) and the data path (post a tagged send or
+// receive to a peer, make progress, cancel). Completion is reported through the Request the
+// caller owns. Which transports exist, and in which order they are asked, is the transport
+// table's business (transport/registry.h).
 //
 // Tags are matched exactly (all 64 bits); the source rank is encoded in the tag by the caller
 // (see base/tags.h), so a transport need not know who sent a message. Messages with the same
@@ -8,13 +11,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
+#include "topology/node_layout.h"
+#include "transport/device_ipc.h"
 
 namespace zcoll {
 
 class Transport;
+
+// The memory kinds a transport carries (a bit set): every peer has a route per kind.
+enum MemKindBits : unsigned {
+  kHostMemory = 1u << 0,
+  kDeviceMemory = 1u << 1,
+};
 
 // What a transport is told about a peer when asked whether it can reach it.
 struct PeerReach {
@@ -22,8 +35,12 @@ struct PeerReach {
   bool self = false;         // the peer is this rank
   bool sameMachine = false;  // same host, boot and PID namespace: memory can be shared
   bool sameNode = false;     // same node of the comm (ZCOLL_HOSTID may split a machine)
-  bool hasNetAddress = false;  // the peer published a network (UCX) address
-  // For device transports (cuda_ipc), from the device identities ranks exchange at init:
+  // Device routes (asked after the device transports connected: connect(kDeviceMemory)):
+  bool device = false;                  // the question is about device bytes
+  Transport* hostRoute = nullptr;       // the peer's host route
+  const DeviceIdentity* mine = nullptr;    // this rank's device, as exchanged at init
+  const DeviceIdentity* theirs = nullptr;  // the peer's
+  // For cuda_ipc's own check (it fills these in its connect), from the device identities:
   bool deviceIpc = false;   // both ranks have a device of one kind whose memory can be shared
   bool sameDevice = false;  // ... and it is the same device (two ranks on one GPU)
   int devicePath = -1;      // the path class between the two devices (topology.h GpuPath),
@@ -67,14 +84,64 @@ struct Request {
   }
 };
 
+// What connect() is told: the routes chosen for one memory kind, and what the peers published.
+struct ConnectArgs {
+  unsigned kind = kHostMemory;  // kHostMemory: before the init barrier; kDeviceMemory: after it
+  const char* commName = "";
+  int rank = -1;           // this rank
+  std::vector<int> peers;  // host: the ranks routed to this transport; device: every rank
+  std::vector<std::string> addresses;  // per rank, its address for this transport ("" none)
+  std::vector<int> pids;               // per rank
+  std::vector<char> sameMachine;       // per rank: pids are comparable, memory can be shared
+  const NodeLayout* layout = nullptr;
+  std::vector<DeviceIdentity> devices;  // per rank
+  std::vector<Transport*> hostRoutes;   // device: per rank, its host route (working by then)
+  // device: sends mine[r] to every rank r with with[r] set and receives theirs[r] from it, over
+  // the host routes (every such pair must call it on both sides).
+  std::function<Result(const std::vector<char>& with, const std::vector<uint64_t>& mine,
+                       std::vector<uint64_t>* theirs)>
+      exchange;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
 
-  // Whether this transport can carry messages to `peer`; `why` says how, or why not (for the
-  // route log and zcoll_info --routes). Asked in priority order: transport/select.h.
+  // ---- Lifecycle (core/init.cc, the same for every transport) ----
+  // The memory kinds this transport carries, as created (a subset of its table row's).
+  virtual unsigned memKinds() const { return kHostMemory; }
+  // What peers need to reach this rank ("" if nothing): published at init by name
+  // (transport/addresses.h).
+  virtual std::string address() const { return std::string(); }
+  // The peers' addresses for this transport (index = comm rank; "" when a peer published
+  // none), before canConnect is asked. Malformed ones fail naming the rank.
+  virtual Result learn(const std::vector<std::string>& addresses) {
+    (void)addresses;
+    return zcollSuccess;
+  }
+  // Whether this transport carries node peers through memory shared with them (shm, once its
+  // probe passed): a transport below it then need not (ucx's choice of protocol).
+  virtual bool sharesNodeMemory() const { return false; }
+  // Whether this transport can carry messages of the memory kind asked (peer.device) to `peer`;
+  // `why` says how, or why not (for the route log and zcoll_info --routes). Asked in priority
+  // order: transport/select.h; host routes before connect, device routes after it. An empty
+  // `why` with true: the fallback, whose route names why the first transport refused.
   virtual bool canConnect(const PeerReach& peer, std::string* why) const = 0;
+  // Connects to the peers routed to it (args.kind says for which memory kind); called for every
+  // transport that carries the kind, routed peers or not.
+  virtual Result connect(const ConnectArgs& args) {
+    (void)args;
+    return zcollSuccess;
+  }
+  // Before destruction: delivers what is queued (close notices), waiting at most `flushMs`.
+  // Called in reverse order, so device transports close before the host ones they send over.
+  virtual void close(int flushMs) { (void)flushMs; }
+  // Requests complete while posting, or at the post of their match by this same thread (self):
+  // a waiting rank never sleeps on this transport's events.
+  virtual bool completesOnPost() const { return false; }
+
+  // ---- Data path ----
 
   // Post operations; `req` must stay alive until complete() or cancel().
   virtual Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) = 0;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -125,6 +126,27 @@ Result UcxTransport::create(const std::string& commName, bool carriesNodePeers,
   return zcollSuccess;
 }
 
+Result UcxTransport::createFor(const TransportSettings& s, const std::vector<Transport*>& above,
+                              std::unique_ptr<Transport>* out) {
+  out->reset();
+  if (!s.forced.empty() && s.forced != "ucx") return zcollSuccess;
+  bool nodePeersElsewhere = false;
+  for (const Transport* t : above) nodePeersElsewhere = nodePeersElsewhere || t->sharesNodeMemory();
+  UcxTransport* ucx = nullptr;
+  ZCOLL_CHECK(create(s.commName, !nodePeersElsewhere, &ucx));
+  out->reset(ucx);
+  ucx->deviceRoutes_ = s.deviceMode != "staged";
+  if (ucx->carriesCuda_ && s.device.present && std::strcmp(s.device.kind, "cuda") == 0)
+    ucx->memKinds_ |= kDeviceMemory;
+  return zcollSuccess;
+}
+
+Result UcxTransport::learn(const std::vector<std::string>& addresses) {
+  hasAddress_.assign(addresses.size(), 0);
+  for (size_t r = 0; r < addresses.size(); ++r) hasAddress_[r] = !addresses[r].empty();
+  return zcollSuccess;
+}
+
 UcxTransport::~UcxTransport() {
   closeEndpoints(0);
   for (Slot* s : slots_) {
@@ -138,11 +160,23 @@ UcxTransport::~UcxTransport() {
 }
 
 bool UcxTransport::canConnect(const PeerReach& peer, std::string* why) const {
+  if (peer.device) {
+    const bool both = peer.mine != nullptr && peer.theirs != nullptr && peer.mine->netDirect &&
+                      peer.theirs->netDirect;
+    if (!deviceRoutes_) *why = "ZCOLL_DEVICE_TRANSPORT=staged";
+    else if (peer.self) *why = "not used for this rank";
+    else if (peer.hostRoute != this) *why = "the peer's host route is not ucx";
+    else if (!both) *why = "UCX does not carry CUDA memory on both ranks";
+    else return *why = "GPUDirect: UCX carries CUDA memory on both ranks", true;
+    return false;
+  }
   if (peer.self) {
     *why = "not used for this rank";
     return false;
   }
-  if (!peer.hasNetAddress) {
+  const bool hasAddress = peer.rank >= 0 && static_cast<size_t>(peer.rank) < hasAddress_.size() &&
+                          hasAddress_[peer.rank];
+  if (!hasAddress) {
     *why = "the peer has no UCX address";
     return false;
   }
@@ -155,8 +189,18 @@ bool UcxTransport::canConnect(const PeerReach& peer, std::string* why) const {
   return true;
 }
 
-Result UcxTransport::connect(const std::vector<std::string>& peerAddresses,
-                             const std::vector<char>& peerErrors, int myRank) {
+Result UcxTransport::connect(const ConnectArgs& args) {
+  if (args.kind != kHostMemory) return zcollSuccess;
+  const size_t n = args.addresses.size();
+  std::vector<std::string> routed(n);
+  std::vector<char> peerErrors(n);
+  for (int r : args.peers) routed[r] = args.addresses[r];
+  for (size_t r = 0; r < n; ++r) peerErrors[r] = !args.sameMachine[r];
+  return connectEndpoints(routed, peerErrors, args.rank);
+}
+
+Result UcxTransport::connectEndpoints(const std::vector<std::string>& peerAddresses,
+                                      const std::vector<char>& peerErrors, int myRank) {
   eps_.assign(peerAddresses.size(), nullptr);
   failed_.assign(peerAddresses.size(), 0);
   peerErrorArgs_.resize(peerAddresses.size());

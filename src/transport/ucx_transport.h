@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "transport/registry.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -24,19 +25,31 @@ class UcxTransport final : public Transport {
   // `carriesNodePeers`: UCX may reach ranks on this machine (no zcoll shm for them), which
   // keeps UCX's rendezvous protocol (see tcpEager()).
   static Result create(const std::string& commName, bool carriesNodePeers, UcxTransport** out);
+  // The table's row (transport/registry.h): none when ZCOLL_TRANSPORT names another transport;
+  // UCX carries node peers unless a transport above shares memory with them.
+  static Result createFor(const TransportSettings& settings, const std::vector<Transport*>& above,
+                          std::unique_ptr<Transport>* out);
   ~UcxTransport() override;
 
-  const std::string& address() const { return address_; }
-  // Connects to every peer whose address is non-empty (index = comm rank; own entry skipped).
-  // peerErrors[p]: ask UCX to report p's failure. UCX 1.13's shared-memory transports cannot,
-  // so asking restricts the endpoint to TCP/IB: only done for peers on another machine.
-  Result connect(const std::vector<std::string>& peerAddresses,
-                 const std::vector<char>& peerErrors, int myRank);
+  std::string address() const override { return address_; }
+  // Which peers published a UCX address (canConnect needs it).
+  Result learn(const std::vector<std::string>& addresses) override;
+  // Host routes: connects to every peer of args.peers (its address non-empty). Asks UCX to
+  // report a peer's failure only for peers on another machine: UCX 1.13's shared-memory
+  // transports cannot, so asking restricts the endpoint to TCP/IB. Device routes: nothing more
+  // (the host endpoints carry device bytes too).
+  Result connect(const ConnectArgs& args) override;
+  // Flushes and closes every endpoint (closeEndpoints).
+  void close(int flushMs) override { closeEndpoints(flushMs); }
+  // Host memory; device memory too when UCX reports CUDA memory among the kinds it carries (a
+  // UCX built with CUDA: cuda_copy, and GPUDirect RDMA where the NIC allows) and this rank's
+  // device is a CUDA device: device buffers may then be given to it directly.
+  unsigned memKinds() const override { return memKinds_; }
 
   const char* name() const override { return "ucx"; }
+  // Host bytes: the peers that published an address. Device bytes (after connect): the peers on
+  // ucx whose UCX carries device memory on both ranks, unless ZCOLL_DEVICE_TRANSPORT=staged.
   bool canConnect(const PeerReach& peer, std::string* why) const override;
-  // UCX reports CUDA memory among the kinds it carries (a UCX built with CUDA: cuda_copy, and
-  // GPUDirect RDMA where the NIC allows): device buffers may then be given to it directly.
   bool carriesCudaMemory() const { return carriesCuda_; }
   // Large messages go eagerly (UCX_RNDV_THRESH=inf) instead of by rendezvous. Chosen when UCX
   // only has TCP to offer (no RDMA device on this machine), carries no node peers, and the user
@@ -101,8 +114,14 @@ class UcxTransport final : public Transport {
   // Closes the endpoint to `peer` at once, failing everything still in flight on it.
   void forceClose(int peer);
 
+  Result connectEndpoints(const std::vector<std::string>& peerAddresses,
+                          const std::vector<char>& peerErrors, int myRank);
+
   ucp_context_h context_ = nullptr;
   bool carriesCuda_ = false;
+  unsigned memKinds_ = kHostMemory;
+  bool deviceRoutes_ = true;     // ZCOLL_DEVICE_TRANSPORT is not staged
+  std::vector<char> hasAddress_;  // per rank (learn)
   bool tcpEager_ = false;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
