@@ -6,7 +6,8 @@
 //
 // CPU benchmarks also report vs_memcpy, the ratio to a memcpy of the same size timed between
 // their own iterations (see CopyReference); GPU benchmarks the same against a device-to-device
-// copy.
+// copy. bound/<op>/... (dequant_sum, dequant_reduce_requant): a bare loop with the operation's
+// least traffic on the same working set (BM_bound), the memory-side limit of its vs_memcpy.
 //
 // Settings: blockSize 256, symmetric, round to nearest even, k = 4 chunks for the sums. For
 // dequant_reduce_requant the dtype only sets the element count (size / element size); its input
@@ -22,6 +23,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/dtype.h"
@@ -186,6 +188,70 @@ void BM_cpu(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t
   state.SetLabel(isaName(activeIsa(quantOpOf(op))));
 }
 
+// The memory side of dequant_sum and dequant_reduce_requant on their own working set: a bare
+// loop that reads the k quantized chunks once and writes the output once (the least traffic
+// either operation can have), here an XOR of the chunks (requant: into a quantized-size output;
+// sum: repeated to the unquantized output size), timed and reported as BM_cpu does (vs_memcpy
+// with the same traffic). Names: bound/<op>/<dtype>/<bits>/<size>; the ratio an operation
+// reaches over its bound's is the fraction of the memory-side limit it gets.
+__attribute__((target("avx2"))) void BM_bound(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t bytes) {
+  QuantParams p = benchParams(bits);
+  size_t n = bytes / dtypeSize(dt), qb = quantizedBytes(n, p);
+  size_t outBytes = op == Op::kSum ? bytes : qb;
+  HostBuf q = hostAlloc(qb * kChunks), out = hostAlloc(outBytes);
+  std::memset(q.get(), 3, qb * kChunks);
+  size_t words = qb / 8, outWords = outBytes / 8;
+  auto run = [&] {
+    const uint64_t* c = reinterpret_cast<const uint64_t*>(q.get());
+    uint64_t* o = reinterpret_cast<uint64_t*>(out.get());
+    size_t stride = qb / 8;  // chunk c at c * qb (qb is a multiple of 16)
+    // Every input word read once; every output word written once: words / outWords inputs per
+    // output word (requantize: 1) or outWords / words outputs per input word (sum: 4-8).
+    if (outWords <= words) {
+      for (size_t i = 0; i < outWords; ++i) {
+        o[i] = c[i] ^ c[stride + i] ^ c[2 * stride + i] ^ c[3 * stride + i];
+      }
+    } else {
+      uint64_t sink = 0;
+      size_t m = 0, r = 0;
+      auto expand = [&](auto rc) {  // rc outputs per input word: the values part
+        constexpr size_t R = decltype(rc)::value;
+        m = std::min(words, outWords / R);
+        r = R;
+        for (size_t i = 0; i < m; ++i) {
+          uint64_t x = c[i] ^ c[stride + i] ^ c[2 * stride + i] ^ c[3 * stride + i];
+          for (size_t j = 0; j < R; ++j) o[i * R + j] = x + j;
+        }
+      };
+      if (outWords >= 6 * words) {  // fp32: 8 outputs per 8 bytes of INT4, 16-bit: 4
+        expand(std::integral_constant<size_t, 8>());
+      } else {
+        expand(std::integral_constant<size_t, 4>());
+      }
+      for (size_t i = m; i < words; ++i) {  // the rest of the input (block scales)
+        sink ^= c[i] ^ c[stride + i] ^ c[2 * stride + i] ^ c[3 * stride + i];
+      }
+      for (size_t i = m * r; i < outWords; ++i) o[i] = sink;
+    }
+  };
+  static_assert(kChunks == 4, "the bound loop reads 4 chunks");
+  size_t traffic = kChunks * qb + outBytes;
+  CopyReference copy(bytes);
+  double best = 1e30;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    run();
+    benchmark::ClobberMemory();
+    std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, t.count());
+    state.PauseTiming();
+    copy.timeOnce();
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * traffic));
+  state.counters["vs_memcpy"] = static_cast<double>(traffic) / best / copy.bandwidth();
+}
+
 // ---- GPU ----------------------------------------------------------------------------------------
 #if ZCOLL_HAVE_CUDA
 struct DevBuf {
@@ -302,6 +368,15 @@ void registerAll() {
           std::string name = std::string(opName(op)) + "/" + dtName(dt) + "/int" +
                              std::to_string(bits) + "/" + size;
           benchmark::RegisterBenchmark(name.c_str(), BM_cpu, op, dt, bits, bytes);
+        }
+      }
+    }
+    for (Op op : {Op::kSum, Op::kRequant}) {
+      for (zcollDataType_t dt : dts) {
+        for (int bits : {8, 4}) {
+          std::string name = std::string("bound/") + opName(op) + "/" + dtName(dt) + "/int" +
+                             std::to_string(bits) + "/" + size;
+          benchmark::RegisterBenchmark(name.c_str(), BM_bound, op, dt, bits, bytes);
         }
       }
     }
