@@ -194,7 +194,12 @@ void BM_cpu(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t
 // sum: repeated to the unquantized output size), timed and reported as BM_cpu does (vs_memcpy
 // with the same traffic). Names: bound/<op>/<dtype>/<bits>/<size>; the ratio an operation
 // reaches over its bound's is the fraction of the memory-side limit it gets.
-__attribute__((target("avx2"))) void BM_bound(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t bytes) {
+#if defined(__x86_64__)
+#define ZCOLL_BOUND_TARGET __attribute__((target("avx2")))  // wide loads and stores in the loop
+#else
+#define ZCOLL_BOUND_TARGET
+#endif
+ZCOLL_BOUND_TARGET void BM_bound(benchmark::State& state, Op op, zcollDataType_t dt, int bits, size_t bytes) {
   QuantParams p = benchParams(bits);
   size_t n = bytes / dtypeSize(dt), qb = quantizedBytes(n, p);
   size_t outBytes = op == Op::kSum ? bytes : qb;
@@ -371,7 +376,13 @@ void registerAll() {
         }
       }
     }
+#if defined(__x86_64__)
+    const bool boundRuns = __builtin_cpu_supports("avx2");  // BM_bound is compiled for AVX2
+#else
+    const bool boundRuns = true;
+#endif
     for (Op op : {Op::kSum, Op::kRequant}) {
+      if (!boundRuns) break;
       for (zcollDataType_t dt : dts) {
         for (int bits : {8, 4}) {
           std::string name = std::string("bound/") + opName(op) + "/" + dtName(dt) + "/int" +
