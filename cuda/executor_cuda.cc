@@ -2,6 +2,10 @@
 // stream, and the first CUDA error (launch or asynchronous) becomes zcollCudaError.
 #include "cuda/executor_cuda.h"
 
+#include <cuda.h>  // driver types only: the functions come from cudaGetDriverEntryPointByVersion
+
+#include <cstring>
+
 #include <map>
 #include <mutex>
 #include <utility>
@@ -42,8 +46,8 @@ const MemoryOps& cudaMemory() {
 //  - A stream given back may still have work queued (a call dropped before it ran leaves its
 //    wait for the caller's stream there, and nothing flushed it). That is fine: the next user's
 //    work is queued behind it, in stream order, and runs once it is done (it always ends: a side
-//    stream is never held at a gate itself, and the gates of the caller's streams it may wait
-//    behind are always opened, api/launch.cc).
+//    stream never waits on a word itself, and the words of the caller's streams it may wait
+//    behind are always set, api/launch.cc).
 //  - An event given back may be recorded again at once: cudaStreamWaitEvent waits for the record
 //    that was the event's latest when the wait was issued, and later records do not change it.
 class SidePool {
@@ -134,12 +138,26 @@ class DeviceScope {
   bool switched_ = false;
 };
 
-// A host function on a stream that holds it until the gate opens (holdUntil). It owns one
-// reference to the gate.
-void CUDART_CB waitForGate(void* gate) {
-  auto* ref = static_cast<std::shared_ptr<Gate>*>(gate);
-  (void)(*ref)->wait();
-  delete ref;
+// cuStreamWaitValue32 from the driver, looked up once with cudaGetDriverEntryPointByVersion
+// (libcuda is never linked, as in cuda/cuda_ipc.cc).
+using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+Result streamWaitValue32(StreamWaitValue32* out) {
+  static StreamWaitValue32 fn = nullptr;
+  static Result found = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 12000,
+                                                       cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || f == nullptr)
+      return fail(zcollCudaError, "the driver has no cuStreamWaitValue32 (%s): queued device "
+                  "calls need stream memory operations; ZCOLL_DEVICE_CALLS=sync runs without",
+                  cudaGetErrorName(err));
+    fn = reinterpret_cast<StreamWaitValue32>(f);
+    return zcollSuccess;
+  }();
+  *out = fn;
+  return found;
 }
 
 class CudaExecutor final : public Executor {
@@ -205,7 +223,8 @@ class CudaExecutor final : public Executor {
     ZCOLL_CHECK(cudaResult(cudaStreamIsCapturing(stream_, &capture), "cudaStreamIsCapturing"));
     if (capture != cudaStreamCaptureStatusNone)
       return fail(zcollInvalidUsage, "the stream is being captured into a CUDA graph: zcoll calls "
-                  "cannot be captured (they wait on the host for the network)");
+                  "cannot be captured (their work is launched by the progress thread as the "
+                  "network delivers; run them outside the capture)");
     // Pooled streams and events belong to device_ (created with it current). The caller's
     // thread normally has it current already (makeCudaExecutor read it in the same call).
     DeviceScope scope;
@@ -226,11 +245,35 @@ class CudaExecutor final : public Executor {
     return zcollSuccess;
   }
 
-  Result holdUntil(std::shared_ptr<Gate> gate) override {
-    auto* ref = new std::shared_ptr<Gate>(std::move(gate));
-    Result r = cudaResult(cudaLaunchHostFunc(stream_, waitForGate, ref), "cudaLaunchHostFunc");
-    if (r != zcollSuccess) delete ref;
-    return r;
+  Result allocWaitWords(size_t n, uint32_t** out) override {
+    void* p = nullptr;
+    ZCOLL_CHECK(cudaResult(cudaHostAlloc(&p, n * sizeof(uint32_t),
+                                         cudaHostAllocMapped | cudaHostAllocPortable),
+                           "cudaHostAlloc (zcoll wait words)"));
+    std::memset(p, 0, n * sizeof(uint32_t));
+    *out = static_cast<uint32_t*>(p);
+    return zcollSuccess;
+  }
+
+  // A stream memory operation: the stream goes on once the host has stored `value` (or a later
+  // one) into *word. The host never blocks the stream, and no CUDA driver thread waits.
+  Result waitValue(const uint32_t* word, uint32_t value) override {
+    StreamWaitValue32 wait = nullptr;
+    ZCOLL_CHECK(streamWaitValue32(&wait));
+    void* dev = nullptr;
+    ZCOLL_CHECK(cudaResult(cudaHostGetDevicePointer(&dev, const_cast<uint32_t*>(word), 0),
+                           "cudaHostGetDevicePointer (zcoll wait word)"));
+    CUresult r = wait(reinterpret_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(dev),
+                      value, CU_STREAM_WAIT_VALUE_GEQ);
+    if (r != CUDA_SUCCESS)
+      return fail(zcollCudaError, "cuStreamWaitValue32 failed (CUresult %d)", static_cast<int>(r));
+    return zcollSuccess;
+  }
+
+  bool sharedStreamKey(uintptr_t* key) const override {
+    if (stream_ == cudaStreamPerThread) return false;  // each thread's own
+    *key = stream_ == cudaStreamLegacy ? 0 : reinterpret_cast<uintptr_t>(stream_);
+    return true;
   }
 
   Result bindThread() override {

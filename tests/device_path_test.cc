@@ -24,6 +24,7 @@
 
 #include "base/dtype.h"
 #include "core/comm.h"
+#include "exec/gate.h"
 #include "support/fake_device.h"
 #include "support/ranks.h"
 #include "support/values.h"
@@ -49,6 +50,14 @@ Bytes inputOf(int rank, size_t elems, zcollDataType_t t) {
   return b;
 }
 
+// Ranks of one process must not share a stream, the legacy default one (NULL) included
+// (zcoll.h): each rank thread queues its device calls on its own non-blocking stream
+// (tRankStream: the FakeDeviceArena's, or CudaMemory's handle()). callStream() is that stream while
+// expectDeviceGivesHostBytes runs the device call, and NULL for the host call.
+thread_local zcollStream_t tRankStream = nullptr;
+thread_local bool tDeviceCall = false;
+zcollStream_t callStream() { return tDeviceCall ? tRankStream : nullptr; }
+
 // Runs `call` on host copies of `bufs`, then on device copies in `arena` (a FakeDeviceArena, or
 // CudaMemory on a GPU); every buffer must end the same.
 template <typename Memory>
@@ -62,7 +71,11 @@ void expectDeviceGivesHostBytes(Memory& arena, const std::vector<Bytes>& bufs, c
     arena.upload(dp.back(), b);
   }
   ASSERT_EQ(call(hp), zcollSuccess) << what << " (host): " << zcollGetLastError(nullptr);
-  ASSERT_EQ(call(dp), zcollSuccess) << what << " (device): " << zcollGetLastError(nullptr);
+  tRankStream = arena.handle();
+  tDeviceCall = true;
+  const zcollResult_t onDevice = call(dp);
+  tDeviceCall = false;
+  ASSERT_EQ(onDevice, zcollSuccess) << what << " (device): " << zcollGetLastError(nullptr);
   for (size_t i = 0; i < bufs.size(); ++i)
     EXPECT_EQ(arena.download(dp[i], bufs[i].size()), host[i])
         << what << ": buffer " << i << " differs on rank " << rank;
@@ -74,7 +87,6 @@ void everyCollective(Memory& arena, int rank, zcollComm_t comm) {
     const int w = comm->nranks;
     const auto f = zcollFloat32, bf = zcollBfloat16;
     const size_t n = 700, es = 4;  // n: not a multiple of the 256-element quantization block
-    const zcollStream_t st = nullptr;  // the default stream: device calls accept it
     const Bytes in = inputOf(rank, n, f), inW = inputOf(rank, n * w, f);
     const Bytes inBf = inputOf(rank, n, bf), inWBf = inputOf(rank, n * w, bf);
     const Bytes out(n * es), outW(n * w * es), outBf(n * 2), outWBf(n * w * 2);
@@ -82,34 +94,34 @@ void everyCollective(Memory& arena, int rank, zcollComm_t comm) {
       expectDeviceGivesHostBytes(arena, b, c, what, rank);
     };
     run("all-gather", {in, outW}, [&](auto& p) {
-      return zcollAllGather(p[0], p[1], n, f, comm, st);
+      return zcollAllGather(p[0], p[1], n, f, comm, callStream());
     });
     run("reduce-scatter", {inW, out}, [&](auto& p) {
-      return zcollReduceScatter(p[0], p[1], n, f, zcollSum, comm, st);
+      return zcollReduceScatter(p[0], p[1], n, f, zcollSum, comm, callStream());
     });
     run("all-reduce bf16 avg", {inBf, outBf}, [&](auto& p) {
-      return zcollAllReduce(p[0], p[1], n, bf, zcollAvg, comm, st);
+      return zcollAllReduce(p[0], p[1], n, bf, zcollAvg, comm, callStream());
     });
     run("all-reduce in place", {in}, [&](auto& p) {
-      return zcollAllReduce(p[0], p[0], n, f, zcollMax, comm, st);
+      return zcollAllReduce(p[0], p[0], n, f, zcollMax, comm, callStream());
     });
     run("all-reduce large", {inW, outW}, [&](auto& p) {  // the ring's size range
-      return zcollAllReduce(p[0], p[1], n * w, f, zcollSum, comm, st);
+      return zcollAllReduce(p[0], p[1], n * w, f, zcollSum, comm, callStream());
     });
     run("all-to-all", {inW, outW}, [&](auto& p) {
-      return zcollAllToAll(p[0], p[1], n, f, comm, st);
+      return zcollAllToAll(p[0], p[1], n, f, comm, callStream());
     });
     run("broadcast", {in, out}, [&](auto& p) {
-      return zcollBroadcast(p[0], p[1], n, f, 1, comm, st);
+      return zcollBroadcast(p[0], p[1], n, f, 1, comm, callStream());
     });
     run("reduce", {in, out}, [&](auto& p) {
-      return zcollReduce(p[0], p[1], n, f, zcollSum, 0, comm, st);
+      return zcollReduce(p[0], p[1], n, f, zcollSum, 0, comm, callStream());
     });
     run("gather", {in, outW}, [&](auto& p) {
-      return zcollGather(p[0], p[1], n, f, 1, comm, st);
+      return zcollGather(p[0], p[1], n, f, 1, comm, callStream());
     });
     run("scatter", {inW, out}, [&](auto& p) {
-      return zcollScatter(p[0], p[1], n, f, 0, comm, st);
+      return zcollScatter(p[0], p[1], n, f, 0, comm, callStream());
     });
     std::vector<size_t> counts(w), displs(w);
     for (int p = 0; p < w; ++p) {
@@ -118,33 +130,33 @@ void everyCollective(Memory& arena, int rank, zcollComm_t comm) {
     }
     run("all-to-all-v", {inW, outW}, [&](auto& p) {
       return zcollAllToAllv(p[0], counts.data(), displs.data(), p[1], counts.data(),
-                            displs.data(), f, comm, st);
+                            displs.data(), f, comm, callStream());
     });
     zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
     run("qwZ", {inBf, outWBf}, [&](auto& p) {
-      return zcollQuantizedAllGather(p[0], p[1], n, bf, &q, comm, st);
+      return zcollQuantizedAllGather(p[0], p[1], n, bf, &q, comm, callStream());
     });
     if (comm->layout.uniform()) {
       size_t secElems = 0;
       ASSERT_EQ(zcollSecondaryShardCount(comm, n, &secElems), zcollSuccess);
       const Bytes sec(secElems * 2);
       run("hpZ forward, secondary on the device", {inBf, outWBf, sec}, [&](auto& p) {
-        return zcollAllGatherHier(p[0], p[1], p[2], n, bf, &q, comm, st);
+        return zcollAllGatherHier(p[0], p[1], p[2], n, bf, &q, comm, callStream());
       });
       run("hpZ forward, secondary in zcoll's scratch", {inBf, outWBf}, [&](auto& p) {
-        return zcollAllGatherHier(p[0], p[1], nullptr, n, bf, nullptr, comm, st);
+        return zcollAllGatherHier(p[0], p[1], nullptr, n, bf, nullptr, comm, callStream());
       });
       const Bytes secIn = inputOf(rank, secElems, bf);
       run("hpZ backward", {secIn, outWBf}, [&](auto& p) {
-        return zcollAllGatherFromSecondary(p[0], p[1], n, bf, comm, st);
+        return zcollAllGatherFromSecondary(p[0], p[1], n, bf, comm, callStream());
       });
     }
     run("qgZ", {inWBf, outBf}, [&](auto& p) {
-      return zcollQuantizedReduceScatter(p[0], p[1], n, bf, zcollAvg, nullptr, comm, st);
+      return zcollQuantizedReduceScatter(p[0], p[1], n, bf, zcollAvg, nullptr, comm, callStream());
     });
     run("qgZ in place", {inWBf}, [&](auto& p) {
       return zcollQuantizedReduceScatter(p[0], static_cast<char*>(p[0]) + rank * n * 2, n, bf,
-                                         zcollSum, nullptr, comm, st);
+                                         zcollSum, nullptr, comm, callStream());
     });
 }
 
@@ -157,10 +169,10 @@ void sendRecvAndGroups(Memory& arena, int rank, zcollComm_t comm) {
     expectDeviceGivesHostBytes(arena, {in, out, self}, [&](auto& p) {
       // A ring shift and a message to itself, in one group.
       zcollGroupStart();
-      zcollSend(p[0], n, zcollFloat32, next, comm, nullptr);
-      zcollRecv(p[1], n, zcollFloat32, prev, comm, nullptr);
-      zcollSend(p[0], n, zcollFloat32, rank, comm, nullptr);
-      zcollRecv(p[2], n, zcollFloat32, rank, comm, nullptr);
+      zcollSend(p[0], n, zcollFloat32, next, comm, callStream());
+      zcollRecv(p[1], n, zcollFloat32, prev, comm, callStream());
+      zcollSend(p[0], n, zcollFloat32, rank, comm, callStream());
+      zcollRecv(p[2], n, zcollFloat32, rank, comm, callStream());
       return zcollGroupEnd();
     }, "group", rank);
     // Outside a group: even ranks send first, odd ones receive first.
@@ -168,11 +180,11 @@ void sendRecvAndGroups(Memory& arena, int rank, zcollComm_t comm) {
       const int peer = rank ^ 1;
       if (peer >= w) return zcollSuccess;
       if (rank % 2 == 0) {
-        zcollResult_t r = zcollSend(p[0], n, zcollFloat32, peer, comm, nullptr);
-        return r != zcollSuccess ? r : zcollRecv(p[1], n, zcollFloat32, peer, comm, nullptr);
+        zcollResult_t r = zcollSend(p[0], n, zcollFloat32, peer, comm, callStream());
+        return r != zcollSuccess ? r : zcollRecv(p[1], n, zcollFloat32, peer, comm, callStream());
       }
-      zcollResult_t r = zcollRecv(p[1], n, zcollFloat32, peer, comm, nullptr);
-      return r != zcollSuccess ? r : zcollSend(p[0], n, zcollFloat32, peer, comm, nullptr);
+      zcollResult_t r = zcollRecv(p[1], n, zcollFloat32, peer, comm, callStream());
+      return r != zcollSuccess ? r : zcollSend(p[0], n, zcollFloat32, peer, comm, callStream());
     }, "send/recv", rank);
 }
 
@@ -257,7 +269,7 @@ TEST(CudaIpcRoutes, DeviceBytesOfANodeMoveDeviceToDeviceWithoutStaging) {
       const size_t n = 5000;
       expectDeviceGivesHostBytes(arena, {inputOf(rank, n, zcollFloat32), Bytes(2 * n * 4)},
                                  [&](auto& p) {
-        return zcollAllGather(p[0], p[1], n, zcollFloat32, comm, nullptr);
+        return zcollAllGather(p[0], p[1], n, zcollFloat32, comm, callStream());
       }, "all-gather", rank);
       EXPECT_EQ(comm->deviceRoute[1 - rank] == comm->transportNamed("staged"),
                 *m.transport != '\0');
@@ -280,8 +292,8 @@ TEST(CudaIpcRoutes, SendsFromMemoryThatCannotBeExportedGoThroughASharedBlock) {
     arena.upload(src, inputOf(rank, n, zcollFloat32));
     for (int round = 0; round < 2; ++round) {  // the second reuses the shared block
       zcollGroupStart();
-      zcollSend(src, n, zcollFloat32, peer, comm, nullptr);
-      zcollRecv(dst, n, zcollFloat32, peer, comm, nullptr);
+      zcollSend(src, n, zcollFloat32, peer, comm, arena.handle());
+      zcollRecv(dst, n, zcollFloat32, peer, comm, arena.handle());
       ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
       EXPECT_EQ(arena.download(dst, n * 4), inputOf(peer, n, zcollFloat32)) << round;
     }
@@ -319,7 +331,7 @@ TEST(CudaIpcRoutes, ADeviceSendMetByAHostReceiveFailsBothSidesInsteadOfDeliverin
     if (rank == 0) {
       void* dev = arena.alloc(64 * 4);
       arena.upload(dev, Bytes(64 * 4));
-      r = zcollSend(dev, 64, zcollFloat32, 1, comm, nullptr);
+      r = zcollSend(dev, 64, zcollFloat32, 1, comm, arena.handle());
     } else {
       r = zcollRecv(host.data(), 64, zcollFloat32, 0, comm, nullptr);
       EXPECT_EQ(host[0], -1.0f);  // nothing was delivered
@@ -337,10 +349,10 @@ TEST(CudaIpcRoutes, ASizeMismatchFailsTheReceiverWithInvalidUsageAndTheSender) {
     void* dev = arena.alloc(64 * 4);
     arena.upload(dev, Bytes(64 * 4));
     if (rank == 0) {
-      EXPECT_NE(zcollSend(dev, 64, zcollFloat32, 1, comm, nullptr), zcollSuccess);
+      EXPECT_NE(zcollSend(dev, 64, zcollFloat32, 1, comm, arena.handle()), zcollSuccess);
     } else {
       EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "rank 0 sent 256 bytes to a 128-byte receive",
-                        zcollRecv(dev, 32, zcollFloat32, 0, comm, nullptr));
+                        zcollRecv(dev, 32, zcollFloat32, 0, comm, arena.handle()));
     }
   });
 }
@@ -361,8 +373,8 @@ TEST(StagedRoutes, AMessageOfSeveralChunksArrivesWholeAcrossNodes) {
     void* dst = arena.alloc(n * 4);
     arena.upload(src, inputOf(rank, n, zcollFloat32));
     zcollGroupStart();
-    zcollSend(src, n, zcollFloat32, peer, comm, nullptr);
-    zcollRecv(dst, n, zcollFloat32, peer, comm, nullptr);
+    zcollSend(src, n, zcollFloat32, peer, comm, arena.handle());
+    zcollRecv(dst, n, zcollFloat32, peer, comm, arena.handle());
     ZCOLL_EXPECT_OK(comm, zcollGroupEnd());
     EXPECT_EQ(arena.download(dst, n * 4), inputOf(peer, n, zcollFloat32));
   });
@@ -382,10 +394,10 @@ TEST(StagedRoutes, ASizeMismatchFailsTheReceiverWithInvalidUsage) {
     void* dev = arena.alloc(sent * 4);
     arena.upload(dev, Bytes(sent * 4));
     if (rank == 0) {
-      (void)zcollSend(dev, sent, zcollFloat32, 1, comm, nullptr);  // fails or not: the peer's
+      (void)zcollSend(dev, sent, zcollFloat32, 1, comm, arena.handle());  // fails or not: the peer's
     } else {
       EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "rank 0 sent 2097152 bytes to a 1572864-byte",
-                        zcollRecv(dev, posted, zcollFloat32, 0, comm, nullptr));
+                        zcollRecv(dev, posted, zcollFloat32, 0, comm, arena.handle()));
     }
   });
 }
@@ -401,7 +413,7 @@ TEST(StagedRoutes, ADeviceSendMetByAHostReceiveFailsTheReceiver) {
     if (rank == 0) {
       void* dev = arena.alloc(64 * 4);
       arena.upload(dev, Bytes(64 * 4));
-      (void)zcollSend(dev, 64, zcollFloat32, 1, comm, nullptr);
+      (void)zcollSend(dev, 64, zcollFloat32, 1, comm, arena.handle());
     } else {
       std::vector<float> host(64, -1.0f);
       EXPECT_NE(zcollRecv(host.data(), 64, zcollFloat32, 0, comm, nullptr), zcollSuccess);
@@ -483,7 +495,8 @@ TEST(DevicePathErrors, RanksPassingDifferentKindsFailEverywhereWithTheCallCheck)
     void* buf = rank == 1 ? arena.alloc(64 * 4) : host.data();
     if (rank == 1) arena.upload(buf, Bytes(64 * 4));
     EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "rank 1 has device buffers, rank 0 host buffers",
-                      zcollAllReduce(buf, buf, 64, zcollFloat32, zcollSum, comm, nullptr));
+                      zcollAllReduce(buf, buf, 64, zcollFloat32, zcollSum, comm,
+                                     rank == 1 ? arena.handle() : nullptr));
     // Nothing moved, the comm stays usable.
     EXPECT_EQ(zcollAllReduce(host.data(), host.data(), 64, zcollFloat32, zcollSum, comm, nullptr),
               zcollSuccess) << zcollGetLastError(comm);
@@ -523,24 +536,24 @@ TEST(DeviceCallsAsync, CallsReturnBeforeTheirStreamReachesThemAndTheirResultsFol
     arena.upload(dev, in);
     // Work the caller queued before the call and that has not finished (a long kernel).
     auto kernel = std::make_shared<Gate>();
-    test::FakeStream* stream = arena.defaultStream();
+    test::FakeStream* stream = arena.stream();
     stream->submit([kernel] { return kernel->wait(); }, false);
     const int w = comm->nranks, next = (rank + 1) % w, prev = (rank + w - 1) % w;
     Bytes hostShift(in.size());
     void* devShift = arena.alloc(in.size());
-    auto calls = [&](void* buf, void* shifted) {
-      ASSERT_EQ(zcollAllReduce(buf, buf, n, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess)
+    auto calls = [&](void* buf, void* shifted, zcollStream_t st) {
+      ASSERT_EQ(zcollAllReduce(buf, buf, n, zcollFloat32, zcollSum, comm, st), zcollSuccess)
           << zcollGetLastError(comm);
       zcollGroupStart();
-      zcollSend(buf, n, zcollFloat32, next, comm, nullptr);
-      zcollRecv(shifted, n, zcollFloat32, prev, comm, nullptr);
+      zcollSend(buf, n, zcollFloat32, next, comm, st);
+      zcollRecv(shifted, n, zcollFloat32, prev, comm, st);
       ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
     };
-    calls(dev, devShift);
+    calls(dev, devShift, arena.handle());
     // Returned with the stream still on the "kernel": the calls cannot have started.
     EXPECT_FALSE(stream->idle());
     kernel->open(zcollSuccess);
-    calls(host.data(), hostShift.data());
+    calls(host.data(), hostShift.data(), nullptr);
     EXPECT_EQ(arena.download(dev, in.size()), host) << "rank " << rank;
     EXPECT_EQ(arena.download(devShift, in.size()), hostShift) << "rank " << rank;
   });
@@ -556,32 +569,32 @@ TEST(DeviceCallsAsync, CallsQueuedBackToBackRunInOrderAndOwnTheirArguments) {
     const auto bf = zcollBfloat16;
     const Bytes in = inputOf(rank, n * w, bf);
     // The same chain on host buffers (blocking) and on device buffers (queued, one sync).
-    auto chain = [&](void* a, void* b, void* c) {
-      ASSERT_EQ(zcollAllReduce(a, a, n * w, bf, zcollSum, comm, nullptr), zcollSuccess);
+    auto chain = [&](void* a, void* b, void* c, zcollStream_t st) {
+      ASSERT_EQ(zcollAllReduce(a, a, n * w, bf, zcollSum, comm, st), zcollSuccess);
       {
         // Counts freed as soon as the call returns, and a quantization config likewise.
         std::vector<size_t> counts(w, n), displs(w);
         for (int p = 0; p < w; ++p) displs[p] = p * n;
         ASSERT_EQ(zcollAllToAllv(a, counts.data(), displs.data(), b, counts.data(), displs.data(),
-                                 bf, comm, nullptr), zcollSuccess);
+                                 bf, comm, st), zcollSuccess);
         std::fill(counts.begin(), counts.end(), size_t(7));  // reused by the caller at once
         std::fill(displs.begin(), displs.end(), size_t(0));
         zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
         q.bits = 4;
-        ASSERT_EQ(zcollQuantizedReduceScatter(b, c, n, bf, zcollAvg, &q, comm, nullptr),
+        ASSERT_EQ(zcollQuantizedReduceScatter(b, c, n, bf, zcollAvg, &q, comm, st),
                   zcollSuccess);
         q.bits = 8;
-        ASSERT_EQ(zcollQuantizedAllGather(c, a, n, bf, &q, comm, nullptr), zcollSuccess);
+        ASSERT_EQ(zcollQuantizedAllGather(c, a, n, bf, &q, comm, st), zcollSuccess);
       }
-      ASSERT_EQ(zcollAllReduce(a, a, n * w, bf, zcollMax, comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollAllReduce(a, a, n * w, bf, zcollMax, comm, st), zcollSuccess);
     };
     Bytes ha = in, hb(in.size()), hc(n * 2);
-    chain(ha.data(), hb.data(), hc.data());
+    chain(ha.data(), hb.data(), hc.data(), nullptr);
     void* da = arena.alloc(in.size());
     void* db = arena.alloc(in.size());
     void* dc = arena.alloc(n * 2);
     arena.upload(da, in);
-    chain(da, db, dc);
+    chain(da, db, dc, arena.handle());
     EXPECT_EQ(arena.download(da, in.size()), ha) << "rank " << rank;
     EXPECT_EQ(arena.download(dc, n * 2), hc) << "rank " << rank;
   });
@@ -596,9 +609,9 @@ TEST(DeviceCallsAsync, SyncModeReturnsWithTheStreamDone) {
     void* dev = arena.alloc(4096);
     arena.upload(dev, Bytes(4096));
     const int sides = test::FakeDeviceExecutor::sidesMade;
-    ASSERT_EQ(zcollAllReduce(dev, dev, 1024, zcollFloat32, zcollSum, comm, nullptr),
+    ASSERT_EQ(zcollAllReduce(dev, dev, 1024, zcollFloat32, zcollSum, comm, arena.handle()),
               zcollSuccess);
-    EXPECT_TRUE(arena.defaultStream()->idle());
+    EXPECT_TRUE(arena.stream()->idle());
     EXPECT_EQ(test::FakeDeviceExecutor::sidesMade, sides) << "nothing is queued in sync mode";
   });
 }
@@ -615,15 +628,16 @@ TEST(DeviceCallsAsync, AFailureFoundAfterReturningBreaksTheCommAndReleasesTheStr
     void* dev = arena.alloc(64 * 4);
     arena.upload(dev, Bytes(64 * 4));
     const size_t count = rank == 0 ? 64 : 32;  // rank 1 disagrees
-    zcollResult_t r = zcollAllReduce(dev, dev, count, zcollFloat32, zcollSum, comm, nullptr);
+    zcollResult_t r =
+        zcollAllReduce(dev, dev, count, zcollFloat32, zcollSum, comm, arena.handle());
     EXPECT_EQ(r, zcollSuccess) << "a queued call reports later: " << zcollGetLastError(comm);
-    EXPECT_EQ(arena.defaultStream()->synchronize(), zcollSuccess);  // released, not stuck
+    EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);  // released, not stuck
     zcollResult_t async = zcollSuccess;
     ASSERT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
     EXPECT_EQ(async, zcollInvalidUsage);
     EXPECT_NE(std::string(zcollGetLastError(comm)).find("mismatched call"), std::string::npos)
         << zcollGetLastError(comm);
-    EXPECT_EQ(zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, nullptr),
+    EXPECT_EQ(zcollAllReduce(dev, dev, 64, zcollFloat32, zcollSum, comm, arena.handle()),
               zcollInvalidUsage);
     // Destroying a broken comm tells its peers; a rank still before its checks would then see
     // zcollRemoteError first. Leave together.
@@ -633,10 +647,10 @@ TEST(DeviceCallsAsync, AFailureFoundAfterReturningBreaksTheCommAndReleasesTheStr
   });
 }
 
-// Queues `calls` sums of `dev` on the default stream; each returns at once.
-void queueAllReduces(zcollComm_t comm, int calls, void* dev, size_t n) {
+// Queues `calls` sums of `dev` on `stream`; each returns at once.
+void queueAllReduces(zcollComm_t comm, int calls, void* dev, size_t n, zcollStream_t stream) {
   for (int k = 0; k < calls; ++k)
-    ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess)
+    ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, stream), zcollSuccess)
         << "call " << k << ": " << zcollGetLastError(comm);
 }
 
@@ -655,12 +669,12 @@ TEST(DeviceCallsAsync, AbortReleasesTheStreamOfTheRunningAndEveryQueuedCall) {
     FakeDeviceArena::Scope scope(&arena);
     void* dev = arena.alloc(1000 * 4);
     arena.upload(dev, Bytes(1000 * 4));
-    queueAllReduces(comm, 3, dev, 1000);
+    queueAllReduces(comm, 3, dev, 1000, arena.handle());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    EXPECT_FALSE(arena.defaultStream()->idle()) << "nothing can have completed";
+    EXPECT_FALSE(arena.stream()->idle()) << "nothing can have completed";
     const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
-    (void)arena.defaultStream()->synchronize();  // returns: every gate was opened
+    (void)arena.stream()->synchronize();  // returns: every gate was opened
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     aborted = true;
   });
@@ -680,7 +694,7 @@ TEST(DeviceCallsAsync, DestroyRunsTheQueuedCallsFirst) {
     void* dev = arena.alloc(in.size());
     arena.upload(dev, in);
     if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    queueAllReduces(comm, 3, dev, n);
+    queueAllReduces(comm, 3, dev, n, arena.handle());
     EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess) << zcollGetLastError(nullptr);
     Bytes out = arena.download(dev, in.size());
     std::vector<float> got(n);
@@ -689,13 +703,122 @@ TEST(DeviceCallsAsync, DestroyRunsTheQueuedCallsFirst) {
   });
 }
 
+// ---- The execution model, on the stricter stand-in (issue 30) ---------------------------------
+// The stand-in fails what would deadlock a GPU (support/fake_device.h, FakeHardware): a wait
+// that never ends, one hardware queue, host functions serialized process-wide, one legacy
+// default stream per process. FakeDevice's destructor fails the test on any such violation.
+
+// Sets FakeHardware::waitLimitMs for a scope (a deadlock is reported after it).
+struct WaitLimit {
+  explicit WaitLimit(int ms) : saved(test::FakeHardware::waitLimitMs) {
+    test::FakeHardware::waitLimitMs = ms;
+  }
+  ~WaitLimit() { test::FakeHardware::waitLimitMs = saved; }
+  int saved;
+};
+
+TEST(DeviceExecutionModel, OneHardwareQueueRunsQueuedCallsWithoutDeadlock) {
+  // CUDA_DEVICE_MAX_CONNECTIONS=1: every stream feeds one queue, so a wait queued on the
+  // caller's stream before the call's own work is submitted would block that work forever
+  // (the host-function hold did). Calls, the caller's work after them, and results in order.
+  test::ScopedEnv oneQueue("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+  WaitLimit limit(3000);
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 1000;
+    Bytes in = inputOf(rank, n, zcollFloat32), host = in;
+    void* dev = arena.alloc(in.size());
+    arena.upload(dev, in);
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, arena.handle()),
+                zcollSuccess) << zcollGetLastError(comm);
+      ASSERT_EQ(zcollAllReduce(host.data(), host.data(), n, zcollFloat32, zcollSum, comm,
+                               nullptr), zcollSuccess);
+    }
+    EXPECT_EQ(arena.download(dev, in.size()), host) << "rank " << rank;
+  });
+}
+
+TEST(DeviceExecutionModel, QueuedCallsReleaseTheCallersStreamWithoutAHostFunction) {
+  // Many calls queued back to back with the stream busy: the caller's stream waits on flags the
+  // progress thread flips (stream memory operations), never on a host function (serialized
+  // process-wide, and forbidden to wait for later work).
+  WaitLimit limit(5000);
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 256;
+    std::vector<float> ones(n, 1.0f);
+    Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
+             reinterpret_cast<unsigned char*>(ones.data() + n));
+    void* dev = arena.alloc(in.size());
+    arena.upload(dev, in);
+    const int calls = 10;
+    const int waitsBefore = test::FakeDeviceExecutor::waitsQueued;
+    for (int k = 0; k < calls; ++k)
+      ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, arena.handle()),
+                zcollSuccess) << zcollGetLastError(comm);
+    Bytes out = arena.download(dev, in.size());
+    std::vector<float> got(n);
+    std::copy(out.begin(), out.end(), reinterpret_cast<unsigned char*>(got.data()));
+    EXPECT_EQ(got[0], float(1 << calls)) << "rank " << rank;
+    EXPECT_GE(test::FakeDeviceExecutor::waitsQueued - waitsBefore, calls)
+        << "each queued call holds its stream with a stream memory wait";
+  });
+}
+
+TEST(DeviceExecutionModel, TwoCommsQueueingOnOneStreamAtOnceAreRefusedWithAMessage) {
+  // Ranks of one process must not share a stream (the legacy default stream, NULL, included):
+  // one rank's call would hold the stream its peer's call needs. Two communicators of this
+  // process with calls queued on one stream at the same time: the second is refused.
+  FakeDevice device;
+  FakeDeviceArena arena;
+  FakeDeviceArena::Scope scope(&arena);
+  zcollComm_t a = nullptr, b = nullptr;
+  zcollUniqueId ida, idb;
+  ASSERT_EQ(zcollGetUniqueId(&ida), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&a, 1, ida, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  ASSERT_EQ(zcollGetUniqueId(&idb), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&b, 1, idb, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  void* x = arena.alloc(256);
+  void* y = arena.alloc(256);
+  arena.upload(x, Bytes(256));
+  arena.upload(y, Bytes(256));
+  // Work queued before the calls keeps the shared stream busy: a's call stays in flight.
+  auto kernel = std::make_shared<std::atomic<bool>>(false);
+  test::FakeHardware::legacyStream()->submitWait([kernel] { return kernel->load(); },
+                                                 "the test's long kernel");
+  EXPECT_EQ(zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, a, nullptr), zcollSuccess)
+      << zcollGetLastError(a);
+  EXPECT_EQ(zcollAllReduce(y, y, 64, zcollFloat32, zcollSum, b, nullptr), zcollInvalidUsage);
+  const std::string why = zcollGetLastError(b);
+  EXPECT_NE(why.find("own stream"), std::string::npos) << why;
+  *kernel = true;
+  EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
+  // Once a's call is over, b may use the stream.
+  EXPECT_EQ(zcollCommDestroy(a), zcollSuccess);
+  EXPECT_EQ(zcollAllReduce(y, y, 64, zcollFloat32, zcollSum, b, nullptr), zcollSuccess)
+      << zcollGetLastError(b);
+  EXPECT_EQ(zcollCommDestroy(b), zcollSuccess);
+  EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
+}
+
 #ifdef ZCOLL_HAVE_CUDA
 // ---- The same on a GPU, with CUDA's device component (skipped without a GPU) ------------------
 // Ranks are threads sharing the one GPU of the test machines.
 class CudaMemory {
  public:
+  CudaMemory() {
+    EXPECT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  zcollStream_t handle() const { return reinterpret_cast<zcollStream_t>(stream_); }
   ~CudaMemory() {
+    (void)cudaStreamSynchronize(stream_);
     for (void* p : allocs_) cudaFree(p);
+    cudaStreamDestroy(stream_);
   }
   void* alloc(size_t bytes) {
     void* p = nullptr;
@@ -704,16 +827,19 @@ class CudaMemory {
     return p;
   }
   void upload(void* dev, const Bytes& h) {
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(dev, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
   }
   Bytes download(const void* dev, size_t bytes) {
     Bytes h(bytes);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(h.data(), dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
     return h;
   }
 
  private:
   std::vector<void*> allocs_;
+  cudaStream_t stream_ = nullptr;
 };
 
 class CudaDevicePath : public test::LayoutTest {

@@ -34,9 +34,15 @@
  *    below) puts the communicator in the error state: zcollCommGetAsyncError and
  *    zcollGetLastError(comm) report it, the next call returns it, and `stream` is released (the
  *    output buffers are then undefined). A call returns once complete instead, `stream`
- *    synchronized, with ZCOLL_DEVICE_CALLS=sync (read at init), and for a group spanning several
- *    communicators or mixing host and device buffers. A stream being captured into a CUDA graph is
- *    refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
+ *    synchronized, with ZCOLL_DEVICE_CALLS=sync (read at init), with CUDA_DEVICE_MAX_CONNECTIONS=1
+ *    (one hardware queue: a wait on `stream` queued before the call's own work would block that
+ *    work), and for a group spanning several communicators or mixing host and device buffers. At
+ *    most 64 calls of a communicator are queued and not finished; the next waits, up to the
+ *    timeout, for the oldest (then zcollTimeout). Ranks of one process (threads) must not share a
+ *    stream, the default stream (NULL) included, as with NCCL: give each rank its own stream
+ *    (e.g. cudaStreamNonBlocking); a call queued on a stream that another communicator of the
+ *    process has calls in flight on is refused (zcollInvalidUsage). A stream being captured into
+ *    a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
  *    support, see zcoll_info) device pointers are not recognised: pass host buffers.
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
  *    otherwise), and every rank passes the same kind to a call (checked with

@@ -7,10 +7,15 @@
 //  - Device buffers (the default, NCCL's semantics): the call returns once queued. Its work
 //    runs on the comm's progress thread, in its turn, on a side stream that starts after what
 //    the caller queued on its stream before the call (Executor::makeSideExecutor); the caller's
-//    stream is held (Executor::holdUntil) until the work is done, failed or dropped, so what
-//    the caller queues after the call sees its result. A failure found then breaks the comm
+//    stream waits on a host-mapped word (Executor::waitValue: a stream memory operation) that
+//    the progress thread sets once the work is done, failed or dropped, so what the caller
+//    queues after the call sees its result. A failure found then breaks the comm
 //    (zcollCommGetAsyncError, zcollGetLastError(comm)) and releases the stream; later calls
-//    fail with it.
+//    fail with it. At most kMaxDeviceCallsInFlight calls of a comm are queued; the next caller
+//    waits (up to the comm's timeout) for the oldest to finish.
+//  - With one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) device calls run as with
+//    ZCOLL_DEVICE_CALLS=sync: a wait queued on the caller's stream before the call's own work
+//    is submitted would sit in front of that work in the one queue (src/README.md).
 #pragma once
 
 #include <functional>
@@ -47,16 +52,28 @@ void dropGroupedCalls();
 // buffers (those are non-blocking on their stream already).
 Result takeGroupedHostCalls(zcollComm** comm, std::function<Result()>* run);
 
+// The most calls on device buffers a communicator has queued and not finished.
+constexpr int kMaxDeviceCallsInFlight = 64;
+
+// CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment: every stream of the process feeds one
+// hardware queue.
+bool singleHardwareQueue();
+// Whether device calls of `comm` return once queued (ZCOLL_DEVICE_CALLS=async, the default,
+// and more than one hardware queue), or run on the caller's thread and return done.
+bool deviceCallsQueued(const zcollComm* comm);
+
 // A call on device buffers needs the comm's device routes, which exist when the rank had an
 // initialized device at init (core/init.cc); zcollUnsupported saying so otherwise, before
 // anything moves (the comm stays usable).
 Result checkDeviceRoutes(const zcollComm* comm, const char* fn);
 
 // Queues `work` on the comm's progress thread for a call on device buffers whose executors
-// (streams) are `callers` (at least one). Each gets a side executor that starts after its
-// stream; all are made before any stream is held, since callers may share a stream and a side
-// stream made after a hold would wait for the call it belongs to. Then every caller's stream is
-// held until the work is over (run, failed, or dropped after an abort or destroy). The progress
+// (streams) are `callers` (at least one). A stream with calls of another comm of this process
+// in flight is refused (zcollInvalidUsage: ranks must not share a stream). Each caller gets a
+// side executor that starts after its stream; all are made before any stream waits, since
+// callers may share a stream and a side stream made after a wait would wait for the call it
+// belongs to. Then every caller's stream waits on the call's word until the work is over (run,
+// failed, or dropped after an abort or destroy). The progress
 // thread binds the first side executor and runs work(sides), sides[i] standing for callers[i];
 // a failure breaks the comm.
 using SideWork = std::function<Result(const std::vector<std::shared_ptr<Executor>>& sides)>;

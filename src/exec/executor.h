@@ -14,12 +14,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "base/result.h"
 #include "exec/device_component.h"
-#include "exec/gate.h"
 #include "quant/quant.h"
 #include "zcoll/zcoll.h"
 
@@ -89,11 +89,26 @@ class Executor {
   //
   // An executor of this kind on a stream of its own, whose operations start only after every
   // operation issued on this one so far (CUDA: an event recorded here, waited for there). The
-  // engine's progress thread runs the call's work on it while the caller's stream is held.
+  // engine's progress thread runs the call's work on it while the caller's stream waits (waitValue).
   virtual Result makeSideExecutor(std::unique_ptr<Executor>* out);
-  // Operations issued on this executor after this call start only once `gate` is open (CUDA: a
-  // host function on the stream that waits for it).
-  virtual Result holdUntil(std::shared_ptr<Gate> gate);
+  // Host-mapped words for waitValue: `n` zeroed 32-bit words in host memory that the host
+  // writes and the device reads (CUDA: cudaHostAlloc, mapped and portable). Never freed: a
+  // stream may still wait on one after its owner is gone (api/launch.cc keeps them per comm
+  // address and reuses them).
+  virtual Result allocWaitWords(size_t n, uint32_t** out);
+  // Operations issued on this executor after this call start only once
+  // (int32_t)(*word - value) >= 0, a cyclic greater-or-equal (CUDA: cuStreamWaitValue32 with
+  // CU_STREAM_WAIT_VALUE_GEQ on a word from allocWaitWords). The host releases it by storing
+  // `value` (or a later one) into *word. Such a wait must never be queued in front of work it
+  // waits for that is not yet submitted on a queue it may share (src/README.md).
+  virtual Result waitValue(const uint32_t* word, uint32_t value);
+  // The identity of this executor's stream when threads of the process may share it (CUDA:
+  // every stream but cudaStreamPerThread; the legacy default stream is 0). Ranks of one process
+  // must not share a stream (zcoll.h); api/launch.cc refuses a call that would.
+  virtual bool sharedStreamKey(uintptr_t* key) const {
+    (void)key;
+    return false;
+  }
   // Makes this executor usable from the calling thread (CUDA: its device becomes the thread's
   // current one, so scratch is allocated and kernels launch there). The progress thread calls
   // it before running a call's work.

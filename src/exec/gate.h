@@ -1,7 +1,5 @@
-// A one-shot gate between the engine and a stream: a call that returns once enqueued holds the
-// caller's stream on a gate (Executor::holdUntil), and the progress thread opens it when the
-// call's work is done, failed, or will never run. Work the caller queued on the stream after
-// the call therefore starts only after the call, as NCCL's stream semantics promise.
+// A one-shot gate: opened once with a result, waited for by any number of threads. (Streams no
+// longer wait on gates: a queued call's stream waits on a word, Executor::waitValue.)
 #pragma once
 
 #include <condition_variable>
@@ -20,6 +18,10 @@ class Gate {
     open_ = true;
     result_ = result;
     opened_.notify_all();
+  }
+  bool isOpen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return open_;
   }
   // Blocks until the gate is open; returns the result it was opened with.
   Result wait() {

@@ -21,11 +21,14 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -114,11 +117,104 @@ class DeferredExecutor : public Executor {
 };
 
 class FakeStream;
+class FakeDeviceArena;
+
+// What the stand-in models of the hardware and driver, process-wide (as CUDA's are):
+//  - the legacy default stream (NULL): one per process, shared by every thread;
+//  - hardware queues: by default each stream runs on its own; with CUDA_DEVICE_MAX_CONNECTIONS=1
+//    in the environment when a FakeDevice is made, every stream of the process feeds ONE queue,
+//    in submission order, and an operation that waits blocks everything queued after it, of any
+//    stream (what one hardware queue does; CUDA's warning on cuStreamWaitValue32: an order the
+//    scheduler cannot see may deadlock);
+//  - waits (events, stream memory operations, host functions): an operation that waits longer
+//    than waitLimitMs is a deadlock on a GPU: it is recorded as a violation, fails its stream
+//    (sticky error) and lets the queue go on, so a test fails instead of hanging;
+//  - host functions: serialized process-wide (one driver thread runs them);
+//  - a limited queue depth: a stream takes at most queueDepth operations not yet run; submitting
+//    more blocks the submitting thread (as a full CUDA launch queue does), bounded by
+//    waitLimitMs (a violation past it).
+struct FakeHardware {
+  static inline std::atomic<bool> singleQueue{false};
+  static inline std::atomic<int> waitLimitMs{20000};
+  static inline std::atomic<int> queueDepth{1024};
+  static inline std::atomic<int> violations{0};
+  static std::string lastViolation() {
+    std::lock_guard<std::mutex> lock(mu());
+    return last();
+  }
+  static void violation(const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      last() = what;
+    }
+    ++violations;
+  }
+  static std::mutex& hostFunctions() {  // held while a host function runs
+    static std::mutex m;
+    return m;
+  }
+  static FakeStream* legacyStream();  // the process's NULL stream
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::string& last() {
+    static std::string s;
+    return s;
+  }
+};
+
+// A set-once flag an operation can test without blocking (a recorded event).
+struct FakeEvent {
+  std::atomic<bool> fired{false};
+};
+
+// An operation of a stream, run by a queue.
+struct FakeOp {
+  FakeStream* stream;
+  std::function<Result()> run;
+  FakeDeviceArena* arena;  // opened while it runs; null: touches no device memory
+};
+
+// A hardware queue: a worker thread that runs operations in the order they were submitted.
+class FakeQueue {
+ public:
+  FakeQueue() : worker_([this] { loop(); }) {}
+  ~FakeQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();  // after everything queued has run
+  }
+  void push(FakeOp op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(op));
+    changed_.notify_all();
+  }
+  // The queue every stream feeds with CUDA_DEVICE_MAX_CONNECTIONS=1 (never destroyed).
+  static FakeQueue& single() {
+    static FakeQueue* q = new FakeQueue;
+    return *q;
+  }
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<FakeOp> queue_;
+  bool stopping_ = false;
+  std::thread worker_;  // last: started once the rest is ready
+};
 
 // A stand-in for device memory: an arena the CPU can touch only while one of its streams runs an
 // operation, PROT_NONE otherwise. A transport given a "device" pointer, or an algorithm that
 // reads or writes one on the host instead of through its executor, faults, as it would on a
-// GPU. One arena per rank thread (ranks are threads here), with a default stream (NULL).
+// GPU. One arena per rank thread (ranks are threads here), with the rank's own non-blocking
+// stream (stream()): ranks must not share a stream, the legacy default one (NULL) included.
 class FakeDeviceArena {
  public:
   static constexpr size_t kReserve = size_t(256) << 20;  // address space only
@@ -170,9 +266,11 @@ class FakeDeviceArena {
       EXPECT_EQ(mprotect(base_, kReserve, PROT_NONE), 0);
     }
   }
-  FakeStream* defaultStream() { return default_.get(); }
-  // cudaMemcpy stand-ins for the test's own uploads and downloads: like cudaMemcpy, they first
-  // wait for the work queued on the default stream.
+  // The rank's own stream (cudaStreamCreateWithFlags(cudaStreamNonBlocking)).
+  FakeStream* stream() { return stream_.get(); }
+  zcollStream_t handle();
+  // cudaMemcpy stand-ins for the test's own uploads and downloads, after synchronizing the
+  // rank's stream (the test's cudaStreamSynchronize).
   void upload(void* dev, const std::vector<unsigned char>& h);
   std::vector<unsigned char> download(const void* dev, size_t bytes);
 
@@ -190,28 +288,57 @@ class FakeDeviceArena {
   size_t used_ = 0;
   int opened_ = 0;
   std::vector<std::pair<char*, size_t>> unexportable_;
-  std::unique_ptr<FakeStream> default_;
+  std::unique_ptr<FakeStream> stream_;
 };
 
-// A stream: a worker thread runs what is queued on it, in order. An operation that touches
-// device memory runs with the arena open; a failure is kept (sticky, as on a GPU) and the
-// operations after it still run, so waits queued behind it are released.
+// A stream: what is queued on it runs in order, on its own queue (a worker thread) or, with
+// FakeHardware::singleQueue, on the process's one queue. An operation that touches device memory
+// runs with its arena open; a failure is kept (sticky, as on a GPU) and the operations after it
+// still run, so waits queued behind it are released.
 class FakeStream {
  public:
-  explicit FakeStream(FakeDeviceArena* arena) : arena_(arena), worker_([this] { loop(); }) {}
-  ~FakeStream() {
+  explicit FakeStream(FakeDeviceArena* arena) : arena_(arena) {}
+  ~FakeStream() { (void)synchronize(); }  // then own_ drains (nothing left) and joins
+  FakeDeviceArena* arena() const { return arena_; }
+  // Queues `op`; with touchesDevice, `arena` (default: the stream's) is open while it runs.
+  void submit(std::function<Result()> op, bool touchesDevice, FakeDeviceArena* arena = nullptr) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
+      std::unique_lock<std::mutex> lock(mu_);
+      // A full launch queue blocks the launching thread until the stream catches up.
+      const auto limit = std::chrono::milliseconds(FakeHardware::waitLimitMs.load());
+      if (!changed_.wait_for(lock, limit, [&] {
+            return submitted_ - ran_ < uint64_t(FakeHardware::queueDepth.load());
+          }))
+        FakeHardware::violation("a launch blocked on a full stream queue past the wait limit");
+      ++submitted_;
     }
-    changed_.notify_all();
-    worker_.join();  // after everything queued has run
+    FakeOp fop{this, std::move(op), touchesDevice ? (arena ? arena : arena_) : nullptr};
+    if (FakeHardware::singleQueue) {
+      FakeQueue::single().push(std::move(fop));
+    } else {
+      std::call_once(ownOnce_, [&] { own_ = std::make_unique<FakeQueue>(); });
+      own_->push(std::move(fop));
+    }
   }
-  void submit(std::function<Result()> op, bool touchesDevice) {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(op), touchesDevice});
-    ++submitted_;
-    changed_.notify_all();
+  // Queues an operation that waits until ready() (polled, sleeping in between): an event
+  // wait, a stream memory wait, a host function's wait. Past FakeHardware::waitLimitMs it is a
+  // deadlock on a GPU: a violation naming `what`, and the stream fails.
+  void submitWait(std::function<bool()> ready, std::string what, bool hostFunction = false) {
+    submit([ready = std::move(ready), what = std::move(what), hostFunction]() -> Result {
+      std::unique_lock<std::mutex> serial(FakeHardware::hostFunctions(), std::defer_lock);
+      if (hostFunction) serial.lock();
+      const auto start = std::chrono::steady_clock::now();
+      const auto limit = std::chrono::milliseconds(FakeHardware::waitLimitMs.load());
+      while (!ready()) {
+        if (std::chrono::steady_clock::now() - start > limit) {
+          FakeHardware::violation(what + " still waited after the wait limit" +
+                                  (FakeHardware::singleQueue ? " (one hardware queue)" : ""));
+          return zcollInternalError;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+      return zcollSuccess;
+    }, false);
   }
   // Waits until everything queued so far has run (cudaStreamSynchronize); the first failure.
   Result synchronize() {
@@ -232,44 +359,50 @@ class FakeStream {
     return ran_ >= n;
   }
   zcollStream_t handle() { return reinterpret_cast<zcollStream_t>(this); }
+  // Called by the queue that ran one of its operations.
+  void ran(Result r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r != zcollSuccess && error_ == zcollSuccess) error_ = r;
+    ++ran_;
+    changed_.notify_all();
+  }
 
  private:
-  struct Op {
-    std::function<Result()> run;
-    bool touchesDevice;
-  };
-  void loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything ran
-      Op op = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      if (op.touchesDevice) arena_->open();
-      Result r = op.run();
-      if (op.touchesDevice) arena_->close();
-      lock.lock();
-      if (r != zcollSuccess && error_ == zcollSuccess) error_ = r;
-      ++ran_;
-      changed_.notify_all();
-    }
-  }
   FakeDeviceArena* arena_;
   std::mutex mu_;
   std::condition_variable changed_;
-  std::deque<Op> queue_;
   uint64_t submitted_ = 0, ran_ = 0;
-  bool stopping_ = false;
   Result error_ = zcollSuccess;
-  std::thread worker_;  // last: started once the rest is ready
+  std::once_flag ownOnce_;
+  std::unique_ptr<FakeQueue> own_;  // last: joined before the rest goes
 };
+
+inline void FakeQueue::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything ran
+    FakeOp op = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    if (op.arena) op.arena->open();
+    Result r = op.run();
+    if (op.arena) op.arena->close();
+    op.stream->ran(r);
+    lock.lock();
+  }
+}
+
+inline FakeStream* FakeHardware::legacyStream() {
+  static FakeStream* s = new FakeStream(nullptr);  // never destroyed, as the process's
+  return s;
+}
 
 inline FakeDeviceArena::FakeDeviceArena() {
   base_ = static_cast<char*>(
       mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
   EXPECT_NE(base_, MAP_FAILED);
-  default_ = std::make_unique<FakeStream>(this);
+  stream_ = std::make_unique<FakeStream>(this);
   std::lock_guard<std::mutex> lock(registryMu());
   registry().push_back(this);
 }
@@ -279,19 +412,21 @@ inline FakeDeviceArena::~FakeDeviceArena() {
     std::lock_guard<std::mutex> lock(registryMu());
     registry().erase(std::find(registry().begin(), registry().end(), this));
   }
-  default_.reset();
+  stream_.reset();
   munmap(base_, kReserve);
 }
 
+inline zcollStream_t FakeDeviceArena::handle() { return stream_->handle(); }
+
 inline void FakeDeviceArena::upload(void* dev, const std::vector<unsigned char>& h) {
-  EXPECT_EQ(default_->synchronize(), zcollSuccess);
+  EXPECT_EQ(stream_->synchronize(), zcollSuccess);
   open();
   std::memcpy(dev, h.data(), h.size());
   close();
 }
 
 inline std::vector<unsigned char> FakeDeviceArena::download(const void* dev, size_t bytes) {
-  EXPECT_EQ(default_->synchronize(), zcollSuccess);
+  EXPECT_EQ(stream_->synchronize(), zcollSuccess);
   open();
   std::vector<unsigned char> h(static_cast<const unsigned char*>(dev),
                                static_cast<const unsigned char*>(dev) + bytes);
@@ -317,8 +452,8 @@ inline void fakeDeviceRelease(void*) {}  // the arena goes as a whole
 // owns); scratch from the arena.
 class FakeDeviceExecutor final : public DeferredExecutor {
  public:
-  // On the calling thread's arena and its default stream.
-  FakeDeviceExecutor() : FakeDeviceExecutor(tArena->defaultStream(), tArena) {}
+  // On the calling thread's arena and its own stream.
+  FakeDeviceExecutor() : FakeDeviceExecutor(tArena->stream(), tArena) {}
   FakeDeviceExecutor(FakeStream* stream, FakeDeviceArena* arena,
                      std::unique_ptr<FakeStream> owned = nullptr)
       : owned_(std::move(owned)), stream_(stream), arena_(arena) {}
@@ -334,17 +469,34 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
     ++sidesMade;
     auto side = std::make_unique<FakeStream>(arena_);
-    auto issued = std::make_shared<Gate>();  // an event: recorded here, waited for there
-    stream_->submit([issued] { issued->open(zcollSuccess); return zcollSuccess; }, false);
-    side->submit([issued] { return issued->wait(); }, false);
+    auto event = std::make_shared<FakeEvent>();  // recorded here, waited for there
+    stream_->submit([event] { event->fired = true; return zcollSuccess; }, false);
+    side->submitWait([event] { return event->fired.load(); }, "an event wait (side stream)");
     FakeStream* s = side.get();
     *out = std::make_unique<FakeDeviceExecutor>(s, arena_, std::move(side));
     return zcollSuccess;
   }
-  Result holdUntil(std::shared_ptr<Gate> gate) override {
-    stream_->submit([gate] { (void)gate->wait(); return zcollSuccess; }, false);
+  // Wait words: plain host memory (the stand-in's device reads it as CUDA's reads mapped
+  // host memory), never freed.
+  Result allocWaitWords(size_t n, uint32_t** out) override {
+    *out = static_cast<uint32_t*>(std::calloc(n, sizeof(uint32_t)));
+    return *out ? zcollSuccess : fail(zcollSystemError, "fake wait words: out of memory");
+  }
+  // cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ: a stream memory operation.
+  Result waitValue(const uint32_t* word, uint32_t value) override {
+    ++waitsQueued;
+    stream_->submitWait([word, value] {
+      return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0;
+    }, "a stream memory wait (cuStreamWaitValue32)");
     return zcollSuccess;
   }
+  bool sharedStreamKey(uintptr_t* key) const override {
+    if (owned_) return false;  // a side stream is zcoll's own
+    *key = reinterpret_cast<uintptr_t>(stream_);
+    return true;
+  }
+  // Stream memory waits queued so far, by every fake executor.
+  static inline std::atomic<int> waitsQueued{0};
   Result bindThread() override {
     tArena = arena_;  // scratch comes from this arena on the thread that runs the call
     return zcollSuccess;
@@ -352,7 +504,7 @@ class FakeDeviceExecutor final : public DeferredExecutor {
 
  protected:
   Result defer(std::function<Result(Executor&)> op) override {
-    stream_->submit([op = std::move(op)] { return op(hostExecutor()); }, true);
+    stream_->submit([op = std::move(op)] { return op(hostExecutor()); }, true, arena_);
     return zcollSuccess;
   }
 
@@ -364,9 +516,9 @@ class FakeDeviceExecutor final : public DeferredExecutor {
 
 // Installs the fake device as the device component for its lifetime. Arena pointers of the
 // calling thread (FakeDeviceArena::Scope) are then device buffers to every entry point, and a
-// stream is a FakeStream* (NULL: the arena's default stream).
+// stream is a FakeStream* (NULL: the process's legacy default stream, shared by every thread).
 inline Result fakeDeviceExecutorOn(zcollStream_t stream, std::unique_ptr<Executor>* out) {
-  FakeStream* s = stream ? reinterpret_cast<FakeStream*>(stream) : tArena->defaultStream();
+  FakeStream* s = stream ? reinterpret_cast<FakeStream*>(stream) : FakeHardware::legacyStream();
   *out = std::make_unique<FakeDeviceExecutor>(s, tArena);
   return zcollSuccess;
 }
@@ -458,10 +610,16 @@ inline Result fakeMakeIpc(std::unique_ptr<DeviceIpc>* out) {
 class FakeDevice {
  public:
   FakeDevice() {
+    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    FakeHardware::singleQueue = connections != nullptr && std::strcmp(connections, "1") == 0;
+    FakeHardware::violations = 0;
     gSharedArena = &shared_;
     setDeviceComponent(&kComponent);
   }
   ~FakeDevice() {
+    EXPECT_EQ(FakeHardware::violations.load(), 0)
+        << "the stand-in device saw what would deadlock a GPU: " << FakeHardware::lastViolation();
+    FakeHardware::singleQueue = false;
     setDeviceComponent(nullptr);
     gSharedArena = nullptr;
   }
