@@ -46,8 +46,9 @@ inline uint64_t makeAckTag(uint64_t tag, int acker) {
   return (tag & ~kSourceMask) | kControlBit | kAckBit | (uint64_t(uint32_t(acker)) << 16);
 }
 
-// The cuda_ipc probe results ranks trade at init (core/init.cc).
-inline uint64_t makeIpcProbeTag(int src) {
+// The words a transport's connect trades with its peers at init over the host routes (core/init.cc
+// exchangeWords, ConnectArgs::exchange; cuda_ipc's probe verdicts).
+inline uint64_t makeConnectExchangeTag(int src) {
   return (uint64_t{1} << 63) | kControlBit | (uint64_t(uint32_t(src)) << 16) | 0xfffeu;
 }
 

@@ -210,9 +210,9 @@ Result exchangeWords(zcollComm* comm, const std::vector<char>& with,
   RequestList reqs(2 * comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) {
     if (!with[r]) continue;
-    ZCOLL_CHECK(postRecv(comm, r, &(*theirs)[r], sizeof(uint64_t), makeIpcProbeTag(r),
+    ZCOLL_CHECK(postRecv(comm, r, &(*theirs)[r], sizeof(uint64_t), makeConnectExchangeTag(r),
                          reqs.next()));
-    ZCOLL_CHECK(postSend(comm, r, &mine[r], sizeof(uint64_t), makeIpcProbeTag(comm->rank),
+    ZCOLL_CHECK(postSend(comm, r, &mine[r], sizeof(uint64_t), makeConnectExchangeTag(comm->rank),
                          reqs.next()));
   }
   return waitAll(comm, reqs.data(), reqs.size());
