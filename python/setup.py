@@ -60,12 +60,13 @@ setup(
     ext_modules=[
         Extension(
             "zcoll._C",
-            ["csrc/backend.cc"],
+            ["csrc/common.cc", "csrc/work.cc", "csrc/backend.cc", "csrc/bindings.cc"],
             include_dirs=[str(REPO / "include"), str(LIB_DIR / "include")],
             library_dirs=[str(HERE / "zcoll")],
             libraries=["zcoll"],
             define_macros=[("ZCOLL_TORCH_CUDA", "1")] if CUDA else [],
-            extra_compile_args=["-O2"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                                "-Wno-interference-size"],
             extra_link_args=["-Wl,-rpath,$ORIGIN"],
         )
     ],

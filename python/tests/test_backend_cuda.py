@@ -81,11 +81,20 @@ def _on_both(fn):
     return cpu, gpu.cpu()
 
 
-def _worker(rank, world, path, scenario):
+def _worker(rank, world, path, scenario, order="set_device_first"):
     import zcoll  # noqa: F401
-    torch.cuda.set_device(rank % torch.cuda.device_count())
+    dev = rank % torch.cuda.device_count()
+    kwargs = {}
+    if order == "set_device_first":
+        torch.cuda.set_device(dev)
+    elif order == "device_id":
+        kwargs["device_id"] = torch.device("cuda", dev)  # connects at init (eager)
+    else:  # "init_first": DeepSpeed's order
+        torch.cuda.init()
     dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=60))
+                            timeout=timedelta(seconds=60), **kwargs)
+    if order == "init_first":
+        torch.cuda.set_device(dev)
     SCENARIOS[scenario](rank, world)
     dist.destroy_process_group()
 
@@ -225,14 +234,36 @@ def scenario_mixed_devices_refused(rank, world):
     assert torch.all(t.cpu() == world)
 
 
+def scenario_init_before_set_device(rank, world):
+    # DeepSpeed's order: init_process_group, then set_device (see _worker_late_device). The
+    # group binds to the first CUDA tensor's device, each rank its own.
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    t = torch.full((8,), float(rank + 1), device=dev)
+    dist.all_reduce(t)
+    assert torch.all(t.cpu() == sum(range(1, world + 1)))
+    assert t.device == dev
+
+
+def scenario_non_default_stream(rank, world):
+    # FSDP2 issues from its own streams: the operation starts after what that stream holds.
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        t = torch.ones(1 << 20, device="cuda")
+        t.mul_(rank + 1)  # queued on s before the collective
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+        out = t.cpu()  # on s: after the collective (wait() made s wait for it)
+    assert torch.all(out == sum(0.5 * (r + 1) for r in range(world)))
+
+
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
              [scenario_collectives, scenario_stream_semantics, scenario_zeropp,
-              scenario_mixed_devices_refused]}
+              scenario_mixed_devices_refused, scenario_init_before_set_device,
+              scenario_non_default_stream]}
 
 
-def _run(scenario, world):
+def _run(scenario, world, order="set_device_first"):
     with tempfile.TemporaryDirectory() as d:
-        mp.start_processes(_worker, args=(world, os.path.join(d, "store"), scenario),
+        mp.start_processes(_worker, args=(world, os.path.join(d, "store"), scenario, order),
                            nprocs=world, join=True, start_method="spawn")
 
 
@@ -251,3 +282,12 @@ def test_cuda_zeropp_match_cpu():
 
 def test_cuda_mixed_devices_refused():
     _run("mixed_devices_refused", 2)
+
+
+@pytest.mark.parametrize("order", ["init_first", "device_id"])
+def test_cuda_device_bound_lazily_or_by_device_id(order):
+    _run("init_before_set_device", 2, order)
+
+
+def test_cuda_non_default_stream_premul_sum():
+    _run("non_default_stream", 2)

@@ -38,10 +38,13 @@ def _create_backend(opts, backend_options=None):
     prefixed per group by c10d), the others read it; no extra port."""
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     timeout_sec = _timeout_seconds(opts.timeout)  # before anything waits on another rank
-    if _C.built_with_cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
-        # zcoll moves CUDA tensors of the device current when the group is created, once this
-        # process has initialized it; torch.cuda.set_device(d) with d already current does not.
-        torch.cuda.synchronize()
+    split_from = getattr(opts, "split_from", None)
+    if isinstance(split_from, _C.ZcollBackend):
+        # new_group on a default group bound with device_id: a zcollCommSplit of it, whose
+        # non-members call perform_nocolor_split (torch does).
+        return split_from.split_ranks(list(opts.global_ranks_in_group), opts.timeout)
+    # No device is bound here: CUDA operations connect the group to their tensors' device at
+    # the first one (or init_process_group's device_id), as ProcessGroupNCCL does.
     if rank == 0:
         store.set(_UID_KEY, _C.get_unique_id())
     uid = store.get(_UID_KEY)

@@ -1,0 +1,228 @@
+// zcoll as a c10d::Backend. Each operation maps to zcoll calls on the group's communicator:
+// CPU tensors end in zcollGroupEndNonBlocking and the Work wraps the request (no queue or thread
+// of the backend's own: zcoll's engine keeps the order, runs requests on its progress thread,
+// or on a thread that waits for the next one); CUDA tensors go on the group's stream of their
+// device (zcoll's device calls return once enqueued). Only the public C API is used.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "common.h"
+#include "work.h"
+
+#ifdef ZCOLL_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace zcoll_torch ZCOLL_TORCH_HIDDEN {
+
+// How a job reaches zcoll and the caller's tensors. A job makes an operation's zcoll calls on
+// buffers it gets through in/out/inout, which make contiguous copies where needed and arrange
+// the copies back (run once the operation is complete: by the completion callback for CPU
+// tensors, at once on the stream for CUDA tensors).
+class Ctx {
+ public:
+  zcollComm_t comm = nullptr;
+  zcollStream_t stream = nullptr;  // NULL for host buffers
+  Completion* completion = nullptr;
+  // Called once before the job first copies a caller's tensor (CPU: waits for the operation
+  // before, which may still be writing it).
+  std::function<void()> beforeRead;
+
+  // t, or a contiguous copy of it: read by zcoll.
+  at::Tensor in(const at::Tensor& t);
+  // A contiguous buffer for t (t itself when contiguous) that zcoll writes; copied into t after.
+  at::Tensor out(const at::Tensor& t);
+  // Read and written: in(t), copied back into t after.
+  at::Tensor inout(const at::Tensor& t);
+  // A copy made from the caller's tensors (a concatenation, a scaled input): kept alive.
+  at::Tensor made(const std::function<at::Tensor()>& make);
+  // A fresh buffer zcoll writes (no read of the caller's tensors).
+  at::Tensor keep(at::Tensor t);
+  void after(std::function<void()> copy) { completion->after.push_back(std::move(copy)); }
+  // The zcoll call an error of the operation names (its first).
+  const char* name(const char* call) {
+    if (!named_) completion->what = call;
+    named_ = true;
+    return call;
+  }
+
+ private:
+  void reading();
+  bool read_ = false;
+  bool named_ = false;
+};
+
+using Job = std::function<void(Ctx&)>;
+
+class ZcollBackend : public c10d::Backend {
+ public:
+  // A new communicator (init_process_group, new_group): every rank of the group calls it.
+  ZcollBackend(const std::string& uniqueId, int rank, int size, int timeoutSec);
+  // A communicator zcollCommSplit made (split, new_group splitting the default group).
+  ZcollBackend(zcollComm_t comm, int rank, int size, int timeoutSec,
+               std::chrono::milliseconds workTimeout);
+  ~ZcollBackend() override;
+
+  const std::string getBackendName() const override { return "zcoll"; }
+  bool supportsCoalescing() const override { return true; }
+  bool supportsSplitting() const override { return true; }
+  // The options split() gets when torch passes none (ProcessGroup::splitGroup).
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  bool supportsTensorAlloc(c10::DeviceIndex deviceIdx) override;
+  at::Tensor allocateTensor(long size, at::TensorOptions options) override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  // Non-members' part of a split of this group (new_group with the default group split).
+  void splitNoColor();
+  void eagerConnectSingleDevice(at::Device device) override;
+  void abort() override;
+  void shutdown() override;
+  c10d::ErrorType getError() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+
+  // The number of collectives issued on this group so far (point to point excluded, as
+  // ProcessGroupNCCL's collective sequence number): equal on every rank while they agree.
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL's ProcessGroupWrapper compares it across ranks before each
+  // collective. It starts at 0 on every rank, so torch's setSequenceNumberForGroup (a no-op)
+  // is kept.
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outSplits,
+                                               std::vector<int64_t>& inSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  // ---- ZeRO++ collectives (python/zcoll/zeropp.py and the torch.ops.zcoll ops) ----------
+  int nodeCount() const { return nodes_; }
+  c10::intrusive_ptr<c10d::Work> quantizedAllGather(at::Tensor output, at::Tensor input,
+                                                    zcollQuantConfig_t quant);
+  // secondary: nodes * input.numel() elements, or undefined when the caller does not keep it.
+  c10::intrusive_ptr<c10d::Work> allGatherHier(at::Tensor output, at::Tensor input,
+                                               std::optional<at::Tensor> secondary,
+                                               std::optional<zcollQuantConfig_t> quant);
+  c10::intrusive_ptr<c10d::Work> allGatherFromSecondary(at::Tensor output, at::Tensor secondary);
+  c10::intrusive_ptr<c10d::Work> quantizedReduceScatter(at::Tensor output, at::Tensor input,
+                                                        const c10d::ReduceOp& reduceOp,
+                                                        zcollQuantConfig_t quant);
+
+ private:
+  struct Batch {
+    c10::intrusive_ptr<ZcollWork> work;
+    std::vector<Job> jobs;
+    std::vector<at::Tensor> inputs;
+    std::optional<c10::Device> device;
+    bool collective = false;  // holds a collective (may connect a device)
+  };
+
+  void initAfterComm();
+  // Issues one operation (or adds it to the open batch). `inputs`: the tensors it reads besides
+  // `outputs` (all on one device). `p2p`: point to point (not counted as a collective).
+  c10::intrusive_ptr<c10d::Work> issue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                       const std::vector<at::Tensor>& inputs, Job job,
+                                       bool p2p = false);
+  // Runs `jobs` as one operation of `work` on `device`.
+  void launch(const c10::intrusive_ptr<ZcollWork>& work, std::vector<Job> jobs,
+              c10::Device device, bool collective, const std::vector<at::Tensor>& outputs,
+              const std::vector<at::Tensor>& inputs);
+  void launchHost(const c10::intrusive_ptr<ZcollWork>& work, const std::vector<Job>& jobs);
+#ifdef ZCOLL_TORCH_CUDA
+  void launchCuda(const c10::intrusive_ptr<ZcollWork>& work, const std::vector<Job>& jobs,
+                  c10::Device device, bool collective, const std::vector<at::Tensor>& outputs,
+                  const std::vector<at::Tensor>& inputs);
+  CudaPlace cudaPlace(c10::Device device, const std::vector<at::Tensor>& outputs,
+                      const std::vector<at::Tensor>& inputs);
+  c10::cuda::CUDAStream streamOf(c10::Device device);
+#endif
+  // The communicator of CUDA operations: split from the group's at the first CUDA collective
+  // (or eagerConnectSingleDevice), with that device current: zcoll binds a communicator to the
+  // device current at its creation (python/README.md, "CUDA tensors").
+  zcollComm_t deviceComm(c10::Device device, bool collective);
+  zcollComm_t connectDevice(c10::Device device);
+  zcollConfig_t childConfig(int* timeoutSec) const;
+  zcollComm_t hostComm() const;
+
+  void checkGatherShapes(const at::Tensor& output, const at::Tensor& input, const char* what);
+  void checkSecondary(const at::Tensor& secondary, const at::Tensor& input, const char* what);
+  int checkRoot(int64_t root, const char* what) const;
+  std::vector<at::Tensor> rootList(const std::vector<std::vector<at::Tensor>>& lists,
+                                   const at::Tensor& like, int root, const char* what,
+                                   const char* kind) const;
+  std::vector<int64_t> splitsOrEqual(const std::vector<int64_t>& splits, const at::Tensor& t);
+
+  zcollComm_t comm_ = nullptr;
+  // The last split's group_name and result (split: torch may ask twice for one split_group).
+  std::string lastSplitName_;
+  // Weak: the child's lifetime is its group's.
+  c10::weak_intrusive_ptr<c10d::Backend> lastSplit_{c10::intrusive_ptr<c10d::Backend>()};
+  int nodes_ = 1;
+  int timeoutSec_ = 0;
+  std::atomic<int64_t> workTimeoutMs_{-1};  // set_timeout's, -1: none
+  std::atomic<uint64_t> seq_{0};  // collectives issued (getSequenceNumberForGroup)
+  std::atomic<bool> closed_{false};
+  bool aborted_ = false;
+  std::mutex mu_;  // guards batch_, last_, streams_
+  std::optional<Batch> batch_;
+  std::shared_ptr<Completion> last_;  // the last CPU operation issued
+  std::shared_ptr<Reaper> reaper_ = std::make_shared<Reaper>();
+  std::mutex closeMu_;  // guards closing and the device communicator
+  zcollComm_t deviceComm_ = nullptr;
+  c10::DeviceIndex deviceIndex_ = -1;
+#ifdef ZCOLL_TORCH_CUDA
+  std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams_;
+#endif
+};
+
+// A uint8 tensor of `bytes` in registered host memory (zcollMemAllocHost): node peers read it in
+// place. Its storage frees the memory (zcollMemFreeHost) when the last view of it goes.
+at::Tensor hostBytes(int64_t bytes);
+
+}  // namespace zcoll_torch

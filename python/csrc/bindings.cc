@@ -1,0 +1,104 @@
+// The Python module zcoll._C: the backend class (torch.distributed's Backend methods come from
+// its base), the ZeRO++ calls, and the helpers python/zcoll/__init__.py uses.
+#include <torch/python.h>
+#include <torch/csrc/utils/pybind.h>
+#include <pybind11/chrono.h>
+
+#include "backend.h"
+
+namespace zcoll_torch ZCOLL_TORCH_HIDDEN {
+namespace {
+
+// Quantization settings from Python keyword arguments; 0 keeps zcoll's documented default.
+zcollQuantConfig_t quantConfig(int bits, int intraBits, int blockSize, bool symmetric,
+                               bool stochastic, uint64_t seed, int pipelineDepth) {
+  zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+  q.bits = bits;
+  q.intraBits = intraBits;
+  q.blockSize = blockSize;
+  q.mode = symmetric ? zcollQuantSymmetric : zcollQuantAsymmetric;
+  q.rounding = stochastic ? zcollRoundStochastic : zcollRoundNearestEven;
+  q.seed = seed;
+  q.pipelineDepth = pipelineDepth;
+  return q;
+}
+
+pybind11::bytes getUniqueId() {
+  zcollUniqueId id;
+  zcollResult_t rc = zcollGetUniqueId(&id);
+  if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollGetUniqueId");
+  return pybind11::bytes(id.internal, ZCOLL_UNIQUE_ID_BYTES);
+}
+
+}  // namespace
+}  // namespace zcoll_torch
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  namespace py = pybind11;
+  using zcoll_torch::ZcollBackend;
+  py::module::import("torch.distributed");
+  py::class_<ZcollBackend, c10d::Backend, c10::intrusive_ptr<ZcollBackend>>(m, "ZcollBackend")
+      .def(py::init<const std::string&, int, int, int>(), py::arg("unique_id"), py::arg("rank"),
+           py::arg("size"), py::arg("timeout_sec"))
+      .def("node_count", &ZcollBackend::nodeCount)
+      // new_group splitting a group (torch passes it as split_from): members call this with the
+      // new group's ranks, non-members perform_nocolor_split; collective over this group.
+      .def(
+          "split_ranks",
+          [](ZcollBackend& b, const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
+            return b.split({}, ranks, c10::make_intrusive<c10d::Backend::Options>("zcoll", timeout));
+          },
+          py::arg("ranks"), py::arg("timeout"))
+      .def(
+          "perform_nocolor_split",
+          [](ZcollBackend& b, const std::optional<at::Device>&) { b.splitNoColor(); },
+          py::arg("device") = std::nullopt)
+      .def(
+          "quantized_all_gather",
+          [](ZcollBackend& b, at::Tensor out, at::Tensor in, int bits, int blockSize,
+             bool symmetric, bool stochastic, uint64_t seed) {
+            return b.quantizedAllGather(
+                out, in,
+                zcoll_torch::quantConfig(bits, 0, blockSize, symmetric, stochastic, seed, 0));
+          },
+          py::arg("output"), py::arg("input"), py::arg("bits"), py::arg("block_size"),
+          py::arg("symmetric"), py::arg("stochastic"), py::arg("seed"))
+      .def(
+          "all_gather_hier",
+          [](ZcollBackend& b, at::Tensor out, at::Tensor in, std::optional<at::Tensor> secondary,
+             bool quantized, int bits, int blockSize, bool symmetric, bool stochastic,
+             uint64_t seed) {
+            std::optional<zcollQuantConfig_t> q;
+            if (quantized)
+              q = zcoll_torch::quantConfig(bits, 0, blockSize, symmetric, stochastic, seed, 0);
+            return b.allGatherHier(out, in, secondary, q);
+          },
+          py::arg("output"), py::arg("input"), py::arg("secondary"), py::arg("quantized"),
+          py::arg("bits"), py::arg("block_size"), py::arg("symmetric"), py::arg("stochastic"),
+          py::arg("seed"))
+      .def("all_gather_from_secondary", &ZcollBackend::allGatherFromSecondary, py::arg("output"),
+           py::arg("secondary"))
+      .def(
+          "quantized_reduce_scatter",
+          [](ZcollBackend& b, at::Tensor out, at::Tensor in, const c10d::ReduceOp& op, int bits,
+             int intraBits, int blockSize, bool symmetric, bool stochastic, uint64_t seed,
+             int pipelineDepth) {
+            return b.quantizedReduceScatter(
+                out, in, op,
+                zcoll_torch::quantConfig(bits, intraBits, blockSize, symmetric, stochastic, seed,
+                                         pipelineDepth));
+          },
+          py::arg("output"), py::arg("input"), py::arg("op"), py::arg("bits"),
+          py::arg("intra_bits"), py::arg("block_size"), py::arg("symmetric"),
+          py::arg("stochastic"), py::arg("seed"), py::arg("pipeline_depth"));
+  m.def("get_unique_id", &zcoll_torch::getUniqueId);
+  m.def("host_bytes", &zcoll_torch::hostBytes, py::arg("bytes"));
+  // Whether CUDA tensors can be passed: this extension was built with CUDA and the libzcoll it
+  // loaded recognises device buffers (a CUDA build, a device visible).
+#ifdef ZCOLL_TORCH_CUDA
+  m.attr("built_with_cuda") = true;
+#else
+  m.attr("built_with_cuda") = false;
+#endif
+  m.def("zcoll_takes_device_buffers", &zcoll_torch::zcollTakesDeviceBuffers);
+}

@@ -1,0 +1,135 @@
+#include "common.h"
+
+#include <cstdlib>
+
+namespace zcoll_torch ZCOLL_TORCH_HIDDEN {
+
+std::string lastError(zcollComm_t comm) {
+  const char* message = comm ? zcollGetLastError(comm) : nullptr;
+  if (message == nullptr || *message == '\0') message = zcollGetLastError(nullptr);
+  if (message == nullptr || *message == '\0') return "(zcoll gave no message)";
+  return message;
+}
+
+std::exception_ptr zcollError(zcollResult_t rc, zcollComm_t comm, const char* what) {
+  try {
+    throwZcoll(rc, comm, what);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void throwZcoll(zcollResult_t rc, zcollComm_t comm, const char* what) {
+  TORCH_CHECK_WITH(DistBackendError, false, "zcoll ", what, " failed: ", zcollGetErrorString(rc),
+                   " (", static_cast<int>(rc), "): ", lastError(comm));
+}
+
+zcollDataType_t toZcollType(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kChar: return zcollInt8;
+    case at::kByte: return zcollUint8;
+    case at::kBool: return zcollUint8;  // bytes, exact for gathers/broadcast; reductions rejected
+    case at::kInt: return zcollInt32;
+    case at::kLong: return zcollInt64;
+    case at::kHalf: return zcollFloat16;
+    case at::kFloat: return zcollFloat32;
+    case at::kDouble: return zcollFloat64;
+    case at::kBFloat16: return zcollBfloat16;
+    default:
+      TORCH_CHECK(false, "zcoll: unsupported dtype ", t.scalar_type(),
+                  " (supported: int8, uint8, bool (no reductions), int32, int64, float16, "
+                  "float32, float64, bfloat16)");
+  }
+}
+
+at::Tensor Reduction::scaled(const at::Tensor& t) const {
+  if (factor) return at::mul(t, *factor).to(t.scalar_type());
+  if (tensorFactor.defined()) {
+    // A 0-dim factor keeps t's dtype (torch's promotion); multiplied in that dtype, as NCCL.
+    return at::mul(t, tensorFactor.reshape({}).to(t.device(), t.scalar_type()));
+  }
+  return t;
+}
+
+Reduction toReduction(const c10d::ReduceOp& op, const at::Tensor& t) {
+  TORCH_CHECK(t.scalar_type() != at::kBool, "zcoll: reductions on bool tensors are not supported");
+  Reduction r;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: r.op = zcollSum; break;
+    case c10d::ReduceOp::PRODUCT: r.op = zcollProd; break;
+    case c10d::ReduceOp::MIN: r.op = zcollMin; break;
+    case c10d::ReduceOp::MAX: r.op = zcollMax; break;
+    case c10d::ReduceOp::AVG: r.op = zcollAvg; break;
+    case c10d::ReduceOp::PREMUL_SUM: {
+      TORCH_CHECK(at::isFloatingType(t.scalar_type()),
+                  "zcoll: ReduceOp.PREMUL_SUM needs a floating-point tensor (got ",
+                  t.scalar_type(), ")");
+      const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK(s != nullptr, "zcoll: ReduceOp.PREMUL_SUM without its factor (make it with "
+                  "dist.ReduceOp.PREMUL_SUM(factor) or dist._make_nccl_premul_sum(factor))");
+      r.op = zcollSum;
+      if (s->tensor_factor.defined()) {
+        TORCH_CHECK(s->tensor_factor.numel() == 1,
+                    "zcoll: ReduceOp.PREMUL_SUM's factor tensor must have one element");
+        r.tensorFactor = s->tensor_factor;
+      } else {
+        r.factor = s->double_factor;
+      }
+      break;
+    }
+    default:
+      TORCH_CHECK(false, "zcoll: unsupported ReduceOp (supported: SUM, AVG, PRODUCT, MIN, MAX, "
+                         "PREMUL_SUM; BAND/BOR/BXOR are not)");
+  }
+  return r;
+}
+
+bool zcollTakesDeviceBuffers() {
+  static const bool supported = [] {
+    int s = 0;
+    return zcollGetDeviceSupport(&s) == zcollSuccess && s == 1;
+  }();
+  return supported;
+}
+
+namespace {
+void checkCudaTensor(const at::Tensor& t) {
+#ifdef ZCOLL_TORCH_CUDA
+  TORCH_CHECK(zcollTakesDeviceBuffers(), "zcoll: got a tensor on ", t.device(),
+              ", but the libzcoll in this process takes no device buffers (built without CUDA, or "
+              "no CUDA device visible to it: see zcoll_info)");
+#else
+  TORCH_CHECK(false, "zcoll: got a tensor on ", t.device(),
+              ", but this build of zcoll's torch backend has no CUDA support (torch without CUDA, "
+              "or no CUDA toolkit when it was built: reinstall with pip install ./python)");
+#endif
+}
+}  // namespace
+
+void checkTensor(const at::Tensor& t) {
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(),
+              "zcoll: tensors must be on the CPU or a CUDA device (got ", t.device(), ")");
+  if (t.device().is_cuda()) checkCudaTensor(t);
+  TORCH_CHECK(!t.is_sparse(), "zcoll: sparse tensors are not supported");
+  toZcollType(t);
+}
+
+c10::Device deviceOf(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  std::optional<c10::Device> device;
+  for (const auto* list : {&a, &b}) {
+    for (const auto& t : *list) {
+      if (!t.defined()) continue;
+      if (!device) device = t.device();
+      TORCH_CHECK(t.device() == *device, "zcoll: the tensors of one operation must be on one "
+                  "device (got ", *device, " and ", t.device(), ")");
+    }
+  }
+  return device.value_or(c10::Device(c10::kCPU));
+}
+
+bool zcollTimeoutFromEnv() {
+  const char* v = std::getenv("ZCOLL_TIMEOUT");
+  return v != nullptr && *v != '\0';
+}
+
+}  // namespace zcoll_torch
