@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/quant_cuda.h"
+#include "support/cuda_device.h"
 
 namespace zcoll {
 namespace quant {
@@ -46,17 +47,7 @@ struct DevBuf {
 };
 
 // Why the device tests cannot run here ("" when a device is there): the CUDA runtime's answer.
-std::string noDeviceReason() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(err) +
-           " (" + cudaGetErrorString(err) + ")";
-  }
-  if (count == 0) return "no CUDA device: cudaGetDeviceCount found 0 devices";
-  return "";
-}
+std::string noDeviceReason() { return zcoll::test::noCudaDeviceReason(); }
 
 #define SKIP_WITHOUT_GPU()                                         \
   do {                                                             \

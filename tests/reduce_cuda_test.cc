@@ -18,23 +18,14 @@
 #include "base/result.h"
 #include "cuda/reduce_cuda.h"
 #include "exec/reduce_kernels.h"
+#include "support/cuda_device.h"
 
 namespace zcoll {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-std::string noDeviceReason() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(err) +
-           " (" + cudaGetErrorString(err) + ")";
-  }
-  if (count == 0) return "no CUDA device: cudaGetDeviceCount found 0 devices";
-  return "";
-}
+std::string noDeviceReason() { return zcoll::test::noCudaDeviceReason(); }
 
 #define SKIP_WITHOUT_GPU()                                     \
   do {                                                         \

@@ -74,18 +74,18 @@ bool Engine::runIfNext(uint64_t ticket) {
   // (the progress thread pops what it runs under this lock).
   if (stopped_ || completed_ != ticket || queue_.empty() || queue_.front().ticket != ticket)
     return false;
-  Queued q = std::move(queue_.front());
-  queue_.pop_front();
-  lock.unlock();
-  runQueued(q);
-  lock.lock();
-  finishTurn(lock);
+  runFront(lock);
   return true;
 }
 
-void Engine::runQueued(Queued& q) {
+void Engine::runFront(std::unique_lock<std::mutex>& lock) {
+  Queued q = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
   Result r = q.op();
   if (q.done) q.done(r);
+  lock.lock();
+  finishTurn(lock);
 }
 
 void Engine::progressLoop() {
@@ -95,12 +95,7 @@ void Engine::progressLoop() {
       return stopped_ || (!queue_.empty() && queue_.front().ticket == completed_);
     });
     if (stopped_) return;  // stop() fails what is queued
-    Queued q = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    runQueued(q);
-    lock.lock();
-    finishTurn(lock);
+    runFront(lock);
   }
 }
 

@@ -71,7 +71,8 @@ class Engine {
     Done done;
   };
   void progressLoop();
-  void runQueued(Queued& q);  // op, then done, lock not held
+  // Pops the queue's front and runs it, op then done, with the lock released; then its turn ends.
+  void runFront(std::unique_lock<std::mutex>& lock);
   // Waits (lock held) until `ticket` is the next to run; false if the engine stopped.
   bool waitForTurn(std::unique_lock<std::mutex>& lock, uint64_t ticket);
   void finishTurn(std::unique_lock<std::mutex>& lock);
