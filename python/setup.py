@@ -17,7 +17,7 @@ try:
 except ImportError as err:  # pip's isolated build environment has no torch
     sys.exit(f"zcoll's torch backend is compiled against the torch it will run with, and this "
              f"build cannot import torch ({err}). Install torch first (pip install "
-             f"'torch>=2.15,<2.16'), then build without pip's isolated environment, which "
+             f"'torch>=2.11,<2.16'), then build without pip's isolated environment, which "
              f"hides it: pip install --no-build-isolation ./python")
 
 HERE = Path(__file__).resolve().parent
