@@ -15,12 +15,11 @@ using namespace zcoll;
 
 namespace {
 
-// Common checks: not in a group, dtype, buffers, their memory kind and the stream (which
+// Common checks: dtype, buffers, their memory kind and the stream (which
 // give the call's executor).
 Result checkCommon(const char* fn, const void* send, size_t sendElems, const void* recv,
                    size_t recvElems, zcollDataType_t dtype, zcollStream_t stream,
                    CallExecutor* ce) {
-  ZCOLL_CHECK(checkNotInGroup(fn));
   ZCOLL_CHECK(checkDtype(dtype, fn));
   ZCOLL_CHECK(checkBuffer(send, sendElems, "sendbuff", fn));
   ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));
@@ -245,7 +244,6 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
                              zcollStream_t stream) {
   const char* fn = "zcollAllToAllv";
   return collCall(comm, fn, [&]() -> Result {
-    ZCOLL_CHECK(checkNotInGroup(fn));
     ZCOLL_CHECK(checkDtype(datatype, fn));
     const size_t es = dtypeSize(datatype);
     size_t sendSpan = 0, recvSpan = 0;
@@ -270,7 +268,7 @@ zcollResult_t zcollAllToAllv(const void* sendbuff, const size_t sendcounts[],
 zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
   const char* fn = "zcollBarrier";
   return commCall(comm, fn, [&]() -> Result {
-    ZCOLL_CHECK(checkNotInGroup(fn));
+    ZCOLL_CHECK(refuseInGroup(fn));
     if (stream != nullptr)
       return fail(zcollInvalidArgument, "%s: stream must be NULL (the barrier blocks the calling "
                   "thread; it orders no stream)", fn);

@@ -90,10 +90,8 @@ Result checkScatterInPlace(const void* send, const void* recv, size_t bytes, int
                       "in place only when recvbuff == sendbuff + rank*recvcount");
 }
 
-Result checkNotInGroup(const char* fn) {
-  // Collectives launched through launchCall are kept in a group and run at zcollGroupEnd; the
-  // barrier blocks the calling thread by definition (and NCCL has none), so it has no place there.
-  if (inGroup() && std::strcmp(fn, "zcollBarrier") == 0)
+Result refuseInGroup(const char* fn) {
+  if (inGroup())
     return fail(zcollInvalidUsage, "%s: cannot be called between zcollGroupStart and "
                 "zcollGroupEnd (it blocks the calling thread; groups hold collectives and "
                 "zcollSend/zcollRecv)", fn);

@@ -39,8 +39,8 @@ Result checkGatherInPlace(const void* send, const void* recv, size_t bytes, int 
                           const char* fn);
 Result checkScatterInPlace(const void* send, const void* recv, size_t bytes, int rank,
                            int nranks, const char* fn);
-// Refuses, inside zcollGroupStart/End, the calls a group cannot hold: zcollBarrier (it blocks
-// the calling thread). Collectives pass: launchCall keeps them for zcollGroupEnd.
-Result checkNotInGroup(const char* fn);
+// Refuses a call that blocks the calling thread (zcollBarrier) inside zcollGroupStart/End; a
+// group holds collectives (launchCall keeps them for zcollGroupEnd) and sends and receives.
+Result refuseInGroup(const char* fn);
 
 }  // namespace zcoll

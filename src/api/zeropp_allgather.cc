@@ -20,7 +20,6 @@ namespace {
 Result checkArgs(const char* fn, bool quantized, const void* send, const char* sendName,
                  size_t sendElems, const void* recv, size_t recvElems, zcollDataType_t dtype,
                  zcollStream_t stream, CallExecutor* ce, const void* secondary = nullptr) {
-  ZCOLL_CHECK(checkNotInGroup(fn));
   ZCOLL_CHECK(quantized ? checkQuantDtype(dtype, fn) : checkDtype(dtype, fn));
   ZCOLL_CHECK(checkBuffer(send, sendElems, sendName, fn));
   ZCOLL_CHECK(checkBuffer(recv, recvElems, "recvbuff", fn));

@@ -35,7 +35,6 @@ int defaultDepth(size_t count) {
 Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
                  zcollDataType_t dtype, zcollRedOp_t op, zcollComm* comm, zcollStream_t stream,
                  CallExecutor* ce) {
-  ZCOLL_CHECK(checkNotInGroup(fn));
   ZCOLL_CHECK(checkQuantDtype(dtype, fn));
   ZCOLL_CHECK(checkQgzOp(op, fn));
   ZCOLL_CHECK(checkSize(count, comm->nranks, dtypeSize(dtype), fn));
