@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config python3
   libucx-dev ucx-utils libhwloc-dev hwloc
   libgtest-dev googletest libbenchmark-dev iproute2
+  procps  # pgrep (tests/scripts/status.sh)
   clang libclang-rt-14-dev  # tests/scripts/fuzz.sh: libFuzzer, ASan, UBSan
 )
 missing=()
