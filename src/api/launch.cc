@@ -48,16 +48,6 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
 
 }  // namespace
 
-bool singleHardwareQueue() {
-  // CUDA reads it when a context is created; a process that sets it does so before.
-  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
-bool deviceCallsQueued(const zcollComm* comm) {
-  return comm->deviceCallsAsync && !singleHardwareQueue();
-}
-
 namespace {
 
 // The waits of one communicator's queued calls (enqueueOnStreams): a ring of host-mapped words,
@@ -217,7 +207,7 @@ Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallD
     tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work)});
     return zcollSuccess;
   }
-  if (ce.exec->memKind() == MemKind::kHost || !deviceCallsQueued(comm))
+  if (ce.exec->memKind() == MemKind::kHost || !comm->deviceCallsAsync)
     return runNow(comm, fn, ce, d, work);
   if (!work && !comm->checkCalls) return zcollSuccess;  // nothing to move, nothing to check
   return enqueueOnStreams(comm, fn, {ce.exec}, [comm, fn, d, work = std::move(work)](

@@ -55,12 +55,6 @@ Result takeGroupedHostCalls(zcollComm** comm, std::function<Result()>* run);
 // The most calls on device buffers a communicator has queued and not finished.
 constexpr int kMaxDeviceCallsInFlight = 64;
 
-// CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment: every stream of the process feeds one
-// hardware queue.
-bool singleHardwareQueue();
-// Whether device calls of `comm` return once queued (ZCOLL_DEVICE_CALLS=async, the default,
-// and more than one hardware queue), or run on the caller's thread and return done.
-bool deviceCallsQueued(const zcollComm* comm);
 
 // A call on device buffers needs the comm's device routes, which exist when the rank had an
 // initialized device at init (core/init.cc); zcollUnsupported saying so otherwise, before

@@ -115,7 +115,7 @@ bool queueable(const std::vector<P2pOp>& ops) {
     if (op.exec->memKind() == MemKind::kHost) return false;
     device = true;
   }
-  return device && deviceCallsQueued(ops[0].comm);
+  return device && ops[0].comm->deviceCallsAsync;
 }
 
 // Queues `ops` on their comm's progress thread (api/launch.h): each operation that moves bytes

@@ -72,7 +72,8 @@ struct zcollComm {
   bool checkCalls = false;
   uint64_t callNumber = 0;
   // ZCOLL_DEVICE_CALLS: a collective on device buffers returns once enqueued on its stream
-  // (true, "async") or once complete ("sync"). Read once at init (api/launch.h).
+  // (true, "async", unless CUDA_DEVICE_MAX_CONNECTIONS=1: exec/device_component.h) or once
+  // complete ("sync"). Read once at init (api/launch.h).
   bool deviceCallsAsync = true;
   // Read once at init (splits inherit them), never per call: ZCOLL_SPIN_COUNT (-1: chosen at
   // init, see chooseSpinCount) and the ZCOLL_ALGO_<KIND> overrides, indexed by CollKind ("" =

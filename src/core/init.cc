@@ -17,6 +17,7 @@
 #include "core/live_comms.h"
 #include "core/peer_notice.h"
 #include "core/progress.h"
+#include "exec/device_component.h"
 #include "transport/addresses.h"
 #include "transport/registry.h"
 #include "transport/select.h"
@@ -310,7 +311,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->timeoutSec = s.timeoutSec;
   comm->partialsInDtype = s.reducePartials == "dtype";
   comm->checkCalls = s.checkCalls == "on";
-  comm->deviceCallsAsync = s.deviceCalls == "async";
+  comm->deviceCallsAsync = s.deviceCalls == "async" && !singleHardwareQueue();
   comm->spinSetting = s.spinCount;
   comm->forcedAlgorithm = s.forcedAlgorithm;
   comm->hostIdOverride = s.hostId;

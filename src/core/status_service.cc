@@ -67,11 +67,7 @@ void installDumpSignal() {
   if (name.empty()) return;
   const int sig = name == "USR1" || name == "SIGUSR1" ? SIGUSR1
                   : name == "USR2" || name == "SIGUSR2" ? SIGUSR2 : 0;
-  if (sig == 0) {
-    ZCOLL_WARN(LogSubsys::kCore, "ZCOLL_DEBUG_DUMP_SIGNAL=%s: use USR1 or USR2; no handler "
-               "installed", name.c_str());
-    return;
-  }
+  if (sig == 0) return;  // other values fail zcollGetUniqueId and init (checkParamValues)
   if (pipe2(gSignalPipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
   struct sigaction sa {};
   sa.sa_handler = onDumpSignal;

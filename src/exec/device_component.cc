@@ -1,6 +1,8 @@
 #include "exec/device_component.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace zcoll {
 
@@ -21,6 +23,11 @@ const DeviceComponent* deviceComponent() {
 
 void setDeviceComponent(const DeviceComponent* c) {
   gReplaced.store(c, std::memory_order_release);
+}
+
+bool singleHardwareQueue() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 MemKind memoryKind(const void* ptr) {

@@ -44,6 +44,11 @@ const DeviceComponent* deviceComponent();
 // running calls: set it before communicating.
 void setDeviceComponent(const DeviceComponent* c);
 
+// CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment: every stream of the process feeds one
+// hardware queue (CUDA reads it when a context is created; a process sets it before). Read when
+// a communicator is made: its device calls then run on the caller's thread (api/launch.h).
+bool singleHardwareQueue();
+
 // kDevice when the device component owns `ptr`; kHost otherwise (no component, NULL, memory the
 // device does not know).
 MemKind memoryKind(const void* ptr);
