@@ -142,6 +142,33 @@ void record(zcollRequest_t request, zcollResult_t result, void* arg) {
   seen->calls++;
 }
 
+// A callback that takes a while, and then waits on its own request (allowed; done is enough).
+void slowRecord(zcollRequest_t req, zcollResult_t result, void* arg) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(zcollRequestWait(req), result);
+  record(req, result, arg);
+}
+
+TEST(Requests, WaitReturnsAfterTheCallbackHasReturned) {
+  RankSetup s;
+  s.nranks = 2;
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> x = input(rank, 100000);
+      zcollRequest_t req = nullptr;
+      Seen seen;
+      ZCOLL_EXPECT_OK(comm, allReduceRequest(&x, comm, &req));
+      ZCOLL_EXPECT_OK(comm, zcollRequestOnComplete(req, slowRecord, &seen));
+      zcollResult_t waited = zcollInternalError;
+      std::thread waiter([&] { waited = zcollRequestWait(req); });  // may run it, or not
+      waiter.join();
+      EXPECT_EQ(waited, zcollSuccess);
+      EXPECT_EQ(seen.calls.load(), 1) << "zcollRequestWait returned before the callback did";
+      ZCOLL_EXPECT_OK(comm, zcollRequestFree(req));
+    }
+  });
+}
+
 TEST(Requests, OnCompleteIsCalledOnceWithTheResult) {
   RankSetup s;
   s.nranks = 2;

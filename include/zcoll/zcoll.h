@@ -449,7 +449,7 @@ ZCOLL_API zcollResult_t zcollGroupEnd(void);
  * the queued ones first.
  * zcollRequestTest sets *done to 1 once the request is complete and then returns its result
  * (zcollSuccess with *done = 0 while it is not). zcollRequestWait blocks until it is complete and
- * returns its result; when the request is the next operation of its communicator and nothing
+ * its callback (below), if any, has returned, and returns its result; when the request is the next operation of its communicator and nothing
  * runs, the waiting thread runs it itself (no hand-off to the progress thread). Waits are bounded
  * as any call's (the communicator's timeout). zcollRequestFree waits for a request that is not
  * complete, then frees it; every request is freed once, and a freed or NULL handle is refused
@@ -458,7 +458,8 @@ ZCOLL_API zcollResult_t zcollGroupEnd(void);
  * thread, or a waiter that ran it), or at once on the calling thread when it is complete already
  * (a second call: zcollInvalidUsage). The function must return promptly, must not call zcoll
  * on the request's communicator and must not free the request (zcollRequestFree waits for it to
- * return); it may test the request (frameworks complete their futures here). These may be called from any thread. */
+ * return); it may test or wait on the request (frameworks complete their futures here). These
+ * may be called from any thread. */
 typedef struct zcollRequest* zcollRequest_t;
 ZCOLL_API zcollResult_t zcollGroupEndNonBlocking(zcollRequest_t* request);
 ZCOLL_API zcollResult_t zcollRequestTest(zcollRequest_t request, int* done);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_set>
 
 #include "api/guard.h"
@@ -22,6 +23,7 @@ struct RequestState {
   zcollComm* comm = nullptr;
   uint64_t ticket = 0;
   std::function<void(Result)> onComplete;  // zcollRequestOnComplete's callback, called once
+  std::thread::id callbackThread;          // the thread running the callback, while it runs
 
   void complete(Result r) {
     std::function<void(Result)> callback;
@@ -31,6 +33,7 @@ struct RequestState {
       if (r != zcollSuccess) message = threadLastError();
       done = true;
       callback.swap(onComplete);
+      if (callback) callbackThread = std::this_thread::get_id();
       cv.notify_all();
     }
     if (callback) callback(r);  // outside the lock: it may test or wait on the request
@@ -144,7 +147,10 @@ Result waitRequest(zcollRequest* request) {
   if (!s) return notLive(request, "zcollRequestWait");
   runIfNext(*s);
   std::unique_lock<std::mutex> lock(s->mu);
-  s->cv.wait(lock, [&] { return s->done; });
+  // Settled: a waiter sees what the callback did (a framework's future completed, say). The
+  // callback itself may wait on its request: done is enough there.
+  const bool inCallback = s->callbackThread == std::this_thread::get_id();
+  s->cv.wait(lock, [&] { return inCallback ? s->done : s->settled; });
   return s->report();
 }
 
