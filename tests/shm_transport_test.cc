@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -508,22 +510,131 @@ TEST(HostMemory, ABufferIsRegisteredOnlyWhenOneAllocationHoldsAllOfIt) {
   EXPECT_LT(shm::findHostMemory(a, 1).fd, 0);  // forgotten once freed
 }
 
-TEST(HostMemory, AMappedRegionShowsTheBytesAtItsOffsetAndRefusesMore) {
+TEST(HostMemory, APeerViewShowsTheBytesAtItsOffsetAndRefusesMore) {
   char* a = nullptr;
   ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&a), 3 * 4096), zcollSuccess);
   for (int i = 0; i < 3 * 4096; ++i) a[i] = static_cast<char>(i * 7 + 3);
   shm::RegionRef ref = shm::findHostMemory(a + 5001, 7000);
-  shm::MappedRegion region;
+  shm::PeerRegions regions;
+  std::shared_ptr<const shm::PeerMapping> held;
   const char* at = nullptr;
-  ASSERT_EQ(region.map(getpid(), ref, 7000, &at), zcollSuccess) << zcollGetLastError(nullptr);
+  ASSERT_EQ(regions.view(getpid(), ref, 7000, &held, &at), zcollSuccess)
+      << zcollGetLastError(nullptr);
   ASSERT_NE(at, nullptr);
   EXPECT_NE(at, a + 5001);  // a second mapping of the same memory
   EXPECT_EQ(std::memcmp(at, a + 5001, 7000), 0);
   a[6000] = 42;  // shared: the mapping sees later writes
   EXPECT_EQ(at[999], 42);
   EXPECT_FAILS_WITH(nullptr, zcollRemoteError, "smaller",
-                    region.map(getpid(), ref, 3 * 4096, &at));
+                    regions.view(getpid(), ref, 3 * 4096, &held, &at));
   ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
+}
+
+// The inode of the memfd mapped at `p` in this process (from /proc/self/maps), 0 if none.
+unsigned long inodeMappedAt(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0, inode = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &inode) == 3 && lo <= at &&
+        at < hi)
+      return inode;
+  }
+  return 0;
+}
+
+// How many mappings of inode `inode` this process has.
+int mappingsOf(unsigned long inode) {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long ino = 0;
+    if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %lu", &ino) == 1 && ino == inode) ++n;
+  }
+  return n;
+}
+
+TEST(HostMemory, APeerMapsAnAllocationOnceAndDropsItAfterTheOwnerFreesOne) {
+  shm::PeerRegions regions;
+  std::shared_ptr<const shm::PeerMapping> held;
+  const char *first = nullptr, *again = nullptr;
+  char* a = nullptr;
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&a), 8192), zcollSuccess);
+  const unsigned long inodeA = inodeMappedAt(a);
+  ASSERT_NE(inodeA, 0u);
+  std::memset(a, 1, 8192);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 8192), 8192, &held, &first), 0);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a + 4096, 10), 10, &held, &again), 0);
+  EXPECT_EQ(again, first + 4096);  // the same mapping: no new one
+  EXPECT_EQ(regions.mapped(), 1u);
+  EXPECT_EQ(mappingsOf(inodeA), 2);  // the owner's and the peer's
+  held.reset();
+
+  // Freed and replaced: likely the same descriptor number, perhaps the same address.
+  ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
+  EXPECT_EQ(mappingsOf(inodeA), 1) << "the peer's kept mapping holds the freed pages until its "
+                                      "next view of the owner";
+  char* b = nullptr;
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&b), 8192), zcollSuccess);
+  std::memset(b, 2, 8192);
+  const char* viewB = nullptr;
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(b, 8192), 8192, &held, &viewB), 0);
+  EXPECT_EQ(viewB[0], 2) << "read through the freed allocation's mapping";
+  EXPECT_EQ(viewB[8191], 2);
+  EXPECT_EQ(mappingsOf(inodeA), 0) << "the freed allocation is still mapped";
+  EXPECT_EQ(regions.kept(), 1u);
+  EXPECT_EQ(regions.mapped(), 2u);
+  ASSERT_EQ(zcollMemFreeHost(b), zcollSuccess);
+}
+
+TEST(HostMemory, AnOrdinaryBuffersCountOfFreesDropsTheFreedMappingToo) {
+  shm::PeerRegions regions;
+  char* a = nullptr;
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&a), 4096), zcollSuccess);
+  const unsigned long inodeA = inodeMappedAt(a);
+  std::shared_ptr<const shm::PeerMapping> held;
+  const char* at = nullptr;
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, &held, &at), 0);
+  held.reset();
+  ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
+  std::vector<char> ordinary(64);
+  const shm::RegionRef plain = shm::findHostMemory(ordinary.data(), 64);
+  ASSERT_LT(plain.fd, 0);
+  regions.noteFrees(getpid(), plain.frees);
+  EXPECT_EQ(regions.kept(), 0u);
+  EXPECT_EQ(mappingsOf(inodeA), 0);
+}
+
+TEST(HostMemory, AViewHeldByACallOutlivesItsDropFromTheCache) {
+  shm::PeerRegions regions;
+  char *a = nullptr, *b = nullptr;
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&a), 4096), zcollSuccess);
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&b), 4096), zcollSuccess);
+  std::memset(a, 7, 4096);
+  std::shared_ptr<const shm::PeerMapping> heldA, heldB;
+  const char *viewA = nullptr, *viewB = nullptr;
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, &heldA, &viewA), 0);
+  char* c = nullptr;  // a free elsewhere in the owner, mid-call: the cache drops a's mapping
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&c), 4096), zcollSuccess);
+  ASSERT_EQ(zcollMemFreeHost(c), zcollSuccess);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(b, 4096), 4096, &heldB, &viewB), 0);
+  EXPECT_EQ(regions.kept(), 1u);
+  EXPECT_EQ(viewA[4095], 7);  // still mapped: the call holds it
+  ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
+  ASSERT_EQ(zcollMemFreeHost(b), zcollSuccess);
+}
+
+TEST(HostMemory, APeerKeepsAtMostItsBoundOfMappingsPerOwner) {
+  shm::PeerRegions regions;
+  std::vector<void*> allocations(shm::PeerRegions::kMaxPerPeer + 5);
+  std::shared_ptr<const shm::PeerMapping> held;
+  const char* at = nullptr;
+  for (void*& p : allocations) {
+    ASSERT_EQ(zcollMemAllocHost(&p, 4096), zcollSuccess);
+    ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(p, 1), 1, &held, &at), 0);
+  }
+  EXPECT_EQ(regions.kept(), shm::PeerRegions::kMaxPerPeer);
+  for (void* p : allocations) ASSERT_EQ(zcollMemFreeHost(p), zcollSuccess);
 }
 
 // Buffers for one rank: registered when `registered`, ordinary otherwise.
@@ -596,6 +707,29 @@ TEST(ShmRead, RegisteredBuffersGiveTheSameBitsAsOrdinaryOnes) {
     EXPECT_TRUE(registered[r] == ordinary[r]) << "rank " << r;
     EXPECT_TRUE(mixed[r] == ordinary[r]) << "rank " << r;
   }
+}
+
+TEST(ShmRead, RegisteredBuffersAreMappedOnceAcrossCallsAndSeeNewBytes) {
+  ScopedEnv ag("ZCOLL_ALGO_ALLGATHER", "shm_read");
+  const int w = 3;
+  const size_t count = 50000;
+  runRanks(oneNode(w), [&](int rank, zcollComm_t comm) {
+    RankBuffer in(count * 4, true), out(count * 4 * w, true);
+    uint64_t mappedAfterFirst = 0;
+    for (int call = 0; call < 4; ++call) {
+      for (size_t i = 0; i < count; ++i) in.as<int32_t>()[i] = int32_t(i * 31 + rank * 7 + call);
+      ZCOLL_EXPECT_OK(comm, zcollAllGather(in.as<int32_t>(), out.as<int32_t>(), count, zcollInt32,
+                                           comm, nullptr));
+      for (int r = 0; r < w; ++r)
+        for (size_t i : {size_t(0), count / 2, count - 1})
+          ASSERT_EQ(out.as<int32_t>()[r * count + i], int32_t(i * 31 + r * 7 + call))
+              << "call " << call << " rank " << r << " element " << i;
+      const uint64_t mapped = comm->shmTransport()->peerRegions().mapped();
+      if (call == 0) mappedAfterFirst = mapped;
+      EXPECT_EQ(mapped, mappedAfterFirst) << "call " << call << " mapped its peers' buffers again";
+    }
+    EXPECT_GT(mappedAfterFirst, 0u);
+  });
 }
 
 TEST(ShmRead, AllGatherHasTheRingsResult) {

@@ -50,7 +50,11 @@ Result PeerBuffers::publish(const Stage& st, const Group& g, const void* mine, s
   maps_.resize(g.size());
   for (int i = 0; i < g.size(); ++i) {
     const Published& p = published_[i];
-    if (i == g.me || p.region.fd < 0 || p.bytes == 0) continue;
+    if (i == g.me) continue;
+    if (p.region.fd < 0 || p.bytes == 0) {
+      comm_->shmTransport()->noteFrees(ranks_[i], p.region.frees);
+      continue;
+    }
     ZCOLL_CHECK(comm_->shmTransport()->mapRegistered(ranks_[i], p.region, p.bytes, &maps_[i], &view_[i]));
   }
   return zcollSuccess;

@@ -3,7 +3,8 @@
 // every peer must be on shm (everyPeerOnShm, coll.h). The caller's buffers are published
 // (PeerBuffers): an ordinary buffer by address, read with the one-sided ShmTransport::read (a
 // copy by the kernel); a buffer in memory from zcollMemAllocHost (transport/host_memory.h)
-// also by its region, which the readers map for the call and read with plain loads. zcoll's
+// also by its region, which the readers map once (transport/peer_regions.h) and read with plain
+// loads. zcoll's
 // own intermediate data lives in windows (transport/shm_window.h) that peers map and read with
 // no copy (shareWindows). Either is released with a token to and from every peer
 // (tradeTokens): after it, no peer reads it.
@@ -12,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "coll/coll.h"
 #include "transport/host_memory.h"
+#include "transport/peer_regions.h"
 #include "transport/shm_window.h"
 
 namespace zcoll {
@@ -43,7 +46,7 @@ class PeerBuffers {
   std::vector<int> ranks_;
   std::vector<Published> published_;
   std::vector<const char*> view_;
-  std::vector<shm::MappedRegion> maps_;
+  std::vector<std::shared_ptr<const shm::PeerMapping>> maps_;  // held for the call
 };
 
 // A one-byte token to and from every other member of g, as step `step` of the stage.

@@ -3,15 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <utility>
-
-#include "transport/shm_segment.h"
 
 namespace zcoll::shm {
 
@@ -20,12 +16,15 @@ namespace {
 struct Allocation {
   int fd;
   size_t bytes;  // mapped, a whole number of pages
+  uint64_t generation;
 };
 
 // The live allocations of this process, by start address.
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, Allocation> byBase;
+  uint64_t allocations = 0;  // made so far: the next one's generation is this + 1
+  uint64_t frees = 0;
 };
 
 Registry& registry() {
@@ -73,7 +72,7 @@ Result allocHostMemory(size_t bytes, void** ptr) {
   }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.byBase[reinterpret_cast<uintptr_t>(p)] = Allocation{fd, length};
+  r.byBase[reinterpret_cast<uintptr_t>(p)] = Allocation{fd, length, ++r.allocations};
   *ptr = p;
   return zcollSuccess;
 }
@@ -90,6 +89,9 @@ Result freeHostMemory(void* ptr) {
                   "zcollMemAllocHost, or was freed already", ptr);
     a = it->second;
     r.byBase.erase(it);
+    // Counted before the memory goes: a peer that sees this count drops its mappings of this
+    // process's allocations (theirs keep the pages alive until then, never reused meanwhile).
+    ++r.frees;
   }
   munmap(ptr, a.bytes);
   close(a.fd);
@@ -101,6 +103,7 @@ RegionRef findHostMemory(const void* ptr, size_t bytes) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  ref.frees = r.frees;
   auto it = r.byBase.upper_bound(at);
   if (it == r.byBase.begin()) return ref;
   --it;
@@ -108,54 +111,8 @@ RegionRef findHostMemory(const void* ptr, size_t bytes) {
   if (at - base > it->second.bytes || bytes > it->second.bytes - (at - base)) return ref;
   ref.fd = it->second.fd;
   ref.offset = at - base;
+  ref.generation = it->second.generation;
   return ref;
-}
-
-MappedRegion::~MappedRegion() { release(); }
-
-MappedRegion::MappedRegion(MappedRegion&& other) noexcept { *this = std::move(other); }
-
-MappedRegion& MappedRegion::operator=(MappedRegion&& other) noexcept {
-  if (this != &other) {
-    release();
-    std::swap(base_, other.base_);
-    std::swap(length_, other.length_);
-  }
-  return *this;
-}
-
-void MappedRegion::release() {
-  if (base_ != nullptr) munmap(base_, length_);
-  base_ = nullptr;
-  length_ = 0;
-}
-
-Result MappedRegion::map(int pid, const RegionRef& ref, size_t bytes, const char** at) {
-  release();
-  const int fd = copyFd(pid, ref.fd);
-  if (fd < 0)
-    return fail(zcollRemoteError, "host memory: cannot open the registered buffer of pid %d "
-                "(pidfd_getfd: %s)", pid, std::strerror(errno));
-  struct stat st {};
-  const size_t start = ref.offset / pageSize() * pageSize();
-  const size_t length = ref.offset - start + bytes;
-  if (fstat(fd, &st) != 0 || ref.offset > static_cast<uint64_t>(st.st_size) ||
-      bytes > static_cast<uint64_t>(st.st_size) - ref.offset) {
-    close(fd);
-    return fail(zcollRemoteError, "host memory: pid %d published %zu bytes at offset %llu of a "
-                "registered buffer that is smaller", pid, bytes,
-                static_cast<unsigned long long>(ref.offset));
-  }
-  void* p = mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
-  const int err = errno;
-  close(fd);  // the mapping keeps the memory
-  if (p == MAP_FAILED)
-    return fail(zcollSystemError, "host memory: mapping %zu bytes of pid %d failed: %s", length,
-                pid, std::strerror(err));
-  base_ = p;
-  length_ = length;
-  *at = static_cast<const char*>(p) + (ref.offset - start);
-  return zcollSuccess;
 }
 
 }  // namespace zcoll::shm

@@ -9,9 +9,10 @@
 // buffer, for host memory.
 //
 // The pages are reserved at allocation (fallocate), so a machine short of memory fails the
-// allocation with a message instead of killing a process with SIGBUS later. A peer maps a region
-// only for the call that reads it and unmaps it before that call returns: zcollMemFreeHost
-// releases the memory at once, whatever the peers read before.
+// allocation with a message instead of killing a process with SIGBUS later. Peers keep their
+// mappings across calls (transport/peer_regions.h): each allocation has a number never reused
+// in its process (its generation) and the process counts its frees, so a peer tells a new
+// allocation from an old one that had the same descriptor, and drops what may have been freed.
 #pragma once
 
 #include <cstddef>
@@ -27,33 +28,16 @@ struct RegionRef {
   int32_t fd = -1;
   uint32_t reserved = 0;
   uint64_t offset = 0;
+  uint64_t generation = 0;  // the allocation's number in the owner's process (from 1, never reused)
+  uint64_t frees = 0;       // how many allocations the owner had freed when this ref was made
 };
 
 // A fresh registered allocation of `bytes` (> 0), page-aligned, zero-filled.
 Result allocHostMemory(size_t bytes, void** ptr);
 // Frees an allocation by the pointer allocHostMemory returned (nullptr: nothing to do).
 Result freeHostMemory(void* ptr);
-// The registered allocation holding all of [ptr, ptr + bytes), or fd = -1 when there is none.
+// The registered allocation holding all of [ptr, ptr + bytes), or fd = -1 when there is none
+// (frees is set either way).
 RegionRef findHostMemory(const void* ptr, size_t bytes);
-
-// `bytes` of a peer's registered allocation, mapped read-only here until this object goes.
-class MappedRegion {
- public:
-  MappedRegion() = default;
-  ~MappedRegion();
-  MappedRegion(MappedRegion&& other) noexcept;
-  MappedRegion& operator=(MappedRegion&& other) noexcept;
-  MappedRegion(const MappedRegion&) = delete;
-  MappedRegion& operator=(const MappedRegion&) = delete;
-
-  // Maps `bytes` (> 0) from ref.offset of process pid's allocation; *at = their first byte here.
-  Result map(int pid, const RegionRef& ref, size_t bytes, const char** at);
-
- private:
-  void release();
-
-  void* base_ = nullptr;
-  size_t length_ = 0;
-};
 
 }  // namespace zcoll::shm

@@ -22,6 +22,7 @@
 
 #include "topology/node_layout.h"
 #include "transport/host_memory.h"
+#include "transport/peer_regions.h"
 #include "transport/registry.h"
 #include "transport/shm_segment.h"
 #include "transport/shm_window.h"
@@ -60,10 +61,14 @@ class ShmTransport final : public Transport {
   // sent (*base: its start here, read-only).
   Result ownWindow(size_t bytes, char** base, shm::WindowRef* ref);
   Result peerWindow(int peer, const shm::WindowRef& ref, const char** base);
-  // Maps `bytes` of connected peer `peer`'s registered memory (transport/host_memory.h) from
-  // the reference it sent, into `region` (*at: their first byte here, read-only).
+  // `bytes` of connected peer `peer`'s registered memory (transport/host_memory.h) from the
+  // reference it sent: *at = their first byte here, read-only, valid while *held lives. Mapped
+  // once and kept across calls (transport/peer_regions.h).
   Result mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes,
-                       shm::MappedRegion* region, const char** at);
+                       std::shared_ptr<const shm::PeerMapping>* held, const char** at);
+  // Peer `peer` published an ordinary buffer, with its process's count of registered frees.
+  void noteFrees(int peer, uint64_t frees) { peerRegions_.noteFrees(peers_[peer].pid, frees); }
+  const shm::PeerRegions& peerRegions() const { return peerRegions_; }
   // Progresses until queued sends (e.g. close notices) are out or `waitMs` passes.
   void flushQueued(int waitMs);
 
@@ -165,6 +170,7 @@ class ShmTransport final : public Transport {
   std::vector<Peer> peers_;        // by comm rank
   std::vector<int> connected_;     // comm ranks with connected == true
   std::vector<Settling> settling_;
+  shm::PeerRegions peerRegions_;   // peers' registered memory, mapped once
 };
 
 }  // namespace zcoll
