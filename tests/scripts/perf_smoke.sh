@@ -66,6 +66,19 @@ for bin in "$BUILD"/perf/{all_reduce,reduce_scatter}_perf; do
       "$bin" -b 24 -e 24K -f 32 -n 1 -w 0 -d "$1" -o "$2"
   done
 done
+# Registered buffers (-R 1) read in place across processes by the shm_read algorithms: sizes
+# that grow (the buffer is freed and allocated again, so peers must drop their kept mappings),
+# several calls each (they must reuse them), checked values.
+for coll in all_gather reduce_scatter all_reduce; do
+  bin="$BUILD/perf/${coll}_perf"
+  [ -x "$bin" ] || continue
+  algo=ZCOLL_ALGO_$(echo "${coll//_/}" | tr a-z A-Z)
+  for n in 2 3; do
+    env "$algo=shm_read" $RUN -n $n -- "$bin" -b 64K -e 4M -f 8 -n 3 -w 1 -c 1 -R 1 \
+        >"$TMP/reg.log" 2>&1 && check_table "$TMP/reg.log" && echo "ok: $coll registered ${n}ranks" \
+      || { fail "$coll registered ${n}ranks"; cat "$TMP/reg.log"; }
+  done
+done
 if [ -x "$BUILD/perf/broadcast_perf" ]; then
   run_case "broadcast_perf.root2" -n 3 -- "$BUILD/perf/broadcast_perf" -b 1K -e 1K -r 2 -n 1
 fi
