@@ -518,7 +518,7 @@ TEST(HostMemory, APeerViewShowsTheBytesAtItsOffsetAndRefusesMore) {
   shm::PeerRegions regions;
   std::shared_ptr<const shm::PeerMapping> held;
   const char* at = nullptr;
-  ASSERT_EQ(regions.view(getpid(), ref, 7000, &held, &at), zcollSuccess)
+  ASSERT_EQ(regions.view(getpid(), ref, 7000, false, &held, &at), zcollSuccess)
       << zcollGetLastError(nullptr);
   ASSERT_NE(at, nullptr);
   EXPECT_NE(at, a + 5001);  // a second mapping of the same memory
@@ -526,7 +526,7 @@ TEST(HostMemory, APeerViewShowsTheBytesAtItsOffsetAndRefusesMore) {
   a[6000] = 42;  // shared: the mapping sees later writes
   EXPECT_EQ(at[999], 42);
   EXPECT_FAILS_WITH(nullptr, zcollRemoteError, "smaller",
-                    regions.view(getpid(), ref, 3 * 4096, &held, &at));
+                    regions.view(getpid(), ref, 3 * 4096, false, &held, &at));
   ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
 }
 
@@ -563,8 +563,9 @@ TEST(HostMemory, APeerMapsAnAllocationOnceAndDropsItAfterTheOwnerFreesOne) {
   const unsigned long inodeA = inodeMappedAt(a);
   ASSERT_NE(inodeA, 0u);
   std::memset(a, 1, 8192);
-  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 8192), 8192, &held, &first), 0);
-  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a + 4096, 10), 10, &held, &again), 0);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 8192), 8192, false, &held, &first), 0);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a + 4096, 10), 10, false, &held, &again),
+            0);
   EXPECT_EQ(again, first + 4096);  // the same mapping: no new one
   EXPECT_EQ(regions.mapped(), 1u);
   EXPECT_EQ(mappingsOf(inodeA), 2);  // the owner's and the peer's
@@ -578,7 +579,7 @@ TEST(HostMemory, APeerMapsAnAllocationOnceAndDropsItAfterTheOwnerFreesOne) {
   ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&b), 8192), zcollSuccess);
   std::memset(b, 2, 8192);
   const char* viewB = nullptr;
-  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(b, 8192), 8192, &held, &viewB), 0);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(b, 8192), 8192, false, &held, &viewB), 0);
   EXPECT_EQ(viewB[0], 2) << "read through the freed allocation's mapping";
   EXPECT_EQ(viewB[8191], 2);
   EXPECT_EQ(mappingsOf(inodeA), 0) << "the freed allocation is still mapped";
@@ -594,7 +595,7 @@ TEST(HostMemory, AnOrdinaryBuffersCountOfFreesDropsTheFreedMappingToo) {
   const unsigned long inodeA = inodeMappedAt(a);
   std::shared_ptr<const shm::PeerMapping> held;
   const char* at = nullptr;
-  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, &held, &at), 0);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, false, &held, &at), 0);
   held.reset();
   ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
   std::vector<char> ordinary(64);
@@ -605,6 +606,26 @@ TEST(HostMemory, AnOrdinaryBuffersCountOfFreesDropsTheFreedMappingToo) {
   EXPECT_EQ(mappingsOf(inodeA), 0);
 }
 
+TEST(HostMemory, AWritableViewWritesTheOwnersMemoryAndReplacesAReadOnlyOne) {
+  shm::PeerRegions regions;
+  char* a = nullptr;
+  ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&a), 4096), zcollSuccess);
+  std::shared_ptr<const shm::PeerMapping> readOnly, writable;
+  const char* at = nullptr;
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, false, &readOnly, &at), 0);
+  EXPECT_EQ(readOnly->writableBase(), nullptr);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, true, &writable, &at), 0);
+  ASSERT_NE(writable->writableBase(), nullptr);
+  writable->writableBase()[100] = 9;
+  EXPECT_EQ(a[100], 9);
+  EXPECT_EQ(readOnly->base()[100], 9);  // the replaced mapping lives on with its holder
+  EXPECT_EQ(regions.mapped(), 2u);
+  EXPECT_EQ(regions.kept(), 1u);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, false, &readOnly, &at), 0);
+  EXPECT_EQ(regions.mapped(), 2u);  // a writable mapping serves readers too
+  ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
+}
+
 TEST(HostMemory, AViewHeldByACallOutlivesItsDropFromTheCache) {
   shm::PeerRegions regions;
   char *a = nullptr, *b = nullptr;
@@ -613,11 +634,11 @@ TEST(HostMemory, AViewHeldByACallOutlivesItsDropFromTheCache) {
   std::memset(a, 7, 4096);
   std::shared_ptr<const shm::PeerMapping> heldA, heldB;
   const char *viewA = nullptr, *viewB = nullptr;
-  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, &heldA, &viewA), 0);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(a, 4096), 4096, false, &heldA, &viewA), 0);
   char* c = nullptr;  // a free elsewhere in the owner, mid-call: the cache drops a's mapping
   ASSERT_EQ(zcollMemAllocHost(reinterpret_cast<void**>(&c), 4096), zcollSuccess);
   ASSERT_EQ(zcollMemFreeHost(c), zcollSuccess);
-  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(b, 4096), 4096, &heldB, &viewB), 0);
+  ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(b, 4096), 4096, false, &heldB, &viewB), 0);
   EXPECT_EQ(regions.kept(), 1u);
   EXPECT_EQ(viewA[4095], 7);  // still mapped: the call holds it
   ASSERT_EQ(zcollMemFreeHost(a), zcollSuccess);
@@ -631,7 +652,7 @@ TEST(HostMemory, APeerKeepsAtMostItsBoundOfMappingsPerOwner) {
   const char* at = nullptr;
   for (void*& p : allocations) {
     ASSERT_EQ(zcollMemAllocHost(&p, 4096), zcollSuccess);
-    ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(p, 1), 1, &held, &at), 0);
+    ASSERT_EQ(regions.view(getpid(), shm::findHostMemory(p, 1), 1, false, &held, &at), 0);
   }
   EXPECT_EQ(regions.kept(), shm::PeerRegions::kMaxPerPeer);
   for (void* p : allocations) ASSERT_EQ(zcollMemFreeHost(p), zcollSuccess);

@@ -1,11 +1,18 @@
 // All-reduce by reading the peers in place (every peer on this node, over shm).
 //   The count is split into W balanced chunks. Members publish their input and output (by
-//   address; by region too when in zcollMemAllocHost memory, read with plain loads); member i reduces chunk i reading every member's input in place, piece by piece, in
-//   rank order (as reducescatter_shm_read.cc), into its output. After a token from every member
-//   (every chunk reduced, and no one reads an input any more: an in-place call may now
-//   overwrite it), each member copies the other reduced chunks straight from their owners'
-//   outputs (one process_vm_readv or memcpy each), and a last token releases the outputs. Every rank
-//   ends with identical bits. Without shm to every peer (or for device buffers) it runs the ring.
+//   address; by region too when in zcollMemAllocHost memory, read with plain loads); member i
+//   reduces chunk i reading every member's input in place, piece by piece, in rank order (as
+//   reducescatter_shm_read.cc), into its output. Then one of two ends:
+//   - every output registered (write to peers): each reduced piece is also stored, while in
+//     cache, into the same place of every other member's output (mapped writable), and one
+//     token from every member ends the call: nothing is read twice. In place is safe: member i
+//     alone reads chunk i of any input, and it writes a piece of it only after reading it.
+//   - otherwise (gather): after a token from every member (every chunk reduced, and no one
+//     reads an input any more: an in-place call may now overwrite it), each member copies the
+//     other reduced chunks straight from their owners' outputs (one process_vm_readv or memcpy
+//     each), and a last token releases the outputs.
+//   Every rank ends with identical bits either way (the same reduction, copied). Without shm to
+//   every peer (or for device buffers) it runs the ring.
 #include "base/dtype.h"
 #include "coll/shm_read.h"
 
@@ -27,6 +34,31 @@ Result gatherChunks(zcollComm* comm, const PeerBuffers& outputs, const BalancedC
   return zcollSuccess;
 }
 
+// Every member's output can be written from here (all of them registered).
+bool everyOutputWritable(const PeerBuffers& outputs, int w) {
+  for (int p = 0; p < w; ++p)
+    if (outputs.writable(p) == nullptr) return false;
+  return true;
+}
+
+// Reduces this rank's chunk into every member's output.
+Result reduceIntoEveryOutput(zcollComm* comm, const Stage& st, const PeerBuffers& inputs,
+                             const PeerBuffers& outputs, const CollArgs& a,
+                             const BalancedChunks& c) {
+  const int me = comm->rank;
+  std::vector<char*> copies;
+  for (int p = 0; p < comm->nranks; ++p)
+    if (p != me) copies.push_back(outputs.writable(p) + c.byte[me]);
+  ZCOLL_CHECK(readAndReduce(comm, st.exec(), inputs, c.byte[me], c.elem[me + 1] - c.elem[me],
+                            a.dtype, a.op, outputs.writable(me) + c.byte[me], copies));
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == me) continue;
+    countTransfer(comm, p, c.byte[me + 1] - c.byte[me], true);
+    countTransfer(comm, p, c.byte[p + 1] - c.byte[p], false);
+  }
+  return zcollSuccess;
+}
+
 }  // namespace
 
 Result allReduceShmRead(zcollComm* comm, const CollArgs& a) {
@@ -40,7 +72,12 @@ Result allReduceShmRead(zcollComm* comm, const CollArgs& a) {
   const size_t bytes = a.count * dtypeSize(a.dtype);
   PeerBuffers inputs, outputs;
   ZCOLL_CHECK(inputs.publish(st, world, in, bytes));
-  ZCOLL_CHECK(outputs.publish(st, world, out, bytes));
+  ZCOLL_CHECK(outputs.publishWritable(st, world, out, bytes));
+  if (everyOutputWritable(outputs, comm->nranks)) {
+    ZCOLL_CHECK(reduceIntoEveryOutput(comm, st, inputs, outputs, a, c));
+    countPeerReads(comm, world, c.byte[me + 1] - c.byte[me]);
+    return tradeTokens(st, world, 1);
+  }
   ZCOLL_CHECK(readAndReduce(comm, st.exec(), inputs, c.byte[me], c.elem[me + 1] - c.elem[me],
                             a.dtype, a.op, out + c.byte[me]));
   countPeerReads(comm, world, c.byte[me + 1] - c.byte[me]);

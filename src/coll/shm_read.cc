@@ -38,6 +38,17 @@ Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, s
 }
 
 Result PeerBuffers::publish(const Stage& st, const Group& g, const void* mine, size_t bytes) {
+  return publishAs(st, g, mine, bytes, false);
+}
+
+Result PeerBuffers::publishWritable(const Stage& st, const Group& g, void* mine, size_t bytes) {
+  ZCOLL_CHECK(publishAs(st, g, mine, bytes, true));
+  if (published_[g.me].region.fd >= 0) writable_[g.me] = static_cast<char*>(mine);
+  return zcollSuccess;
+}
+
+Result PeerBuffers::publishAs(const Stage& st, const Group& g, const void* mine, size_t bytes,
+                              bool write) {
   comm_ = st.comm();
   ranks_ = g.ranks;
   published_.assign(g.size(), Published{});
@@ -46,6 +57,7 @@ Result PeerBuffers::publish(const Stage& st, const Group& g, const void* mine, s
   ZCOLL_CHECK(tradeItems(st, g, 0, published_.data(), sizeof(Published)));
   view_.assign(g.size(), nullptr);
   view_[g.me] = static_cast<const char*>(mine);
+  writable_.assign(g.size(), nullptr);
   maps_.clear();
   maps_.resize(g.size());
   for (int i = 0; i < g.size(); ++i) {
@@ -55,7 +67,9 @@ Result PeerBuffers::publish(const Stage& st, const Group& g, const void* mine, s
       comm_->shmTransport()->noteFrees(ranks_[i], p.region.frees);
       continue;
     }
-    ZCOLL_CHECK(comm_->shmTransport()->mapRegistered(ranks_[i], p.region, p.bytes, &maps_[i], &view_[i]));
+    ZCOLL_CHECK(comm_->shmTransport()->mapRegistered(ranks_[i], p.region, p.bytes, write,
+                                                     &maps_[i], &view_[i]));
+    if (write) writable_[i] = maps_[i]->writableBase() + (view_[i] - maps_[i]->base());
   }
   return zcollSuccess;
 }
@@ -89,7 +103,8 @@ Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine,
 }
 
 Result readAndReduce(zcollComm* comm, Executor& ex, const PeerBuffers& in, size_t offset,
-                     size_t m, zcollDataType_t dtype, zcollRedOp_t op, char* out) {
+                     size_t m, zcollDataType_t dtype, zcollRedOp_t op, char* out,
+                     const std::vector<char*>& copies) {
   const int w = comm->nranks;
   const size_t es = dtypeSize(dtype);
   const size_t pieceElems = std::max<size_t>(1, kPieceBytes / es);
@@ -108,6 +123,7 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const PeerBuffers& in, size_
                          : ex.accumulate(acc, piece, false, dtype, op, k));
     }
     ZCOLL_CHECK(ex.fromAcc(out + done * es, acc, dtype, op, w, k));
+    for (char* copy : copies) ZCOLL_CHECK(ex.copy(copy + done * es, out + done * es, k * es));
   }
   return zcollSuccess;
 }

@@ -36,8 +36,13 @@ class PeerBuffers {
   // Sends this rank's `bytes` at `mine` to every other member of g (as step 0 of the stage)
   // and takes theirs; maps the ones in registered memory.
   Result publish(const Stage& st, const Group& g, const void* mine, size_t bytes);
+  // The same for buffers this rank may write into (outputs): registered ones mapped writable.
+  Result publishWritable(const Stage& st, const Group& g, void* mine, size_t bytes);
   // Member i's buffer mapped here (mine for this rank), or nullptr: read it with read().
   const char* view(int i) const { return view_[i]; }
+  // After publishWritable: member i's buffer to write into (mine for this rank), or nullptr
+  // when it is not registered. Every member sees the same set of nullptrs.
+  char* writable(int i) const { return writable_[i]; }
   // Copies `bytes` from byte `offset` of member i's buffer to dst.
   Result read(int i, size_t offset, void* dst, size_t bytes) const;
 
@@ -45,7 +50,10 @@ class PeerBuffers {
   zcollComm* comm_ = nullptr;
   std::vector<int> ranks_;
   std::vector<Published> published_;
+  Result publishAs(const Stage& st, const Group& g, const void* mine, size_t bytes, bool write);
+
   std::vector<const char*> view_;
+  std::vector<char*> writable_;
   std::vector<std::shared_ptr<const shm::PeerMapping>> maps_;  // held for the call
 };
 
@@ -58,9 +66,11 @@ Result shareWindows(const Stage& st, const Group& g, const shm::WindowRef& mine,
                     uint32_t step, std::vector<const char*>* base);
 
 // out[0..m) = op over members 0..W-1 of the world (in that order) of the m elements at byte
-// `offset` of every member's published input, a cache-sized piece at a time.
+// `offset` of every member's published input, a cache-sized piece at a time; each piece is
+// also copied, while in cache, to the same place of every buffer of `copies`.
 Result readAndReduce(zcollComm* comm, Executor& ex, const PeerBuffers& in, size_t offset,
-                     size_t m, zcollDataType_t dtype, zcollRedOp_t op, char* out);
+                     size_t m, zcollDataType_t dtype, zcollRedOp_t op, char* out,
+                     const std::vector<char*>& copies = {});
 
 // Counts `bytes` read from every other member of g and as many read by each from this rank.
 void countPeerReads(zcollComm* comm, const Group& g, size_t bytes);

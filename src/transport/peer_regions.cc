@@ -13,18 +13,20 @@ namespace zcoll::shm {
 
 PeerMapping::~PeerMapping() { munmap(base_, length_); }
 
-Result PeerRegions::view(int pid, const RegionRef& ref, size_t bytes,
+Result PeerRegions::view(int pid, const RegionRef& ref, size_t bytes, bool writable,
                          std::shared_ptr<const PeerMapping>* held, const char** at) {
   std::lock_guard<std::mutex> lock(mu_);
   Owner& owner = owners_[pid];
   forgetFreed(owner, ref.frees, ref.generation);
   Kept& kept = owner.byGeneration[ref.generation];
-  if (!kept.mapping) {
-    Result r = mapWhole(pid, ref, &kept.mapping);
+  if (!kept.mapping || (writable && kept.mapping->writableBase() == nullptr)) {
+    std::shared_ptr<const PeerMapping> fresh;
+    Result r = mapWhole(pid, ref, writable, &fresh);
     if (r != zcollSuccess) {
-      owner.byGeneration.erase(ref.generation);
+      if (!kept.mapping) owner.byGeneration.erase(ref.generation);
       return r;
     }
+    kept.mapping = std::move(fresh);  // a read-only one it replaces lives on with its holders
     ++mapped_;
   }
   kept.lastUse = ++uses_;
@@ -61,7 +63,8 @@ void PeerRegions::evictOldest(Owner& owner) {
   owner.byGeneration.erase(oldest);
 }
 
-Result PeerRegions::mapWhole(int pid, const RegionRef& ref, std::shared_ptr<const PeerMapping>* out) {
+Result PeerRegions::mapWhole(int pid, const RegionRef& ref, bool writable,
+                             std::shared_ptr<const PeerMapping>* out) {
   const int fd = copyFd(pid, ref.fd);
   if (fd < 0)
     return fail(zcollRemoteError, "host memory: cannot open the registered buffer of pid %d "
@@ -74,13 +77,13 @@ Result PeerRegions::mapWhole(int pid, const RegionRef& ref, std::shared_ptr<cons
                 "(fstat: %s)", pid, std::strerror(err));
   }
   const size_t length = static_cast<size_t>(st.st_size);
-  void* p = mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, length, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   const int err = errno;
   close(fd);  // the mapping keeps the memory
   if (p == MAP_FAILED)
     return fail(zcollSystemError, "host memory: mapping %zu bytes of pid %d failed: %s", length,
                 pid, std::strerror(err));
-  *out = std::make_shared<const PeerMapping>(p, length);
+  *out = std::make_shared<const PeerMapping>(p, length, writable);
   return zcollSuccess;
 }
 

@@ -35,20 +35,25 @@
 
 namespace zcoll::shm {
 
-// One peer allocation mapped read-only here, unmapped when the last holder lets it go.
+// One peer allocation mapped here (read-only, or writable when asked), unmapped when the last
+// holder lets it go.
 class PeerMapping {
  public:
-  PeerMapping(void* base, size_t length) : base_(base), length_(length) {}
+  PeerMapping(void* base, size_t length, bool writable)
+      : base_(base), length_(length), writable_(writable) {}
   ~PeerMapping();
   PeerMapping(const PeerMapping&) = delete;
   PeerMapping& operator=(const PeerMapping&) = delete;
 
   const char* base() const { return static_cast<const char*>(base_); }
+  // The same bytes for writing, or nullptr when mapped read-only.
+  char* writableBase() const { return writable_ ? static_cast<char*>(base_) : nullptr; }
   size_t length() const { return length_; }
 
  private:
   void* base_;
   size_t length_;
+  bool writable_;
 };
 
 class PeerRegions {
@@ -56,9 +61,11 @@ class PeerRegions {
   static constexpr size_t kMaxPerPeer = 64;  // beyond: the peer's least recently used go
 
   // `bytes` (> 0) at ref.offset of process pid's allocation `ref`: *at = their first byte here,
-  // valid while *held lives. Maps the allocation on its first use; later calls reuse it.
-  Result view(int pid, const RegionRef& ref, size_t bytes, std::shared_ptr<const PeerMapping>* held,
-              const char** at);
+  // valid while *held lives. Maps the allocation on its first use; later calls reuse it. With
+  // `writable`, (*held)->writableBase() is set too (a read-only mapping kept so far is
+  // replaced: algorithms that write into peers' outputs ask for it).
+  Result view(int pid, const RegionRef& ref, size_t bytes, bool writable,
+              std::shared_ptr<const PeerMapping>* held, const char** at);
   // Owner pid published an ordinary buffer with its count of frees: drops what may be freed.
   void noteFrees(int pid, uint64_t frees);
   // Mappings kept now (of every peer), and how many were made since this object was made.
@@ -75,7 +82,8 @@ class PeerRegions {
     std::map<uint64_t, Kept> byGeneration;
   };
 
-  static Result mapWhole(int pid, const RegionRef& ref, std::shared_ptr<const PeerMapping>* out);
+  static Result mapWhole(int pid, const RegionRef& ref, bool writable,
+                         std::shared_ptr<const PeerMapping>* out);
   static void forgetFreed(Owner& owner, uint64_t frees, uint64_t keep);
   void evictOldest(Owner& owner);
 

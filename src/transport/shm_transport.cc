@@ -366,10 +366,10 @@ Result ShmTransport::peerWindow(int peer, const shm::WindowRef& ref, const char*
 }
 
 Result ShmTransport::mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes,
-                                   std::shared_ptr<const shm::PeerMapping>* held,
+                                   bool writable, std::shared_ptr<const shm::PeerMapping>* held,
                                    const char** at) {
   ZCOLL_CHECK(checkConnected(peer));
-  return peerRegions_.view(peers_[peer].pid, ref, bytes, held, at);
+  return peerRegions_.view(peers_[peer].pid, ref, bytes, writable, held, at);
 }
 
 Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {

@@ -62,9 +62,10 @@ class ShmTransport final : public Transport {
   Result ownWindow(size_t bytes, char** base, shm::WindowRef* ref);
   Result peerWindow(int peer, const shm::WindowRef& ref, const char** base);
   // `bytes` of connected peer `peer`'s registered memory (transport/host_memory.h) from the
-  // reference it sent: *at = their first byte here, read-only, valid while *held lives. Mapped
-  // once and kept across calls (transport/peer_regions.h).
-  Result mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes,
+  // reference it sent: *at = their first byte here, valid while *held lives (writable through
+  // (*held)->writableBase() when `writable`). Mapped once and kept across calls
+  // (transport/peer_regions.h).
+  Result mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes, bool writable,
                        std::shared_ptr<const shm::PeerMapping>* held, const char** at);
   // Peer `peer` published an ordinary buffer, with its process's count of registered frees.
   void noteFrees(int peer, uint64_t frees) { peerRegions_.noteFrees(peers_[peer].pid, frees); }
