@@ -302,6 +302,26 @@ TEST(CudaIpcRoutes, SendsFromMemoryThatCannotBeExportedGoThroughASharedBlock) {
   });
 }
 
+TEST(CudaIpcRoutes, DeviceCopiesSlowerThanTwoSecondsCompleteWithinTheCommTimeout) {
+  // Before: zcoll's own copies (the probe, a send's block) failed after a fixed 2 s, so a busy
+  // device silently lost cuda_ipc (the probe failed) or failed the call. Now the comm's timeout.
+  FakeDevice device;
+  FakeIpc::copyDelayMs = 2100;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    const int peer = 1 - rank;
+    EXPECT_EQ(comm->deviceRoute[peer], comm->transportNamed("cuda_ipc"))
+        << comm->deviceRouteWhy[peer];
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 1000;
+    expectDeviceGivesHostBytes(arena, {inputOf(rank, n, zcollFloat32), Bytes(2 * n * 4)},
+                               [&](auto& p) {
+      return zcollAllGather(p[0], p[1], n, zcollFloat32, comm, callStream());
+    }, "all-gather", rank);
+  });
+  FakeIpc::copyDelayMs = 0;
+}
+
 TEST(CudaIpcRoutes, APairIsStagedWhenEitherSideFailsItsProbe) {
   FakeDevice device;
   FakeIpc::corruptSharedReads = 1;  // one rank reads other bytes than its peer wrote

@@ -447,7 +447,7 @@ std::unique_ptr<CudaIpcTransport> cudaIpcUpTo(GpuPath level) {
   std::unique_ptr<DeviceIpc> ipc;
   EXPECT_EQ(test::fakeMakeIpc(&ipc), zcollSuccess);
   std::unique_ptr<CudaIpcTransport> t;
-  EXPECT_EQ(CudaIpcTransport::create(std::move(ipc), static_cast<int>(level), false, &t),
+  EXPECT_EQ(CudaIpcTransport::create(std::move(ipc), static_cast<int>(level), false, 2000, &t),
             zcollSuccess)
       << threadLastError();
   return t;

@@ -90,6 +90,8 @@ Result createTransports(zcollComm* comm, const DeviceIdentity& device, bool with
   TransportSettings settings;
   ZCOLL_CHECK(readTransportSettings(comm->name, device, withPeers,
                                     c != nullptr ? c->makeIpc : nullptr, &settings));
+  settings.copyWaitMs = static_cast<int>(std::min<int64_t>(int64_t{comm->timeoutSec} * 1000,
+                                                           INT32_MAX));
   ZCOLL_CHECK(createTransports(settings, &comm->transportList));
   *packed = packedAddresses(comm->transportList);
   return zcollSuccess;

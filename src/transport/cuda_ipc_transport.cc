@@ -17,9 +17,12 @@ namespace zcoll {
 
 namespace {
 
+// Cancelling and closing wait this long for zcoll's own copies (at most a message each), so an
+// abort stays bounded on a device that stopped; the data path waits for the comm's timeout.
+constexpr int kCloseDrainMs = 2000;
+
 constexpr uint64_t kDescriptorMagic = 0x7a636f6c6c697063ULL;  // "zcollipc"
 constexpr size_t kProbeBytes = 64;
-constexpr int kCopyWaitMs = 2000;  // a copy of zcoll's own (bounce, probe) takes microseconds
 
 // What the sender tells the receiver: where to read, and how much.
 struct Descriptor {
@@ -72,23 +75,26 @@ struct CudaIpcTransport::Op {
 
 // ---- Setup --------------------------------------------------------------------------------
 
-CudaIpcTransport::CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers)
+CudaIpcTransport::CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
+                                   int copyWaitMs)
     : ipc_(std::move(ipc)),
       maxPath_(maxPath),
       userBuffers_(userBuffers),
+      copyWaitMs_(copyWaitMs),
       blocks_([this](size_t bytes, void** out) { return ipc_->allocShared(bytes, out); },
               [this](void* p) { ipc_->freeShared(p); }) {}
 
 Result CudaIpcTransport::create(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
-                                std::unique_ptr<CudaIpcTransport>* out) {
-  std::unique_ptr<CudaIpcTransport> t(new CudaIpcTransport(std::move(ipc), maxPath, userBuffers));
+                                int copyWaitMs, std::unique_ptr<CudaIpcTransport>* out) {
+  std::unique_ptr<CudaIpcTransport> t(
+      new CudaIpcTransport(std::move(ipc), maxPath, userBuffers, copyWaitMs));
   ZCOLL_CHECK(t->makeProbe());
   *out = std::move(t);
   return zcollSuccess;
 }
 
 std::unique_ptr<CudaIpcTransport> CudaIpcTransport::off() {
-  return std::unique_ptr<CudaIpcTransport>(new CudaIpcTransport(nullptr, 0, false));
+  return std::unique_ptr<CudaIpcTransport>(new CudaIpcTransport(nullptr, 0, false, 0));
 }
 
 Result CudaIpcTransport::createFor(const TransportSettings& s, const std::vector<Transport*>&,
@@ -110,7 +116,7 @@ Result CudaIpcTransport::createFor(const TransportSettings& s, const std::vector
     if (me.ipc && s.makeIpc != nullptr) {
       r = s.makeIpc(&ipc);
       if (r == zcollSuccess)
-        r = create(std::move(ipc), s.cudaIpcMaxPath, s.cudaIpcUserBuffers, &t);
+        r = create(std::move(ipc), s.cudaIpcMaxPath, s.cudaIpcUserBuffers, s.copyWaitMs, &t);
     } else {
       fail(zcollUnsupported, "the %s device cannot share its memory with other processes",
            me.kind);
@@ -140,7 +146,7 @@ Result CudaIpcTransport::makeProbe() {
   ZCOLL_CHECK(ipc_->allocShared(kProbeBytes, &probeBlock_));
   uint64_t ticket = 0;
   ZCOLL_CHECK(ipc_->startCopy(probeBlock_, pattern, kProbeBytes, &ticket));
-  ZCOLL_CHECK(waitForCopy(*ipc_, ticket, kCopyWaitMs));
+  ZCOLL_CHECK(waitForCopy(*ipc_, ticket, copyWaitMs_));
   IpcHandle h{};
   ZCOLL_CHECK(ipc_->exportRange(probeBlock_, kProbeBytes, &h));
   address_.assign(reinterpret_cast<const char*>(&h), sizeof(h));
@@ -153,7 +159,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   std::vector<Op*> posted = active_;  // cancel() takes each out of active_
   for (Op* op : posted) cancel(op->req);
   settleCancelled(0);
-  (void)ipc_->drain(kCopyWaitMs);
+  (void)ipc_->drain(kCloseDrainMs);
   blocks_.release();
   if (probeBlock_ != nullptr) ipc_->freeShared(probeBlock_);
 }
@@ -191,7 +197,7 @@ bool CudaIpcTransport::probe(const std::string& peerAddress, std::string* why) {
   uint64_t ticket = 0;
   Result r = ipc_->map(h, &src);
   if (r == zcollSuccess) r = ipc_->startCopy(seen, src, kProbeBytes, &ticket);
-  if (r == zcollSuccess) r = waitForCopy(*ipc_, ticket, kCopyWaitMs);
+  if (r == zcollSuccess) r = waitForCopy(*ipc_, ticket, copyWaitMs_);
   if (r != zcollSuccess)
     return *why = std::string("probe failed: ") + zcollGetLastError(nullptr), false;
   if (std::memcmp(seen, peerAddress.data() + sizeof(IpcHandle), kProbeBytes) != 0)
@@ -295,7 +301,7 @@ Result CudaIpcTransport::exportSend(Op* op, const void* buf, size_t bytes) {
   ZCOLL_CHECK(blocks_.take(bytes, &op->block));
   uint64_t ticket = 0;
   ZCOLL_CHECK(ipc_->startCopy(op->block.ptr, buf, bytes, &ticket));
-  ZCOLL_CHECK(waitForCopy(*ipc_, ticket, kCopyWaitMs));
+  ZCOLL_CHECK(waitForCopy(*ipc_, ticket, copyWaitMs_));
   return ipc_->exportRange(op->block.ptr, bytes, &op->desc.handle);
 }
 
@@ -461,7 +467,7 @@ void CudaIpcTransport::cancel(Request* req) {
     return;
   }
   if (!op->ackReq.complete() && op->ackReq.transport != nullptr) host->cancel(&op->ackReq);
-  if (op->phase == Phase::kCopying) (void)ipc_->drain(kCopyWaitMs);  // it writes req's buffer
+  if (op->phase == Phase::kCopying) (void)ipc_->drain(kCloseDrainMs);  // it writes req's buffer
   finish(op, zcollRemoteError);
 }
 

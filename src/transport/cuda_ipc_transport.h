@@ -39,10 +39,11 @@ class CudaIpcTransport final : public Transport {
  public:
   // `maxPath`: the farthest GPU path class (topology.h GpuPath) this transport takes
   // (ZCOLL_CUDA_IPC_LEVEL); `userBuffers`: peers read senders' own buffers, not a copy in a
-  // shared block (ZCOLL_CUDA_IPC_USER_BUFFERS). Allocates and fills the probe block peers read
-  // at init.
+  // shared block (ZCOLL_CUDA_IPC_USER_BUFFERS); `copyWaitMs`: the longest wait for one of its
+  // own device copies (TransportSettings::copyWaitMs). Allocates and fills the probe block peers
+  // read at init.
   static Result create(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
-                       std::unique_ptr<CudaIpcTransport>* out);
+                       int copyWaitMs, std::unique_ptr<CudaIpcTransport>* out);
   // The table's row (transport/registry.h), with peers: on when this rank's device can share
   // its memory (the device component offers IPC) and ZCOLL_DEVICE_TRANSPORT allows it; off
   // (no device work, only its part in choosing device routes: connect) with a device otherwise,
@@ -86,7 +87,7 @@ class CudaIpcTransport final : public Transport {
   struct Op;  // one message in flight (cuda_ipc_transport.cc)
 
  private:
-  CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers);
+  CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers, int copyWaitMs);
   // A transport that only takes part in choosing device routes (ipc_ null).
   static std::unique_ptr<CudaIpcTransport> off();
   Result makeProbe();
@@ -100,6 +101,7 @@ class CudaIpcTransport final : public Transport {
   std::unique_ptr<DeviceIpc> ipc_;  // null: off on this rank
   int maxPath_;
   bool userBuffers_;
+  int copyWaitMs_;
   bool forced_ = false;              // ZCOLL_DEVICE_TRANSPORT=cuda_ipc
   bool connected_ = false;           // connect ran: canConnect answers from agreed_ and why_
   std::vector<char> agreed_;         // per rank: both ranks of the pair said yes

@@ -30,6 +30,10 @@ struct TransportSettings {
   int cudaIpcMaxPath = 0;  // ZCOLL_CUDA_IPC_LEVEL, a topology.h GpuPath
   bool cudaIpcUserBuffers = false;  // ZCOLL_CUDA_IPC_USER_BUFFERS
   DeviceIdentity device{};          // this rank's device (present 0 without one)
+  // The longest wait for a device copy of zcoll's own (a send's block, a staged chunk, the
+  // probe): the communicator's timeout. A copy queued behind a busy device may take seconds;
+  // only a device that stopped should fail it.
+  int copyWaitMs = 300 * 1000;
   // The device memory component's IPC and copy engine (exec/device_component.h), null when it
   // offers none.
   Result (*makeIpc)(std::unique_ptr<DeviceIpc>* out) = nullptr;

@@ -550,7 +550,9 @@ class FakeIpc final : public DeviceIpc {
     return zcollSuccess;
   }
   Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) override {
+    const int delayMs = copyDelayMs;
     copies_.submit([=] {
+      if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
       FakeDeviceArena* to = FakeDeviceArena::holding(dst);
       FakeDeviceArena* from = FakeDeviceArena::holding(src);
       if (to) to->open();
@@ -585,6 +587,8 @@ class FakeIpc final : public DeviceIpc {
   static inline std::atomic<int> copiesStarted{0};
   // The next this many copies out of shared memory (the init probe) deliver zeros.
   static inline std::atomic<int> corruptSharedReads{0};
+  // Every copy started from now takes this long (a device busy with other work).
+  static inline std::atomic<int> copyDelayMs{0};
 
  private:
   FakeStream copies_;
