@@ -428,12 +428,8 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
   std::unique_ptr<zcollComm> comm;
   std::string address;
   Result mineError = argError;
-  if (color >= 0 && mineError == zcollSuccess) {
-    comm = newComm(s, 1, 0);
-    comm->hostIdOverride = parent->hostIdOverride;
-    mineError = createTransports(comm.get(), parent->peers[parent->rank].device, pn > 1,
-                                 &address);
-  }
+  if (color >= 0 && mineError == zcollSuccess)
+    mineError = startChildComm(parent, s, pn > 1, &comm, &address);
   // A rank that failed already still tells the others (nobody waits for it until the timeout),
   // then every rank fails alike, before anything is connected: the parent stays usable.
   const std::string why = mineError != zcollSuccess ? threadLastError() : std::string();
@@ -474,15 +470,30 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
     if (recs[r].color == color) members.push_back(r);
   std::stable_sort(members.begin(), members.end(),
                    [&](int a, int b) { return recs[a].key < recs[b].key; });
+  std::vector<std::string> addresses(pn);
+  for (int pr : members) addresses[pr] = addrs.substr(pr * maxAddr, recs[pr].addressBytes);
+  return finishChildComm(parent, members, addresses, std::move(comm), out);
+}
+
+Result startChildComm(const zcollComm* parent, const InitSettings& s, bool withPeers,
+                      std::unique_ptr<zcollComm>* comm, std::string* packed) {
+  *comm = newComm(s, 1, 0);
+  (*comm)->hostIdOverride = parent->hostIdOverride;
+  return createTransports(comm->get(), parent->peers[parent->rank].device, withPeers, packed);
+}
+
+Result finishChildComm(const zcollComm* parent, const std::vector<int>& members,
+                       const std::vector<std::string>& addresses, std::unique_ptr<zcollComm> comm,
+                       zcollComm** out) {
   comm->nranks = static_cast<int>(members.size());
   comm->peers.resize(members.size());
-  std::vector<std::string> addresses(members.size());
+  std::vector<std::string> mine(members.size());
   for (size_t i = 0; i < members.size(); ++i) {
     int pr = members[i];
     if (pr == parent->rank) comm->rank = static_cast<int>(i);
     comm->peers[i] = parent->peers[pr];
     comm->peers[i].rank = static_cast<int32_t>(i);
-    addresses[i] = addrs.substr(pr * maxAddr, recs[pr].addressBytes);
+    mine[i] = addresses[pr];
   }
   if (comm->nranks == 1) {  // alone after all: only the transports a lone rank has
     auto& list = comm->transportList;
@@ -492,7 +503,7 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
                               }),
                list.end());
   }
-  ZCOLL_CHECK(wire(comm.get(), addresses));
+  ZCOLL_CHECK(wire(comm.get(), mine));
   registerComm(comm.get());
   *out = comm.release();
   return zcollSuccess;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,18 @@ Result createComm(const InitSettings& settings, int nranks, int rank, const Rend
 // parent stays usable.
 Result splitComm(zcollComm* parent, int color, int key, const InitSettings& settings,
                  zcollComm** out, Result argError = zcollSuccess);
+
+// The phases a communicator made from a parent (a split, a shrink) shares with createComm:
+// startChildComm makes this rank's part locally (a comm of one rank with `settings`, its
+// transports; *packed: what its peers need to connect, transport/addresses.h), before any
+// exchange; finishChildComm, once every member's `addresses` (indexed by parent rank) are
+// known, makes it the comm of `members` (parent ranks, in new-rank order; this rank among them,
+// peers' descriptions from the parent), connects it and registers it.
+Result startChildComm(const zcollComm* parent, const InitSettings& settings, bool withPeers,
+                      std::unique_ptr<zcollComm>* comm, std::string* packed);
+Result finishChildComm(const zcollComm* parent, const std::vector<int>& members,
+                       const std::vector<std::string>& addresses, std::unique_ptr<zcollComm> comm,
+                       zcollComm** out);
 
 // Tears down transports and frees the communicator. `flushMs` bounds how long endpoints may
 // take to deliver what is in flight (0 when the comm is broken or aborted).
