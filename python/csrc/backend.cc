@@ -183,6 +183,46 @@ c10d::ErrorType ZcollBackend::getError() {
   return c10d::ErrorType::SUCCESS;
 }
 
+// ---- byte counters -------------------------------------------------------------------------
+
+void ZcollBackend::waitIssued() {
+  std::shared_ptr<Completion> last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last = last_;
+  }
+  // Bounded by the communicator's timeout: a request that cannot finish fails, which completes
+  // it.
+  if (last) last->waitDone(::kNoTimeout);
+}
+
+zcollStats_t ZcollBackend::stats() {
+  waitIssued();
+  std::lock_guard<std::mutex> lock(closeMu_);
+  zcollStats_t total{};
+  total.size = sizeof(zcollStats_t);
+  for (zcollComm_t c : {hostComm(), deviceComm_}) {
+    if (c == nullptr) continue;
+    zcollStats_t s{};
+    s.size = sizeof(zcollStats_t);
+    check(zcollCommGetStats(c, &s), c, "zcollCommGetStats");
+    for (int p = 0; p < zcollNumPaths; ++p) {
+      total.bytesSent[p] += s.bytesSent[p];
+      total.bytesRecv[p] += s.bytesRecv[p];
+    }
+    total.opCount += s.opCount;
+  }
+  return total;
+}
+
+void ZcollBackend::resetStats() {
+  waitIssued();
+  std::lock_guard<std::mutex> lock(closeMu_);
+  for (zcollComm_t c : {hostComm(), deviceComm_}) {
+    if (c != nullptr) check(zcollCommResetStats(c), c, "zcollCommResetStats");
+  }
+}
+
 // dist.set_timeout: bounds wait() of the operations issued after it (a wait that passes it
 // raises, as Work.wait(timeout) does) and the communicators split from this group after it.
 // ZCOLL_TIMEOUT, when set, governs instead (python/README.md, "Timeout").

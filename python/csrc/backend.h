@@ -141,6 +141,15 @@ class ZcollBackend : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
+  // ---- byte counters (zcoll.get_stats / zcoll.reset_stats) ------------------------------
+  // zcollCommGetStats of the group's communicators (the host one, plus the CUDA one once the
+  // group is connected to a device), summed field by field, read once the CPU operations
+  // issued on the group so far have completed (each is then counted in full).
+  zcollStats_t stats();
+  // zcollCommResetStats of the same communicators, once the CPU operations issued so far have
+  // completed (none of their bytes is counted after the reset).
+  void resetStats();
+
   // ---- ZeRO++ collectives (python/zcoll/zeropp.py and the torch.ops.zcoll ops) ----------
   int nodeCount() const { return nodes_; }
   c10::intrusive_ptr<c10d::Work> quantizedAllGather(at::Tensor output, at::Tensor input,
@@ -164,6 +173,9 @@ class ZcollBackend : public c10d::Backend {
   };
 
   void initAfterComm();
+  // Waits (without the GIL) until the last CPU operation issued on the group has completed;
+  // they complete in submission order, so every one before it has too.
+  void waitIssued();
   // Issues one operation (or adds it to the open batch). `inputs`: the tensors it reads besides
   // `outputs` (all on one device). `p2p`: point to point (not counted as a collective).
   c10::intrusive_ptr<c10d::Work> issue(c10d::OpType type, std::vector<at::Tensor> outputs,

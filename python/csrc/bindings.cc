@@ -41,6 +41,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def(py::init<const std::string&, int, int, int>(), py::arg("unique_id"), py::arg("rank"),
            py::arg("size"), py::arg("timeout_sec"))
       .def("node_count", &ZcollBackend::nodeCount)
+      // zcoll.get_stats / zcoll.reset_stats (python/zcoll/__init__.py, python/README.md)
+      .def("get_stats",
+           [](ZcollBackend& b) {
+             zcollStats_t s = b.stats();
+             py::dict d;
+             const char* paths[zcollNumPaths] = {"self", "intra", "inter"};
+             for (int p = 0; p < zcollNumPaths; ++p)
+               d[py::str(std::string("bytes_sent_") + paths[p])] = s.bytesSent[p];
+             for (int p = 0; p < zcollNumPaths; ++p)
+               d[py::str(std::string("bytes_recv_") + paths[p])] = s.bytesRecv[p];
+             d["op_count"] = s.opCount;
+             return d;
+           })
+      .def("reset_stats", &ZcollBackend::resetStats)
       // new_group splitting a group (torch passes it as split_from): members call this with the
       // new group's ranks, non-members perform_nocolor_split; collective over this group.
       .def(

@@ -116,6 +116,39 @@ def empty_host(*size, dtype=torch.float32):
 
 
 from . import zeropp  # noqa: E402,F401  (the ZeRO++ collectives: zcoll.zeropp.*)
+
+
+def get_stats(group=None):
+    """zcoll's byte and operation counters (zcollCommGetStats) of `group`'s communicator
+    (default: the default group; any group on the zcoll backend, new_group and split_group
+    ones included), since the group was created or last reset, as a dict of ints:
+
+    * ``bytes_sent_self`` / ``bytes_recv_self``: bytes this rank copied to itself (its own
+      block put in place in an out-of-place gather, ...);
+    * ``bytes_sent_intra`` / ``bytes_recv_intra``: bytes this rank sent to / received from
+      ranks of its own node (shared-memory reads counted as the sender's send and the reader's
+      receive);
+    * ``bytes_sent_inter`` / ``bytes_recv_inter``: the same with ranks of other nodes;
+    * ``op_count``: collectives and point-to-point operations completed (a coalesced batch:
+      each operation in it).
+
+    Nodes are zcoll's (host identity, or ZCOLL_HOSTID). Bytes are payload bytes only (message
+    headers are not counted; ZCOLL_CHECK_CALLS's exchange is not counted). The CPU operations
+    issued on the group before this call are waited for first, so each is counted in full.
+    A group connected to a CUDA device adds the counters of its device communicator. Counters
+    are this rank's: sum them over ranks (e.g. with an all_reduce on another group) for a
+    group's total. Raises ValueError when the group does not run on zcoll."""
+    return zeropp.zcoll_backend(group, "zcoll.get_stats").get_stats()
+
+
+def reset_stats(group=None):
+    """Sets `group`'s counters (see :func:`get_stats`) to 0 on this rank, after the CPU
+    operations issued on the group so far have completed (none of their bytes is counted
+    after it). Local: other ranks' counters are untouched. Raises ValueError when the group does
+    not run on zcoll."""
+    zeropp.zcoll_backend(group, "zcoll.reset_stats").reset_stats()
+
+
 from . import ops  # noqa: E402,F401  (the same as torch ops: torch.ops.zcoll.*)
 from . import fsdp  # noqa: E402,F401  (ZeRO++ in FSDP2: zcoll.fsdp.*)
 from .deepspeed import install_hint as _install_deepspeed_hint  # noqa: E402

@@ -19,16 +19,32 @@ import torch.distributed as dist
 from . import _C
 
 
-def zcoll_backend(group=None):
+def zcoll_backend(group=None, what="this ZeRO++ collective"):
     """The zcoll backend object of `group` (default: the default group); raises ValueError when
-    the group does not run on zcoll."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    backend = pg._get_backend(torch.device("cpu"))
+    the group does not run on zcoll (`what` names the caller in the message)."""
+    if group is None:
+        if not dist.is_initialized():
+            raise ValueError(f"zcoll: {what} runs on a process group of the zcoll backend; the "
+                             f"default group is not initialized (call init_process_group"
+                             f"(\"zcoll\") first)")
+        group = dist.distributed_c10d._get_default_group()
+    if group is dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError(f"zcoll: {what}: this rank is not a member of the group (new_group "
+                         f"returns GroupMember.NON_GROUP_MEMBER on the ranks it leaves out)")
+    if not hasattr(group, "_get_backend"):
+        raise TypeError(f"zcoll: {what} takes a torch.distributed ProcessGroup (or None for "
+                        f"the default group), got {type(group).__name__}")
+    try:
+        backend = group._get_backend(torch.device("cpu"))
+    except RuntimeError:
+        raise ValueError(f"zcoll: {what} runs on a process group of the zcoll backend; this "
+                         f"group has no CPU backend (it runs on {dist.get_backend(group)})"
+                         ) from None
     # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the backend in torch's ProcessGroupWrapper.
     backend = getattr(backend, "wrapped_pg", backend)
     if not isinstance(backend, _C.ZcollBackend):
-        raise ValueError(f"zcoll: the ZeRO++ collectives need a process group on the zcoll "
-                         f"backend; this group runs on {backend.name()}")
+        raise ValueError(f"zcoll: {what} runs on a process group of the zcoll backend; this "
+                         f"group runs on {backend.name()}")
     return backend
 
 
