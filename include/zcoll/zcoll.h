@@ -269,6 +269,47 @@ ZCOLL_API zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, zcollConfig_t* c
 ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* newcomm,
                                        zcollConfig_t* config);
 
+/* Revoking and shrinking: keep going when ranks die or hang (docs/FAULT_TOLERANCE.md).
+ *
+ * zcollCommRevoke puts `comm` in the error state on purpose, from any thread, and keeps it for a
+ * shrink: a call running on it in another thread returns zcollRemoteError within about 10 ms
+ * (its outputs undefined; as any failed call, it tells its peers, so those blocked on this rank
+ * fail at once too), queued calls fail without running, and later calls fail at once with
+ * zcollRemoteError saying it was revoked. Only zcollCommShrink (with ZCOLL_SHRINK_ABORT),
+ * zcollCommDestroy, zcollCommAbort and the queries remain. Revoking again does nothing; a NULL or
+ * dead handle is zcollInvalidArgument.
+ *
+ * zcollCommShrink (NCCL's ncclCommShrink, same argument order): the ranks of `comm` that are not
+ * in excludeRanks[0..excludeCount) build a new communicator *newcomm without them, ranks
+ * renumbered in the parent's order (the parent's rank r becomes r minus the number of excluded
+ * ranks below it), with its own connections, node layout and subgroups for the new membership
+ * (a node left with fewer ranks makes an uneven layout: hpZ and qgZ fall back as documented).
+ * Collective over the ranks that stay; every one must pass the same set (in any order), else
+ * all fail with zcollInvalidUsage naming a rank that differs. It needs nothing from an excluded
+ * rank (dead or alive) nor from the parent's rendezvous root. shrinkFlags:
+ *   ZCOLL_SHRINK_DEFAULT  the parent must be healthy: calls queued on it run first; a broken or
+ *                         revoked parent is zcollInvalidUsage (use ZCOLL_SHRINK_ABORT);
+ *   ZCOLL_SHRINK_ABORT    for a broken parent, or one a peer left hanging: revokes it first (as
+ *                         zcollCommRevoke; queued calls fail without running) and tells its peers.
+ * A rank that stays and dies, aborts or destroys its comm during the shrink fails it on every
+ * other rank that stays (zcollRemoteError naming it: within about 50 ms for a process of the same
+ * machine or a comm closed, as soon as the transport reports it for a remote process, at the
+ * latest at the parent's timeout); calling zcollCommShrink
+ * again with it excluded too then works (each call is a new attempt; all ranks that stay must
+ * make the same number of calls). A rank that stays and never calls fails the others at the
+ * parent's timeout. A rank that calls with itself in excludeRanks takes no part: zcollSuccess,
+ * *newcomm = NULL. config may be NULL (inherit the parent's settings, as a split). Argument
+ * errors (newcomm NULL, excludeCount < 0 or with excludeRanks NULL, a rank out of range or
+ * repeated, every rank excluded, unknown flags, a bad config) are zcollInvalidArgument before any
+ * exchange. The parent is left as it was (or revoked, with ZCOLL_SHRINK_ABORT): destroy it when
+ * done with it. */
+#define ZCOLL_SHRINK_DEFAULT 0
+#define ZCOLL_SHRINK_ABORT 1
+ZCOLL_API zcollResult_t zcollCommRevoke(zcollComm_t comm);
+ZCOLL_API zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRanks, int excludeCount,
+                                        zcollComm_t* newcomm, zcollConfig_t* config,
+                                        int shrinkFlags);
+
 /* Frees the communicator. Not collective, but peers still communicating with it will see
  * zcollRemoteError. Device calls still enqueued run first (as ncclCommDestroy flushes; each
  * bounded by the timeout), so their results are on their streams. comm may be NULL (no-op). */

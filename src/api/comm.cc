@@ -237,14 +237,7 @@ zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zcollComm_t* 
     Result argError = zcollSuccess;
     if (newcomm == nullptr)
       argError = fail(zcollInvalidArgument, "zcollCommSplit: newcomm pointer is NULL");
-    InitSettings s;
-    s.timeoutSec = comm->timeoutSec;
-    s.reducePartials = comm->partialsInDtype ? "dtype" : "fp32";
-    s.checkCalls = comm->checkCalls ? "on" : "off";
-    s.deviceCalls = comm->deviceCallsAsync ? "async" : "sync";
-    s.spinCount = comm->spinSetting;
-    s.forcedAlgorithm = comm->forcedAlgorithm;
-    s.name = comm->name + ".split";
+    InitSettings s = inheritedSettings(comm, ".split");
     if (argError == zcollSuccess) {
       argError = readConfig(config, &s);
       if (argError != zcollSuccess) argError = failWithContext(argError, "zcollCommSplit");

@@ -37,11 +37,16 @@ Result checkCommUsable(zcollComm* comm, const char* fn) {
   if (comm->aborting.load())  // pinned before the abort marked it: a call it interrupts
     return fail(zcollRemoteError, "%s: communicator %s is being aborted (zcollCommAbort)", fn,
                 comm->name.c_str());
+  if (comm->revoked.load())
+    return fail(zcollRemoteError, "%s: communicator %s was revoked (zcollCommRevoke); only "
+                "zcollCommShrink with ZCOLL_SHRINK_ABORT, zcollCommDestroy or zcollCommAbort may "
+                "be called on it", fn, comm->name.c_str());
   int err = comm->asyncError.load();
   if (err != zcollSuccess)
     return fail(static_cast<Result>(err),
                 "%s: communicator %s is in the error state after an earlier %s; only "
-                "zcollCommDestroy or zcollCommAbort may be called on it",
+                "zcollCommShrink with ZCOLL_SHRINK_ABORT, zcollCommDestroy or zcollCommAbort may "
+                "be called on it",
                 fn, comm->name.c_str(), resultName(static_cast<Result>(err)));
   return zcollSuccess;
 }

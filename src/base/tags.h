@@ -8,7 +8,8 @@
 //   bit 61      with control: an acknowledgement
 //   bits 60-40  sequence (21 bits, wraps; operations complete in order, so no aliasing)
 //   bits 39-16  source rank (24 bits; in an acknowledgement, the rank that acknowledges)
-//   bits 15-0   step within the operation (point-to-point: 0; 0xffff: peer notices)
+//   bits 15-0   step within the operation (point-to-point: 0; 0xffff, 0xfffb: peer notices;
+//               0xfffc-0xfffd: a shrink's exchange)
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,22 @@ inline uint64_t makeP2pTag(uint32_t pairSeq, int src) {
 // point-to-point messages (always step 0) never use.
 inline uint64_t makeNoticeTag(int src) {
   return (uint64_t{1} << 63) | (uint64_t(uint32_t(src)) << 16) | 0xffffu;
+}
+
+// "My communicator is gone" (core/peer_notice.h sendGoneNotices), after a failure notice: the
+// same kind, step 0xfffb.
+inline uint64_t makeGoneTag(int src) {
+  return (uint64_t{1} << 63) | (uint64_t(uint32_t(src)) << 16) | 0xfffbu;
+}
+
+// A shrink's exchange between the ranks that stay (core/shrink.cc): point-to-point kind, the
+// parent's shrink attempt in the sequence bits, step kShrinkRecordStep or kShrinkAddressStep,
+// which point-to-point messages (step 0) and notices (0xffff) never use.
+constexpr uint32_t kShrinkRecordStep = 0xfffd;
+constexpr uint32_t kShrinkAddressStep = 0xfffc;
+inline uint64_t makeShrinkTag(uint32_t attempt, int src, uint32_t step) {
+  return (uint64_t{1} << 63) | (uint64_t{attempt & kSeqMask} << 40) |
+         (uint64_t(uint32_t(src)) << 16) | (step & 0xffffu);
 }
 
 // The cuda_ipc transport's descriptor of the device message tagged `tag` (transport/

@@ -53,6 +53,12 @@ struct PeerNotices {
   std::vector<uint64_t> inbox;  // per peer, two words each
   std::vector<Request> recvs;   // per peer; sized once (the transports hold pointers)
   std::vector<Request> sends;
+  // The gone notices (sendGoneNotices), per peer: one word each way.
+  bool goneSent = false;
+  uint64_t goneOutbox = 1;
+  std::vector<uint64_t> goneInbox;
+  std::vector<Request> goneRecvs;
+  std::vector<Request> goneSends;
 };
 
 }  // namespace zcoll
@@ -103,6 +109,8 @@ struct zcollComm {
 
   std::atomic<int> asyncError{zcollSuccess};
   std::atomic<bool> aborting{false};
+  std::atomic<bool> revoked{false};  // zcollCommRevoke: broken on purpose, kept for a shrink
+  uint32_t shrinkAttempts = 0;       // zcollCommShrink calls on this comm (their tags)
   std::atomic<int> activeCalls{0};
 
   uint32_t collSeq = 0;

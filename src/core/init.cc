@@ -336,6 +336,18 @@ InitSettings defaultSettings() {
   return s;
 }
 
+InitSettings inheritedSettings(const zcollComm* parent, const char* suffix) {
+  InitSettings s;
+  s.timeoutSec = parent->timeoutSec;
+  s.reducePartials = parent->partialsInDtype ? "dtype" : "fp32";
+  s.checkCalls = parent->checkCalls ? "on" : "off";
+  s.deviceCalls = parent->deviceCallsAsync ? "async" : "sync";
+  s.spinCount = parent->spinSetting;
+  s.forcedAlgorithm = parent->forcedAlgorithm;
+  s.name = parent->name + suffix;
+  return s;
+}
+
 Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   if (config != nullptr) {
     if (config->magic != ZCOLL_CONFIG_MAGIC || config->size < kMinConfigSize)
@@ -514,6 +526,7 @@ void destroyComm(zcollComm* comm, int flushMs) {
   comm->engine.stop(comm->aborting.load() ? zcollRemoteError : zcollInvalidUsage);
   bool healthy = comm->asyncError.load() == zcollSuccess;
   sendPeerNotices(comm, healthy ? Notice::kClosed : Notice::kFailed, kNoticeWaitMs);
+  sendGoneNotices(comm, kNoticeWaitMs);  // after a failure: a shrinking peer stops waiting
   retirePeerNotices(comm);
   // In reverse lifecycle order: the device transports (they cancel what they still have on
   // the host ones) before the host ones.

@@ -26,6 +26,9 @@ struct InitSettings {
 // communicator keeps (read here, once: a rank whose environment changes later must not choose
 // differently from its peers), name "comm".
 InitSettings defaultSettings();
+// What a communicator made from `parent` (a split, a shrink) starts from: the parent's
+// settings, named after it with `suffix`.
+InitSettings inheritedSettings(const zcollComm* parent, const char* suffix);
 // Validates a caller's config and applies the fields it sets on top of *out (NULL: no change),
 // so a split inherits its parent's values for fields the config leaves unset.
 Result readConfig(const zcollConfig_t* config, InitSettings* out);

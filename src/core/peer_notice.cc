@@ -29,6 +29,18 @@ void progressTransports(zcollComm* comm) {
   for (Transport* t : comm->transports()) t->progress();
 }
 
+// Progresses until `sends` have left, at most `waitMs`.
+void waitForSends(zcollComm* comm, const std::vector<Request>& sends, int waitMs) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+  while (anyPending(sends) && std::chrono::steady_clock::now() < deadline) {
+    progressTransports(comm);
+    std::this_thread::yield();
+  }
+  if (anyPending(sends))
+    ZCOLL_INFO(LogSubsys::kNet, "rank %d: a notice to a peer did not leave within %d ms",
+               comm->rank, waitMs);
+}
+
 }  // namespace
 
 Result armPeerNotices(zcollComm* comm) {
@@ -36,10 +48,15 @@ Result armPeerNotices(zcollComm* comm) {
   n.inbox.assign(2 * static_cast<size_t>(comm->nranks), 0);
   n.recvs.assign(comm->nranks, Request{});
   n.sends.assign(comm->nranks, Request{});
+  n.goneInbox.assign(comm->nranks, 0);
+  n.goneRecvs.assign(comm->nranks, Request{});
+  n.goneSends.assign(comm->nranks, Request{});
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank || comm->route[p] == nullptr) continue;
     ZCOLL_CHECK(comm->route[p]->postRecv(p, &n.inbox[2 * p], kNoticeBytes, makeNoticeTag(p),
                                          &n.recvs[p]));
+    ZCOLL_CHECK(comm->route[p]->postRecv(p, &n.goneInbox[p], sizeof(uint64_t), makeGoneTag(p),
+                                         &n.goneRecvs[p]));
   }
   n.armed = true;
   return zcollSuccess;
@@ -61,14 +78,28 @@ void sendPeerNotices(zcollComm* comm, Notice kind, int waitMs) {
   }
   ZCOLL_INFO(LogSubsys::kNet, "rank %d told its peers: %s", comm->rank,
                   kind == Notice::kClosed ? "closed" : "failed");
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
-  while (anyPending(n.sends) && std::chrono::steady_clock::now() < deadline) {
-    progressTransports(comm);
-    std::this_thread::yield();
+  waitForSends(comm, n.sends, waitMs);
+}
+
+void sendGoneNotices(zcollComm* comm, int waitMs) {
+  PeerNotices& n = comm->notices;
+  if (!n.armed || n.sent != static_cast<uint32_t>(Notice::kFailed) || n.goneSent) return;
+  n.goneSent = true;
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank || comm->route[p] == nullptr || peerLeft(comm, p)) continue;
+    if (comm->route[p]->postSend(p, &n.goneOutbox, sizeof(uint64_t), makeGoneTag(comm->rank),
+                                 &n.goneSends[p]) != zcollSuccess)
+      n.goneSends[p].reset();
   }
-  if (anyPending(n.sends))
-    ZCOLL_INFO(LogSubsys::kNet, "rank %d: a notice to a peer did not leave within %d ms",
-               comm->rank, waitMs);
+  waitForSends(comm, n.goneSends, waitMs);
+}
+
+bool peerLeft(const zcollComm* comm, int peer) {
+  const PeerNotices& n = comm->notices;
+  if (noticeFrom(comm, peer) == Notice::kClosed) return true;
+  if (!n.armed || peer < 0 || peer >= static_cast<int>(n.goneRecvs.size())) return false;
+  const Request& r = n.goneRecvs[peer];
+  return r.complete() && r.status == zcollSuccess;
 }
 
 Notice noticeFrom(const zcollComm* comm, int peer) {
@@ -110,6 +141,9 @@ void retirePeerNotices(zcollComm* comm) {
     if (r.transport != nullptr && !r.complete()) r.transport->cancel(&r);
   for (Request& r : n.sends)
     if (r.transport != nullptr && !r.complete()) r.transport->cancel(&r);
+  for (std::vector<Request>* reqs : {&n.goneRecvs, &n.goneSends})
+    for (Request& r : *reqs)
+      if (r.transport != nullptr && !r.complete()) r.transport->cancel(&r);
   n.armed = false;
 }
 

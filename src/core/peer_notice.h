@@ -6,6 +6,9 @@
 // - armPeerNotices: after wire-up, one 8-byte receive is posted from every peer.
 // - sendPeerNotices: `closed` on a healthy destroy, `failed` when the comm breaks or aborts.
 //   Sent once (a failure replaces a close not yet sent); the sender progresses briefly.
+// - sendGoneNotices: at destroy or abort after a `failed` was sent, `gone` follows on its own
+//   tag (a second receive per peer): ranks that go on using a broken comm (a shrink, which
+//   ignores `failed`) learn that this rank will never answer.
 // - A received `closed` marks that peer down: waits involving it fail (after the grace period
 //   that lets data it sent before leaving be matched). A received `failed` fails every wait on
 //   the communicator, and the receiver breaks and sends `failed` in turn, so a failure
@@ -30,6 +33,12 @@ void sendPeerNotices(zcollComm* comm, Notice kind, int waitMs);
 
 // What `peer` told us so far (kNone if nothing). Call after progress.
 Notice noticeFrom(const zcollComm* comm, int peer);
+
+// After a `failed` notice went out: tells every peer this rank's communicator is gone; waits at
+// most `waitMs` for the sends to leave. Nothing after a `closed` (it says so) or no notice.
+void sendGoneNotices(zcollComm* comm, int waitMs);
+// Whether `peer`'s communicator is gone: it sent `closed`, or `gone`. Call after progress.
+bool peerLeft(const zcollComm* comm, int peer);
 
 // The first peer that reported a failure, or -1.
 int failedPeer(const zcollComm* comm);

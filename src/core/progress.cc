@@ -317,6 +317,9 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
     }
     if (r == zcollSuccess && comm->aborting.load(std::memory_order_relaxed))
       r = fail(zcollRemoteError, "communicator %s was aborted", comm->name.c_str());
+    if (r == zcollSuccess && comm->revoked.load(std::memory_order_relaxed))
+      r = fail(zcollRemoteError, "communicator %s was revoked (zcollCommRevoke)",
+               comm->name.c_str());
     if (r == zcollSuccess && (polls >= spinCount || (polls & 255) == 255)) {
       auto now = Clock::now();
       waiting.update(reqs, n, now);
