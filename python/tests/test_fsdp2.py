@@ -283,6 +283,103 @@ def scenario_zeropp(rank, world):
     assert (losses - ref_losses).abs().max() < 0.05 * ref_losses.abs().max(), (losses, ref_losses)
 
 
+_PATHS = ("self", "intra", "inter")
+
+
+def _sum_stats(stats):
+    return {k: sum(s[k] for s in stats) for k in stats[0]} if stats else {}
+
+
+def _backward_gather_bytes(hpz, rank):
+    """zeropp (qwZ, qgZ; hpZ on or off) on the 4-rank mesh. After a forward: the groups of the
+    backward all-gathers (zcoll.fsdp.backward_gather_groups), their zcoll counters reset; then
+    backward. Returns (those groups, their counters over the backward summed, the counters of
+    each backward all-gather call measured around it, the gathers' calls).
+
+    Each call is measured by get_stats on its group just before and just after it (synchronous:
+    get_stats first waits for the operations issued before on that group, the reduce-scatters
+    included), so the per-call figures hold the gathers' bytes only, also when a group carries
+    other operations (hpZ off: the backward gathers share the world group with qgZ)."""
+    import zcoll
+    import zcoll.fsdp as zf
+    mesh = init_device_mesh("cpu", (4,))
+    model = _model()
+    zf.zeropp(model, modules=model.blocks, mesh=mesh, hpz=hpz)
+    measured = []
+    phase = ["fwd"]
+
+    class MeasuredAllGather(zf.QuantizedAllGather):
+        def __call__(self, output_tensor, input_tensor, group, async_op=False):
+            before = zcoll.get_stats(group)
+            super().__call__(output_tensor, input_tensor, group, async_op=False)
+            after = zcoll.get_stats(group)
+            if phase[0] == "bwd":
+                measured.append((group.size(), {k: after[k] - before[k] for k in after}))
+            return None
+
+    ag = MeasuredAllGather()
+    for m in zf._fsdp_modules(model):
+        m.set_custom_all_gather(ag)
+    tokens = _batch(rank, 0)
+    logits = model(tokens[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+    groups = zf.backward_gather_groups(model)
+    for g in groups:
+        zcoll.reset_stats(g)
+    phase[0] = "bwd"
+    loss.backward()
+    total = _sum_stats([zcoll.get_stats(g) for g in groups])
+    return groups, total, measured
+
+
+def scenario_hpz_bytes(rank, world):
+    """hpZ's promise, measured with zcoll's byte counters: the backward all-gathers move 0
+    inter-node bytes (and > 0 intra-node ones); with hpZ off (reshard_after_forward=True) the
+    same measurement counts inter-node bytes, so it can fail."""
+    gloo = dist.new_group(backend="gloo")
+    node = (0, 1) if rank < 2 else (2, 3)  # ZCOLL_HOSTID node0, node0, node1, node1
+    # hpZ on: the backward gathers run on the node's 2 ranks, exact
+    groups, total, measured = _backward_gather_bytes(True, rank)
+    assert groups and all(tuple(dist.get_process_group_ranks(g)) == node for g in groups)
+    assert measured and all(size == 2 for size, _ in measured)
+    calls = _sum_stats([d for _, d in measured])
+    assert total["bytes_sent_inter"] == total["bytes_recv_inter"] == 0, total
+    assert total["bytes_sent_intra"] > 0 and total["bytes_recv_intra"] > 0, total
+    assert calls["bytes_sent_inter"] == 0 and calls["bytes_sent_intra"] > 0, calls
+    # those groups carried the backward gathers and nothing else
+    assert total == calls and total["op_count"] == len(measured), (total, calls)
+    # control, hpZ off: the backward gathers run on the world group (2 nodes), quantized
+    groups_off, total_off, measured_off = _backward_gather_bytes(False, rank)
+    assert [g.size() for g in groups_off] == [4]
+    assert measured_off and all(size == 4 for size, _ in measured_off)
+    calls_off = _sum_stats([d for _, d in measured_off])
+    # summed over the 4 ranks (zcoll's quantized ring runs in node-major order: a rank may send
+    # or receive no inter-node byte itself, its node's other rank does)
+    names = [f"bytes_{d}_{p}" for d in ("sent", "recv") for p in _PATHS]
+    rows = torch.tensor([[st[k] for k in names] for st in (total, calls_off, total_off)],
+                        dtype=torch.int64)
+    dist.all_reduce(rows, group=gloo)
+    on, off, world_off = ({k: v for k, v in zip(names, r.tolist())} for r in rows)
+    assert on["bytes_sent_inter"] == on["bytes_recv_inter"] == 0, on
+    assert on["bytes_sent_intra"] == on["bytes_recv_intra"] > 0, on
+    # exactly: each node's pair gathers the whole model (root included: zeropp reshards it to
+    # the node too), each rank sending its half, fp32, no padding at these shapes
+    param_bytes = sum(p.numel() * 4 for p in _model().parameters())
+    assert on["bytes_sent_intra"] == 2 * param_bytes, (on, param_bytes)
+    assert off["bytes_sent_inter"] == off["bytes_recv_inter"] > 0, off
+    # the world group also carried qgZ's reduce-scatters during the backward: its counters
+    # hold the gathers' inter-node bytes and more
+    assert world_off["bytes_sent_inter"] > off["bytes_sent_inter"], (world_off, off)
+    if rank == 0:
+        short = [k[len("bytes_"):] for k in names]
+        print(f"\nhpZ on, backward gathers ({len(measured)} per rank), summed over 4 ranks: "
+              f"{dict(zip(short, rows[0].tolist()))}")
+        print(f"hpZ off (control), backward gathers ({len(measured_off)} per rank), summed over "
+              f"4 ranks: {dict(zip(short, rows[1].tolist()))}")
+        print(f"hpZ off, world group over the backward (gathers + qgZ reduce-scatters), summed "
+              f"over 4 ranks: {dict(zip(short, rows[2].tolist()))}")
+
+
 def scenario_hsdp(rank, world):
     """HSDP on a 2-D mesh (replicate across the 2 nodes, shard within each), activation
     checkpointing, a frozen layer, a tied weight, mixed precision policy, gradient
@@ -410,7 +507,8 @@ def scenario_uneven(rank, world):
 
 
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
-             [scenario_parity, scenario_zeropp, scenario_hsdp, scenario_dtypes, scenario_uneven]}
+             [scenario_parity, scenario_zeropp, scenario_hpz_bytes, scenario_hsdp,
+              scenario_dtypes, scenario_uneven]}
 
 
 def _worker(rank, path, scenario, world, hosts):
@@ -441,6 +539,10 @@ def test_fsdp2_zcoll_matches_gloo_bitwise_2_ranks():
 
 def test_fsdp2_zeropp_bounds_identical_weights_hpz_on_node():
     _run("zeropp")
+
+
+def test_fsdp2_hpz_backward_gathers_move_no_inter_node_bytes():
+    _run("hpz_bytes")
 
 
 def test_fsdp2_hsdp_checkpointing_frozen_tied_mixed_precision():

@@ -41,7 +41,8 @@ import torch.distributed as dist
 
 from . import zeropp as _zpp
 
-__all__ = ["QuantizedAllGather", "QuantizedReduceScatter", "zeropp", "ranks_per_node"]
+__all__ = ["QuantizedAllGather", "QuantizedReduceScatter", "zeropp", "ranks_per_node",
+           "backward_gather_groups"]
 
 _QUANTIZABLE = (torch.float32, torch.float16, torch.bfloat16)
 _said = set()
@@ -329,6 +330,24 @@ def zeropp(model, *, qwz=True, hpz=True, qgz=True, weight_bits=8, grad_bits=4,
             m.set_custom_reduce_scatter(reduce_scatter)
     model._zcoll_zeropp = (all_gather, reduce_scatter)
     return model
+
+
+def backward_gather_groups(model):
+    """The process groups (this rank's, distinct, in module order) that FSDP2's backward
+    all-gathers of `model` run on: for each FSDP module that reshards after forward, its
+    post-forward shard group (hpZ: the node's ranks; ``reshard_after_forward=True``: the shard
+    group itself). Call it after the first forward: FSDP2 settles the root module's resharding
+    at its lazy init. With :func:`zcoll.get_stats` / :func:`zcoll.reset_stats` it measures what
+    the backward gathers move (python/README.md, "Byte counters")."""
+    groups = {}
+    for m in _fsdp_modules(model):
+        for pg_ in m._get_fsdp_state()._fsdp_param_groups:
+            post = pg_.post_forward_mesh_info
+            if post is None:  # kept unsharded after forward: no backward gather
+                continue
+            group = post.shard_process_group
+            groups.setdefault(group.group_name, group)
+    return list(groups.values())
 
 
 def _check_hpz(module):
