@@ -132,8 +132,8 @@ def get_stats(group=None):
     * ``op_count``: collectives and point-to-point operations completed (a coalesced batch:
       each operation in it).
 
-    Nodes are zcoll's (host identity, or ZCOLL_HOSTID). Bytes are payload bytes only (message
-    headers are not counted; ZCOLL_CHECK_CALLS's exchange is not counted). The CPU operations
+    Nodes are zcoll's (host identity, or ZCOLL_HOSTID). Bytes are those of the messages zcoll's
+    algorithms post (no transport headers; ZCOLL_CHECK_CALLS's exchange is not counted). The CPU operations
     issued on the group before this call are waited for first, so each is counted in full.
     A group connected to a CUDA device adds the counters of its device communicator. Counters
     are this rank's: sum them over ranks (e.g. with an all_reduce on another group) for a
