@@ -283,7 +283,8 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
  * in excludeRanks[0..excludeCount) build a new communicator *newcomm without them, ranks
  * renumbered in the parent's order (the parent's rank r becomes r minus the number of excluded
  * ranks below it), with its own connections, node layout and subgroups for the new membership
- * (a node left with fewer ranks makes an uneven layout: hpZ and qgZ fall back as documented).
+ * (a node left with fewer ranks makes an uneven layout: qgZ falls back to its flat algorithm and
+ * hpZ refuses it, as docs/ZEROPP.md says for any uneven layout).
  * Collective over the ranks that stay; every one must pass the same set (in any order), else
  * all fail with zcollInvalidUsage naming a rank that differs. It needs nothing from an excluded
  * rank (dead or alive) nor from the parent's rendezvous root. shrinkFlags:
