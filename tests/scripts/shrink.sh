@@ -5,6 +5,8 @@
 # job's exit code is the killed rank's (137), the 3 others shrink the communicator without it
 # and finish every step on the new one with exact values (one "survived" line, no other
 # failure), well within the hang guard. Prints the failure-detection and shrink times seen.
+# Nothing is left behind: no process of the job, no new file in /dev/shm (zcoll's shared memory
+# is memfds; its sockets are abstract).
 set -u
 BUILD=${ZCOLL_BUILD_DIR:?ZCOLL_BUILD_DIR must name the build directory}
 SRC=${ZCOLL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -13,6 +15,7 @@ export ZCOLL_SOCKET_IFNAME=${ZCOLL_SOCKET_IFNAME:-lo} UCX_NET_DEVICES=${UCX_NET_
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failed=0
+shm_before=$(ls /dev/shm 2>/dev/null | sort)
 for run in 0 1 2 3 4 5 6 7 8 9; do
   victim=$(( (run * 3 + 1) % 4 ))
   kill_step=$(( (run * 5) % 7 ))
@@ -28,4 +31,11 @@ for run in 0 1 2 3 4 5 6 7 8 9; do
   fi
   echo "ok: run $run, victim $victim at step $kill_step: $(grep -o 'survived: .*' "$log")"
 done
+if pgrep -f "$PROG" >/dev/null; then
+  echo "FAIL: processes of the job are still running:"; pgrep -af "$PROG"; failed=1
+fi
+shm_after=$(ls /dev/shm 2>/dev/null | sort)
+if [ "$shm_before" != "$shm_after" ]; then
+  echo "FAIL: /dev/shm changed:"; diff <(echo "$shm_before") <(echo "$shm_after"); failed=1
+fi
 exit $failed
