@@ -307,6 +307,80 @@ void ZcollBackend::splitNoColor() {
   check(rc, parent, "zcollCommSplit");
 }
 
+// torch's shrink flags (torch.distributed.SHRINK_DEFAULT / SHRINK_ABORT).
+constexpr int kTorchShrinkDefault = 0;
+constexpr int kTorchShrinkAbort = 1;
+
+c10::intrusive_ptr<c10d::Backend> ZcollBackend::shrinkGroup(
+    const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+    const c10::intrusive_ptr<Options>& opts) {
+  // Checked here, alike on every rank, before any exchange (dist.shrink_group checks the same
+  // first; a direct call of Backend.shrink gets these messages).
+  TORCH_CHECK_VALUE(shrinkFlags == kTorchShrinkDefault || shrinkFlags == kTorchShrinkAbort,
+                    "zcoll: shrink: unknown shrink_flags ", shrinkFlags, " (SHRINK_DEFAULT = 0 "
+                    "for a healthy group, SHRINK_ABORT = 1 for a broken one)");
+  TORCH_CHECK_VALUE(!ranksToExclude.empty(), "zcoll: shrink: ranks_to_exclude is empty: name "
+                    "the ranks of this group to leave out");
+  std::vector<int> excluded;
+  for (int64_t r : ranksToExclude) {
+    TORCH_CHECK_VALUE(r >= 0 && r < size_, "zcoll: shrink: rank ", r, " in ranks_to_exclude is "
+                      "not a rank of this group (size ", size_, ": ranks 0 to ", size_ - 1, ")");
+    TORCH_CHECK_VALUE(std::find(excluded.begin(), excluded.end(), r) == excluded.end(),
+                      "zcoll: shrink: rank ", r, " is repeated in ranks_to_exclude");
+    excluded.push_back(static_cast<int>(r));
+  }
+  TORCH_CHECK_VALUE(static_cast<int>(excluded.size()) < size_, "zcoll: shrink: ranks_to_exclude "
+                    "names every rank of this group (size ", size_, "): at least one must stay");
+  TORCH_CHECK_VALUE(std::find(excluded.begin(), excluded.end(), rank_) == excluded.end(),
+                    "zcoll: shrink: this rank (", rank_, ") is in ranks_to_exclude: only the "
+                    "ranks that stay call shrink");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(!batch_, "zcoll: shrink inside a coalescing block (end it first)");
+  }
+  int timeoutSec = 0;
+  zcollConfig_t config = childConfig(&timeoutSec);
+  std::chrono::milliseconds workTimeout = ::kNoTimeout;
+  if (int64_t ms = workTimeoutMs_.load(); ms > 0) workTimeout = std::chrono::milliseconds(ms);
+  if (opts && !zcollTimeoutFromEnv()) {  // shrink_group's pg_options: its timeout
+    timeoutSec = static_cast<int>(std::clamp<int64_t>(
+        (opts->timeout.count() + 999) / 1000, 1, 2147483647));
+    config.timeoutSec = timeoutSec;
+  }
+  const bool abortFirst = shrinkFlags == kTorchShrinkAbort;
+  zcollComm_t parent = hostComm();
+  if (abortFirst) {
+    // The group's CUDA communicator (split from this one at its first CUDA collective) is not
+    // shrunk: it is ended now (its enqueued calls dropped, its peers told), and the new group
+    // connects its own at its first CUDA collective, as a new group does. With SHRINK_DEFAULT
+    // it is left to end with this group (destroy_process_group, which torch's shrink_group
+    // calls once the new group exists).
+    std::lock_guard<std::mutex> lock(closeMu_);
+    if (deviceComm_) {
+      MaybeReleaseGil noGil;
+      zcollCommAbort(deviceComm_);
+      deviceComm_ = nullptr;
+    }
+  }
+  zcollComm_t child = nullptr;
+  zcollResult_t rc;
+  {
+    MaybeReleaseGil noGil;  // collective over the ranks that stay
+    rc = zcollCommShrink(parent, excluded.data(), static_cast<int>(excluded.size()), &child,
+                         &config, abortFirst ? ZCOLL_SHRINK_ABORT : ZCOLL_SHRINK_DEFAULT);
+  }
+  check(rc, parent, "zcollCommShrink");
+  TORCH_CHECK(child != nullptr, "zcoll: zcollCommShrink made no communicator for rank ", rank_);
+  int newRank = -1, newSize = 0;
+  if ((rc = zcollCommUserRank(child, &newRank)) != zcollSuccess ||
+      (rc = zcollCommCount(child, &newSize)) != zcollSuccess) {
+    std::exception_ptr error = zcollError(rc, child, "zcollCommUserRank/zcollCommCount");
+    zcollCommDestroy(child);
+    std::rethrow_exception(error);
+  }
+  return c10::make_intrusive<ZcollBackend>(child, newRank, newSize, timeoutSec, workTimeout);
+}
+
 void ZcollBackend::eagerConnectSingleDevice(at::Device device) {
   if (!device.is_cuda()) return;  // CPU tensors use the group's communicator
   deviceComm(device, true);

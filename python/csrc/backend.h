@@ -7,6 +7,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
 
 #include <atomic>
 #include <functional>
@@ -17,6 +18,14 @@
 
 #include "common.h"
 #include "work.h"
+
+// torch's Backend::supportsShrinking / shrink (dist.shrink_group) came with torch 2.10; older
+// torch has neither, and the backend then reports no shrinking (torch's default).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+#define ZCOLL_TORCH_SHRINK 1
+#else
+#define ZCOLL_TORCH_SHRINK 0
+#endif
 
 #ifdef ZCOLL_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -85,6 +94,22 @@ class ZcollBackend : public c10d::Backend {
   // Non-members' part of a split of this group (new_group with the default group split).
   void splitNoColor();
   void eagerConnectSingleDevice(at::Device device) override;
+  // dist.shrink_group over zcollCommShrink: the ranks of this group not in ranksToExclude (ranks
+  // of this group) get a new group on a new communicator, renumbered in this group's order.
+  // shrinkFlags: torch's SHRINK_DEFAULT (0, this group healthy) or SHRINK_ABORT (1, a broken
+  // group: revoked first, as ZCOLL_SHRINK_ABORT). Collective over the ranks that stay.
+  c10::intrusive_ptr<c10d::Backend> shrinkGroup(const std::vector<int64_t>& ranksToExclude,
+                                                int shrinkFlags,
+                                                const c10::intrusive_ptr<Options>& opts);
+#if ZCOLL_TORCH_SHRINK
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags = 0,
+                                           const c10::intrusive_ptr<Options>& opts = nullptr)
+      override {
+    return shrinkGroup(ranksToExclude, shrinkFlags, opts);
+  }
+#endif
   void abort() override;
   void shutdown() override;
   c10d::ErrorType getError() override;

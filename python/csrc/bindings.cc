@@ -115,4 +115,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("built_with_cuda") = false;
 #endif
   m.def("zcoll_takes_device_buffers", &zcoll_torch::zcollTakesDeviceBuffers);
+  // Whether this build reports supports_shrinking and implements Backend.shrink (torch >= 2.10:
+  // dist.shrink_group).
+  m.attr("supports_shrink") = static_cast<bool>(ZCOLL_TORCH_SHRINK);
 }
