@@ -118,9 +118,10 @@ class ZcollBackend : public c10d::Backend {
   // The number of collectives issued on this group so far (point to point excluded, as
   // ProcessGroupNCCL's collective sequence number): equal on every rank while they agree.
   // TORCH_DISTRIBUTED_DEBUG=DETAIL's ProcessGroupWrapper compares it across ranks before each
-  // collective. It starts at 0 on every rank, so torch's setSequenceNumberForGroup (a no-op)
-  // is kept.
+  // collective. It starts at 0 on every rank, so there is nothing to agree on: torch 2.11's
+  // default setSequenceNumberForGroup throws (2.15's is a deprecated no-op), hence this one.
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+  void setSequenceNumberForGroup() override {}
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

@@ -64,7 +64,8 @@ Reduction toReduction(const c10d::ReduceOp& op, const at::Tensor& t) {
       TORCH_CHECK(at::isFloatingType(t.scalar_type()),
                   "zcoll: ReduceOp.PREMUL_SUM needs a floating-point tensor (got ",
                   t.scalar_type(), ")");
-      const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+      // NCCLPreMulSumSupplement: torch 2.11's name, kept as an alias by 2.15 (PreMulSumSupplement).
+      const auto* s = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(s != nullptr, "zcoll: ReduceOp.PREMUL_SUM without its factor (make it with "
                   "dist.ReduceOp.PREMUL_SUM(factor) or dist._make_nccl_premul_sum(factor))");
       r.op = zcollSum;

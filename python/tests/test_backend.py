@@ -119,8 +119,9 @@ def scenario_collectives(rank, world):
             outs = [torch.empty(3, dtype=dtype) for _ in range(world)]
             dist.all_to_all(outs, [_values(rank, 3, dtype, 15 + p) for p in range(world)], group=g)
             return torch.cat(outs)
-        a, b = _both(a2al)
-        assert torch.equal(a, b), ("all_to_all", dtype)
+        # Against the values themselves: torch 2.11's gloo has no all_to_all.
+        expected = torch.cat([_values(p, 3, dtype, 15 + rank) for p in range(world)])
+        assert torch.equal(a2al(None), expected), ("all_to_all", dtype)
         # uneven lists (gloo has none): rank r sends (r + 2p) % 3 elements to p, empty included
         ins = [_values(rank, (rank + 2 * p) % 3, dtype, 15 + p) for p in range(world)]
         outs = [torch.full(((p + 2 * rank) % 3,), 7, dtype=dtype) for p in range(world)]

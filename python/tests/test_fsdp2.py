@@ -183,7 +183,7 @@ def _checked_comms(gloo_for):
             chunks = [x[r * c:(r + 1) * c].double() for x in _gather_all(inp, gloo)]
             kind = zf._op_kind(op)
             scale = (1 / w if kind == dist.ReduceOp.AVG else
-                     float(op.factor) if kind == dist.ReduceOp.PREMUL_SUM else 1.0)
+                     float(zf._premul_factor(op)) if kind == dist.ReduceOp.PREMUL_SUM else 1.0)
             exact = sum(chunks) * scale
             sum_a = sum(_block_absmax(ch, 256) for ch in chunks) * abs(scale)
             nodes = zf._zpp.zcoll_backend(group).node_count()

@@ -123,6 +123,7 @@ def _init_in_subprocess(env, world=2, timeout=120):
     """torchrun of `world` ranks that only create the zcoll group; returns (rc, output)."""
     script = textwrap.dedent("""
         import torch.distributed as dist
+        import zcoll  # noqa: F401  (torch 2.11 loads no c10d backend by name without it)
         try:
             dist.init_process_group("zcoll")
         except Exception as err:

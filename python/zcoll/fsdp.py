@@ -221,10 +221,11 @@ class QuantizedReduceScatter(_Settings, _ReduceScatterBase):
         kind = _op_kind(op)
         dtype = input_tensor.dtype
         if kind == dist.ReduceOp.PREMUL_SUM:
-            factor = getattr(op, "factor", None)
+            factor = _premul_factor(op)
             if factor is None:
                 raise ValueError("zcoll.fsdp.QuantizedReduceScatter: PREMUL_SUM without a "
-                                 "readable factor (this torch's ReduceOp has no .factor)")
+                                 "readable factor (neither ReduceOp.factor nor its pickled "
+                                 "state has one)")
             factor = float(factor.item() if isinstance(factor, torch.Tensor) else factor)
             zop = dist.ReduceOp.SUM
         elif kind in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
@@ -332,6 +333,27 @@ def zeropp(model, *, qwz=True, hpz=True, qgz=True, weight_bits=8, grad_bits=4,
     return model
 
 
+def _premul_factor(op):
+    """A PREMUL_SUM ReduceOp's factor (a float or a one-element tensor), or None: torch 2.15
+    has ``op.factor``; torch 2.11 only gives it through pickling, ``(PREMUL_SUM, factor)``."""
+    factor = getattr(op, "factor", None)
+    if factor is None and hasattr(op, "__getstate__"):
+        state = op.__getstate__()
+        if isinstance(state, tuple) and len(state) > 1:
+            factor = state[1]
+    return factor
+
+
+def _param_groups(state):
+    """An FSDP2 state's parameter groups: torch 2.15 keeps a list (``_fsdp_param_groups``),
+    torch 2.11 at most one (``_fsdp_param_group``)."""
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is not None:
+        return list(groups)
+    one = getattr(state, "_fsdp_param_group", None)
+    return [one] if one is not None else []
+
+
 def backward_gather_groups(model):
     """The process groups (this rank's, distinct, in module order) that FSDP2's backward
     all-gathers of `model` run on: for each FSDP module that reshards after forward, its
@@ -341,7 +363,7 @@ def backward_gather_groups(model):
     the backward gathers move (python/README.md, "Byte counters")."""
     groups = {}
     for m in _fsdp_modules(model):
-        for pg_ in m._get_fsdp_state()._fsdp_param_groups:
+        for pg_ in _param_groups(m._get_fsdp_state()):
             post = pg_.post_forward_mesh_info
             if post is None:  # kept unsharded after forward: no backward gather
                 continue
@@ -352,7 +374,7 @@ def backward_gather_groups(model):
 
 def _check_hpz(module):
     state = module._get_fsdp_state()
-    for pg_ in state._fsdp_param_groups:
+    for pg_ in _param_groups(state):
         post = pg_.post_forward_mesh_info
         if post is None:  # reshard_after_forward=False: no backward gather at all
             continue
