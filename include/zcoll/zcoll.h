@@ -47,12 +47,14 @@
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
  *    otherwise), and every rank passes the same kind to a call (checked with
  *    ZCOLL_CHECK_CALLS=on, below).
- *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort is the one call
- *    that may be made from another thread while a collective is running.
+ *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort and
+ *    zcollCommRevoke are the calls that may be made from another thread while a collective is
+ *    running.
  *  - After any error other than zcollInvalidArgument / zcollInvalidUsage detected before
  *    communication started (and after any failure of an enqueued device call), the
  *    communicator is in an error state: every further call returns that error (see
- *    zcollCommGetAsyncError), and only zcollCommDestroy / zcollCommAbort work.
+ *    zcollCommGetAsyncError), and only zcollCommShrink (ZCOLL_SHRINK_ABORT: the ranks that
+ *    remain go on without the failed ones), zcollCommDestroy and zcollCommAbort work.
  *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
  *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.
  *  - Every rank must make the same collective calls in the same order with the same count,
