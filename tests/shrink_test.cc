@@ -169,6 +169,10 @@ TEST(Shrink, BadArgumentsFailBeforeAnyExchange) {
                       zcollCommShrink(comm, all, 2, &shrunk, nullptr, ZCOLL_SHRINK_DEFAULT));
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "not in [0, 2)",
                       zcollCommShrink(comm, outside, 1, &shrunk, nullptr, ZCOLL_SHRINK_DEFAULT));
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "between zcollGroupStart and zcollGroupEnd",
+                      zcollCommShrink(comm, one, 1, &shrunk, nullptr, ZCOLL_SHRINK_DEFAULT));
+    ASSERT_EQ(zcollGroupEnd(), zcollSuccess);
     zcollConfig_t bad = ZCOLL_CONFIG_INITIALIZER;
     bad.timeoutSec = -5;
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "timeoutSec",

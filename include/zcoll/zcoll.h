@@ -304,7 +304,7 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
  * *newcomm = NULL. config may be NULL (inherit the parent's settings, as a split). Argument
  * errors (newcomm NULL, excludeCount < 0 or with excludeRanks NULL, a rank out of range or
  * repeated, every rank excluded, unknown flags, a bad config) are zcollInvalidArgument before any
- * exchange. The parent is left as it was (or revoked, with ZCOLL_SHRINK_ABORT): destroy it when
+ * exchange; between zcollGroupStart and zcollGroupEnd it is zcollInvalidUsage. The parent is left as it was (or revoked, with ZCOLL_SHRINK_ABORT): destroy it when
  * done with it. */
 #define ZCOLL_SHRINK_DEFAULT 0
 #define ZCOLL_SHRINK_ABORT 1

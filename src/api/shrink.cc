@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "api/guard.h"
+#include "api/validate.h"
 #include "core/init.h"
 #include "core/peer_notice.h"
 #include "core/progress.h"
@@ -67,6 +68,7 @@ zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRanks, int exc
   zcollResult_t r = pinnedCall(comm, "zcollCommShrink", [&]() -> Result {
     std::vector<int> excluded;
     bool self = false;
+    ZCOLL_CHECK(refuseInGroup("zcollCommShrink"));
     ZCOLL_CHECK(validateShrink(comm, excludeRanks, excludeCount, newcomm, shrinkFlags, &excluded,
                                &self));
     InitSettings s = inheritedSettings(comm, ".shrink");
