@@ -288,7 +288,9 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
  * (a node left with fewer ranks makes an uneven layout: qgZ falls back to its flat algorithm and
  * hpZ refuses it, as docs/ZEROPP.md says for any uneven layout).
  * Collective over the ranks that stay; every one must pass the same set (in any order), else
- * all fail with zcollInvalidUsage naming a rank that differs. It needs nothing from an excluded
+ * none gets a communicator: a rank that hears from one whose set differs fails with
+ * zcollInvalidUsage naming it, and a rank waiting for one that left it out fails when that rank
+ * leaves (zcollRemoteError) or at the timeout. It needs nothing from an excluded
  * rank (dead or alive) nor from the parent's rendezvous root. shrinkFlags:
  *   ZCOLL_SHRINK_DEFAULT  the parent must be healthy: calls queued on it run first; a broken or
  *                         revoked parent is zcollInvalidUsage (use ZCOLL_SHRINK_ABORT);
@@ -304,8 +306,9 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
  * *newcomm = NULL. config may be NULL (inherit the parent's settings, as a split). Argument
  * errors (newcomm NULL, excludeCount < 0 or with excludeRanks NULL, a rank out of range or
  * repeated, every rank excluded, unknown flags, a bad config) are zcollInvalidArgument before any
- * exchange; between zcollGroupStart and zcollGroupEnd it is zcollInvalidUsage. The parent is left as it was (or revoked, with ZCOLL_SHRINK_ABORT): destroy it when
- * done with it. */
+ * exchange; between zcollGroupStart and zcollGroupEnd it is zcollInvalidUsage. The parent is
+ * left as it was (revoked with ZCOLL_SHRINK_ABORT; broken if the exchange itself failed):
+ * destroy it when done with it. */
 #define ZCOLL_SHRINK_DEFAULT 0
 #define ZCOLL_SHRINK_ABORT 1
 ZCOLL_API zcollResult_t zcollCommRevoke(zcollComm_t comm);
