@@ -148,6 +148,18 @@ TEST(Shrink, RanksThatExcludeDifferentRanksAllFailWithoutAComm) {
   });
 }
 
+TEST(Shrink, ALoneRankShrinksToACommOfItself) {
+  runOwningRanks(1, sixtySeconds, [](int, zcollComm_t comm) {
+    zcollComm_t shrunk = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommShrink(comm, nullptr, 0, &shrunk, nullptr,
+                                          ZCOLL_SHRINK_DEFAULT));
+    ASSERT_NE(shrunk, nullptr);
+    expectExactAllReduce(shrunk);
+    EXPECT_EQ(zcollCommDestroy(shrunk), zcollSuccess);
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  });
+}
+
 TEST(Shrink, BadArgumentsFailBeforeAnyExchange) {
   runOwningRanks(2, sixtySeconds, [](int rank, zcollComm_t comm) {
     zcollComm_t shrunk = nullptr;
