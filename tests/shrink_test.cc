@@ -5,8 +5,14 @@
 // every rank without a comm; revoke interrupts a call blocked in another thread. ZCOLL_TIMEOUT
 // is 60 s, so a return after kHangGuard means the news did not travel (a hang guard, not a
 // performance assertion).
+#include <dirent.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +76,74 @@ TEST(Shrink, AfterAPeerDiesTheOthersGoOnWithExactCollectives) {
     EXPECT_EQ(zcollCommDestroy(shrunk), zcollSuccess);
     EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
   });
+}
+
+// The inodes of this machine's listening TCP sockets.
+std::set<std::string> listeningInodes() {
+  std::set<std::string> inodes;
+  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (state == "0A") inodes.insert(inode);
+    }
+  }
+  return inodes;
+}
+
+// Open descriptors of this process, but for listening TCP sockets: a unique id's rendezvous
+// service keeps listening until its timeout, by design, to tell a reused id apart.
+int openDescriptors() {
+  const std::set<std::string> listening = listeningInodes();
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      char target[256] = {};
+      const std::string path = std::string("/proc/self/fd/") + e->d_name;
+      if (readlink(path.c_str(), target, sizeof(target) - 1) < 0) continue;
+      const std::string t = target;
+      if (t.rfind("socket:[", 0) == 0 && listening.count(t.substr(8, t.size() - 9))) continue;
+      ++n;
+    }
+    closedir(d);
+  }
+  return n;
+}
+int memfdMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("memfd:") != std::string::npos) ++n;
+  return n;
+}
+
+// A peer dies, the others shrink and go on, everything is destroyed.
+void dieShrinkDestroy() {
+  runOwningRanks(4, sixtySeconds, [](int rank, zcollComm_t comm) {
+    if (rank == 2) {
+      EXPECT_EQ(zcollCommAbort(comm), zcollSuccess);
+      return;
+    }
+    const int dead[] = {2};
+    zcollComm_t shrunk = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommShrink(comm, dead, 1, &shrunk, nullptr, ZCOLL_SHRINK_ABORT));
+    if (shrunk != nullptr) expectExactAllReduce(shrunk);
+    EXPECT_EQ(zcollCommDestroy(shrunk), zcollSuccess);
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  });
+}
+
+TEST(Shrink, NothingIsLeftOpenOrMappedAfterAShrinkAndTheDestroys) {
+  dieShrinkDestroy();  // first: what the libraries keep for the process (UCX's context) is made
+  const int fds = openDescriptors(), maps = memfdMappings();
+  dieShrinkDestroy();
+  dieShrinkDestroy();
+  EXPECT_EQ(openDescriptors(), fds) << "descriptors left open";
+  EXPECT_EQ(memfdMappings(), maps) << "shared memory left mapped";
 }
 
 TEST(Shrink, AHealthyShrinkDropsARankThatTakesNoPart) {
