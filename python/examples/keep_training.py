@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--victim", type=int, default=1, help="the rank that dies (default 1)")
     ap.add_argument("--kill-step", type=int, default=10, help="when it dies (default 10)")
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--alive-wait", type=float, default=1.0,
+                    help="seconds a survivor waits for the others' files (default 1)")
     ap.add_argument("--alive-dir", default=os.path.join(tempfile.gettempdir(), "zcoll-alive-"
                                                         + os.environ.get("MASTER_PORT", "x")))
     args = ap.parse_args()
@@ -70,7 +72,7 @@ def main():
             loss = train_step(model, opt, step, rank, dist.get_world_size())
         except dist.DistBackendError as err:
             failed_after = time.perf_counter() - started
-            alive = survivors(args.alive_dir, rank, world, wait_s=1.0)
+            alive = survivors(args.alive_dir, rank, world, wait_s=args.alive_wait)
             gone = [r for r in range(world) if r not in alive]
             t = time.perf_counter()
             dist.shrink_group(gone, shrink_flags=c10d.SHRINK_ABORT)
