@@ -124,15 +124,19 @@ Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag
   return r;
 }
 
+const char* whyPeerGone(const zcollComm* comm, int peer) {
+  if (peerLeft(comm, peer)) return "destroyed or aborted its communicator";
+  if (comm->route[peer]->peerFailed(peer)) return "failed or disconnected";
+  if (comm->sameMachine(peer) && processGone(comm->peers[peer].pid)) return "exited";
+  return nullptr;
+}
+
 namespace {
 
-// A peer is down when it said it closed or failed, its transport says so or, on this machine,
-// its process is gone.
+// A peer is down when it said it failed, or it is gone (whyPeerGone).
 bool peerDown(const zcollComm* comm, int peer) {
   if (peer == comm->rank) return false;
-  if (noticeFrom(comm, peer) != Notice::kNone) return true;
-  if (comm->route[peer]->peerFailed(peer)) return true;
-  return comm->sameMachine(peer) && processGone(comm->peers[peer].pid);
+  return noticeFrom(comm, peer) != Notice::kNone || whyPeerGone(comm, peer) != nullptr;
 }
 
 // Watches the pending requests' peers. A down peer fails the wait only after a grace period

@@ -28,6 +28,12 @@ void countTransfer(zcollComm* comm, int peer, size_t bytes, bool sending);
 // abort or peer failure; on failure cancels the rest and puts the comm in the error state.
 Result waitAll(zcollComm* comm, Request* reqs, size_t n);
 
+// Why `peer` (not this rank) will never answer again, or nullptr while it may: its
+// communicator is closed (a close or gone notice, core/peer_notice.h), its transport reported
+// it, or its process on this machine ended. A failure notice alone is not such a reason: the
+// peer may be alive (a shrink waits on such peers).
+const char* whyPeerGone(const zcollComm* comm, int peer);
+
 // Puts the communicator in the error state (first error wins).
 void breakComm(zcollComm* comm, Result error);
 // breakComm, then the failure notice to every peer (once per comm): peers blocked on this rank

@@ -6,9 +6,7 @@
 #include <thread>
 
 #include "base/hash.h"
-#include "base/process.h"
 #include "base/tags.h"
-#include "core/peer_notice.h"
 #include "core/progress.h"
 
 namespace zcoll {
@@ -43,15 +41,6 @@ std::vector<int> stayersOf(const zcollComm* parent, const std::vector<int>& excl
     stayers.push_back(r);
   }
   return stayers;
-}
-
-// Why stayer `peer` cannot answer any more, or "" while it may: a failure notice is not such a
-// reason here (every stayer's parent broke), a close or a gone notice is.
-std::string stayerGone(const zcollComm* parent, int peer) {
-  if (peerLeft(parent, peer)) return "destroyed or aborted its communicator";
-  if (parent->route[peer]->peerFailed(peer)) return "failed or disconnected";
-  if (parent->sameMachine(peer) && processGone(parent->peers[peer].pid)) return "exited";
-  return "";
 }
 
 // One round of the exchange: sends `mine` to every other stayer and receives theirs[p]
@@ -118,11 +107,11 @@ Result Round::waitForStayers() {
       for (size_t i = 0; i < posted_; ++i) {
         if (reqs_[i].complete()) continue;
         const int p = reqs_[i].peer;
-        const std::string why = stayerGone(parent_, p);
-        if (!why.empty())
+        // Failure notices do not count here (every stayer's parent broke): whyPeerGone.
+        if (const char* why = whyPeerGone(parent_, p))
           return fail(zcollRemoteError, "zcollCommShrink: rank %d (pid %d on %s) %s during the "
                       "shrink; call zcollCommShrink again, excluding it too", p,
-                      parent_->peers[p].pid, parent_->peers[p].hostName, why.c_str());
+                      parent_->peers[p].pid, parent_->peers[p].hostName, why);
       }
       if (now > deadline)
         return fail(zcollTimeout, "zcollCommShrink: rank %d waited more than %d s for the other "
