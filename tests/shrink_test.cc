@@ -253,6 +253,8 @@ TEST(Shrink, BadArgumentsFailBeforeAnyExchange) {
                       zcollCommShrink(comm, twice, 2, &shrunk, nullptr, ZCOLL_SHRINK_DEFAULT));
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "all 2 ranks are excluded",
                       zcollCommShrink(comm, all, 2, &shrunk, nullptr, ZCOLL_SHRINK_DEFAULT));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "excludeCount 1000000 is more than the 2",
+                      zcollCommShrink(comm, one, 1000000, &shrunk, nullptr, ZCOLL_SHRINK_DEFAULT));
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "not in [0, 2)",
                       zcollCommShrink(comm, outside, 1, &shrunk, nullptr, ZCOLL_SHRINK_DEFAULT));
     ASSERT_EQ(zcollGroupStart(), zcollSuccess);

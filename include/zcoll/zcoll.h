@@ -304,9 +304,9 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
  * make the same number of calls). A rank that stays and never calls fails the others at the
  * parent's timeout. A rank that calls with itself in excludeRanks takes no part: zcollSuccess,
  * *newcomm = NULL. config may be NULL (inherit the parent's settings, as a split). Argument
- * errors (newcomm NULL, excludeCount < 0 or with excludeRanks NULL, a rank out of range or
- * repeated, every rank excluded, unknown flags, a bad config) are zcollInvalidArgument before any
- * exchange; between zcollGroupStart and zcollGroupEnd it is zcollInvalidUsage. The parent is
+ * errors (newcomm NULL, excludeCount < 0, above the rank count or with excludeRanks NULL, a
+ * rank out of range or repeated, every rank excluded, unknown flags, a bad config) are
+ * zcollInvalidArgument before any exchange; between zcollGroupStart and zcollGroupEnd it is zcollInvalidUsage. The parent is
  * left as it was (revoked with ZCOLL_SHRINK_ABORT; broken if the exchange itself failed):
  * destroy it when done with it. */
 #define ZCOLL_SHRINK_DEFAULT 0

@@ -25,6 +25,9 @@ Result validateShrink(const zcollComm* comm, const int* excludeRanks, int exclud
   if (excludeCount < 0 || (excludeCount > 0 && excludeRanks == nullptr))
     return fail(zcollInvalidArgument, "zcollCommShrink: excludeCount %d with excludeRanks %s",
                 excludeCount, excludeRanks == nullptr ? "NULL" : "set");
+  if (excludeCount > comm->nranks)  // before reading that many: excludeRanks may be shorter
+    return fail(zcollInvalidArgument, "zcollCommShrink: excludeCount %d is more than the %d "
+                "ranks", excludeCount, comm->nranks);
   excluded->assign(excludeRanks, excludeRanks + excludeCount);
   std::sort(excluded->begin(), excluded->end());
   for (size_t i = 0; i < excluded->size(); ++i) {
@@ -35,7 +38,7 @@ Result validateShrink(const zcollComm* comm, const int* excludeRanks, int exclud
     if (i > 0 && (*excluded)[i - 1] == r)
       return fail(zcollInvalidArgument, "zcollCommShrink: rank %d is excluded twice", r);
   }
-  if (excludeCount >= comm->nranks)
+  if (excludeCount == comm->nranks)
     return fail(zcollInvalidArgument, "zcollCommShrink: all %d ranks are excluded",
                 comm->nranks);
   *self = std::binary_search(excluded->begin(), excluded->end(), comm->rank);
