@@ -35,6 +35,7 @@ namespace {
 
 using test::FakeDevice;
 using test::FakeDeviceArena;
+using test::FakeIpc;
 using test::Placement;
 using test::RankSetup;
 using test::runRanks;
@@ -228,9 +229,140 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DevicePath,
                                          RankSetup{3, 2}),
                          test::layoutName);
 
-// ---- cuda_ipc: device bytes between the ranks of a node, device to device -------------------
+// ---- Reads in place on device buffers (transport/peer_memory.h: cuda_ipc's peer memory) ------
 
-using test::FakeIpc;
+// An algorithm that reads its peers in place, forced, and a call that runs it.
+struct InPlaceCase {
+  const char* param;
+  const char* algorithm;
+  std::function<void(FakeDeviceArena&, int, zcollComm_t)> run;
+};
+
+// The device copies cuda_ipc (and staged) start while `s`'s ranks run body with the stand-in
+// device, from init to destroy.
+int deviceCopiesOf(const RankSetup& s,
+                   const std::function<void(FakeDeviceArena&, int, zcollComm_t)>& body) {
+  const int before = FakeIpc::copiesStarted;
+  onFakeDevice(s, body);
+  return FakeIpc::copiesStarted - before;
+}
+
+std::vector<InPlaceCase> inPlaceCases() {
+  const auto f = zcollFloat32, bf = zcollBfloat16;
+  const size_t n = 5000;  // a multiple of no quantization block
+  auto call = [](const char* what, std::vector<Bytes> bufs, Call c) {
+    return [=](FakeDeviceArena& arena, int rank, zcollComm_t) {
+      expectDeviceGivesHostBytes(arena, bufs, c, what, rank);
+    };
+  };
+  std::vector<InPlaceCase> cases;
+  using Body = std::function<void(FakeDeviceArena&, int, zcollComm_t)>;
+  cases.push_back({"ZCOLL_ALGO_ALLGATHER", "shm_read", Body([=](FakeDeviceArena& a, int r,
+                                                                 zcollComm_t c) {
+    call("all-gather", {inputOf(r, n, f), Bytes(n * 4 * c->nranks)}, [=](auto& p) {
+      return zcollAllGather(p[0], p[1], n, f, c, callStream());
+    })(a, r, c);
+  })});
+  cases.push_back({"ZCOLL_ALGO_REDUCESCATTER", "shm_read", Body([=](FakeDeviceArena& a, int r,
+                                                                     zcollComm_t c) {
+    call("reduce-scatter bf16", {inputOf(r, n * c->nranks, bf), Bytes(n * 2)}, [=](auto& p) {
+      return zcollReduceScatter(p[0], p[1], n, bf, zcollSum, c, callStream());
+    })(a, r, c);
+  })});
+  cases.push_back({"ZCOLL_ALGO_ALLREDUCE", "shm_read", Body([=](FakeDeviceArena& a, int r,
+                                                                 zcollComm_t c) {
+    call("all-reduce bf16", {inputOf(r, n, bf), Bytes(n * 2)}, [=](auto& p) {
+      return zcollAllReduce(p[0], p[1], n, bf, zcollSum, c, callStream());
+    })(a, r, c);
+    call("all-reduce in place", {inputOf(r, n, f)}, [=](auto& p) {
+      return zcollAllReduce(p[0], p[0], n, f, zcollMax, c, callStream());
+    })(a, r, c);
+  })});
+  cases.push_back({"ZCOLL_ALGO_ALLGATHER_HIER", "rail_then_node_shm_read",
+                   [=](FakeDeviceArena& a, int r, zcollComm_t c) {
+    size_t sec = 0;
+    ASSERT_EQ(zcollSecondaryShardCount(c, n, &sec), zcollSuccess);
+    call("hpZ forward", {inputOf(r, n, bf), Bytes(n * 2 * c->nranks), Bytes(sec * 2)},
+         [=](auto& p) {
+      return zcollAllGatherHier(p[0], p[1], p[2], n, bf, nullptr, c, callStream());
+    })(a, r, c);
+  }});
+  cases.push_back({"ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY", "node_shm_read",
+                   [=](FakeDeviceArena& a, int r, zcollComm_t c) {
+    size_t sec = 0;
+    ASSERT_EQ(zcollSecondaryShardCount(c, n, &sec), zcollSuccess);
+    call("hpZ backward", {inputOf(r, sec, bf), Bytes(n * 2 * c->nranks)}, [=](auto& p) {
+      return zcollAllGatherFromSecondary(p[0], p[1], n, bf, c, callStream());
+    })(a, r, c);
+  }});
+  cases.push_back({"ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "two_hop_shm_read",
+                   [=](FakeDeviceArena& a, int r, zcollComm_t c) {
+    call("qgZ", {inputOf(r, n * c->nranks, bf), Bytes(n * 2)}, [=](auto& p) {
+      return zcollQuantizedReduceScatter(p[0], p[1], n, bf, zcollAvg, nullptr, c, callStream());
+    })(a, r, c);
+  }});
+  return cases;
+}
+
+// With caller buffers exposed (ZCOLL_CUDA_IPC_USER_BUFFERS=1), every algorithm that reads its
+// peers in place reads their device buffers through cuda_ipc's mappings, with the call's own
+// kernels: the bytes of the host call, and not one cuda_ipc copy beyond init's probes (the same
+// calls by messages start copies for every message). qgZ's windows are zcoll's own memory:
+// read in place without the setting too.
+TEST(DeviceReadsInPlace, EveryInPlaceAlgorithmReadsDevicePeersWithTheCallsKernels) {
+  test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "1");
+  for (const RankSetup& s : {RankSetup{2, 1}, RankSetup{3, 1}}) {
+    const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
+    for (const InPlaceCase& c : inPlaceCases()) {
+      SCOPED_TRACE(std::string(c.param) + "=" + c.algorithm + ", " + std::to_string(s.nranks) +
+                   " ranks");
+      test::ScopedEnv forced(c.param, c.algorithm);
+      const int mapsBefore = FakeIpc::mapsMade;
+      EXPECT_EQ(deviceCopiesOf(s, c.run), initOnly);
+      EXPECT_GT(FakeIpc::mapsMade - mapsBefore, 0);
+    }
+  }
+}
+
+// Without the setting, caller buffers are not exposed: the same forced algorithms run their
+// message-based twins (cuda_ipc copies), with the same bytes; qgZ still reads its windows.
+TEST(DeviceReadsInPlace, CallerBuffersGoByMessagesUnlessExposed) {
+  test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "0");
+  const RankSetup s{2, 1};
+  const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
+  for (const InPlaceCase& c : inPlaceCases()) {
+    SCOPED_TRACE(std::string(c.param) + "=" + c.algorithm);
+    test::ScopedEnv forced(c.param, c.algorithm);
+    const int copies = deviceCopiesOf(s, c.run);
+    if (std::string(c.algorithm) == "two_hop_shm_read") EXPECT_EQ(copies, initOnly);
+    else EXPECT_GT(copies, initOnly);
+  }
+}
+
+// A member whose buffer cannot be exported (stream-ordered memory) makes every member fall back
+// to messages after the publication (each saw every member's range): the bytes still match.
+TEST(DeviceReadsInPlace, ABufferThatCannotBeExportedSendsEveryRankToMessages) {
+  test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "1");
+  test::ScopedEnv forced("ZCOLL_ALGO_ALLGATHER", "shm_read");
+  const RankSetup s{3, 1};
+  const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
+  const size_t n = 4000;
+  const int copies = deviceCopiesOf(s, [&](FakeDeviceArena& arena, int rank, zcollComm_t comm) {
+    void* send = rank == 1 ? arena.allocUnexportable(n * 4) : arena.alloc(n * 4);
+    void* recv = arena.alloc(n * 4 * 3);
+    arena.upload(send, inputOf(rank, n, zcollFloat32));
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(send, recv, n, zcollFloat32, comm, arena.handle()));
+    const Bytes out = arena.download(recv, n * 4 * 3);
+    for (int r = 0; r < 3; ++r) {
+      const Bytes expected = inputOf(r, n, zcollFloat32);
+      EXPECT_TRUE(std::equal(expected.begin(), expected.end(), out.begin() + r * n * 4))
+          << "rank " << rank << ": block " << r;
+    }
+  });
+  EXPECT_GT(copies, initOnly);
+}
+
+// ---- cuda_ipc: device bytes between the ranks of a node, device to device -------------------
 
 TEST(CudaIpcRoutes, NodePeersGoDeviceToDeviceAndOtherNodesAreStaged) {
   FakeDevice device;

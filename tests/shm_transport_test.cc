@@ -21,15 +21,21 @@
 
 #include <csignal>
 
-#include "coll/shm_read.h"
+#include "coll/in_place.h"
 #include "core/comm.h"
 #include "support/ranks.h"
 #include "transport/host_memory.h"
 #include "transport/shm_segment.h"
+#include "transport/shm_transport.h"
 #include "transport/shm_window.h"
 
 namespace zcoll::test {
 namespace {
+
+// The comm's shm transport (the tests below use its windows and mapping counts).
+ShmTransport* shmOf(zcollComm_t comm) {
+  return static_cast<ShmTransport*>(comm->transportNamed("shm"));
+}
 
 constexpr size_t kEager = shm::kEagerBytes;  // the largest message copied through a ring
 static_assert(shm::kSlots < 200 && shm::kRndvSlots < 100, "the overflow test must overflow");
@@ -179,8 +185,11 @@ PathBytes pathBytes(zcollComm_t comm) {
 
 // ---- shm_read: the reduce-scatter that reads its peers in place ------------------------------
 
+// What a shm range (a published buffer, a window) costs on the wire: the fixed fields and the
+// handle shm uses (transport/peer_memory.h).
+constexpr uint64_t kShmRange = offsetof(ExposedRange, handle) + sizeof(shm::RegionRef);
 // What a read in place costs in messages per peer: the published buffer and the release token.
-constexpr uint64_t kNotices = sizeof(PeerBuffers::Published) + 1;
+constexpr uint64_t kNotices = kShmRange + 1;
 
 struct RsResult {
   std::vector<uint16_t> out;
@@ -297,12 +306,12 @@ std::vector<QgzRun> qgzRuns(const RankSetup& s, const char* algo, const char* tr
 }
 
 // Same bits as two_hop's exchange; the quantized pieces are counted as read from the peers
-// (as many bytes as the exchange moves), plus the window references (16 bytes per piece and
-// local peer: 3 pieces x 3 calls x 2 places) and one release token per call and local peer.
+// (as many bytes as the exchange moves), plus the window references (kShmRange bytes per piece
+// and local peer: 3 pieces x 3 calls x 2 places) and one release token per call and local peer.
 void expectShmReadMatchesExchange(const RankSetup& s, int localPeers) {
   auto exchange = qgzRuns(s, "two_hop", "");
   auto read = qgzRuns(s, "two_hop_shm_read", "");
-  const uint64_t extra = uint64_t(localPeers) * (3 * 6 * sizeof(shm::WindowRef) + 6);
+  const uint64_t extra = uint64_t(localPeers) * (3 * 6 * kShmRange + 6);
   for (int r = 0; r < s.nranks; ++r) {
     ASSERT_FALSE(read[r].out.empty());
     EXPECT_TRUE(read[r].out == exchange[r].out) << "rank " << r;
@@ -439,8 +448,8 @@ TEST(ShmMemory, AWindowThatCannotGrowOnOneRankFailsTheCallOnEveryRank) {
   runRanks(s, [&](int rank, zcollComm_t comm) {
     if (rank == 0) {
       char* base = nullptr;
-      shm::WindowRef ref;
-      ASSERT_EQ(comm->shmTransport()->ownWindow(size_t(32) << 20, &base, &ref), zcollSuccess);
+      ExposedRange ref;
+      ASSERT_EQ(shmOf(comm)->ownWindow(size_t(32) << 20, &base, &ref), zcollSuccess);
     }
     ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
     if (rank == 0) limit = std::make_unique<FileSizeLimit>(4u << 20);  // a window of 8 MiB: no
@@ -745,7 +754,7 @@ TEST(ShmRead, RegisteredBuffersAreMappedOnceAcrossCallsAndSeeNewBytes) {
         for (size_t i : {size_t(0), count / 2, count - 1})
           ASSERT_EQ(out.as<int32_t>()[r * count + i], int32_t(i * 31 + r * 7 + call))
               << "call " << call << " rank " << r << " element " << i;
-      const uint64_t mapped = comm->shmTransport()->peerRegions().mapped();
+      const uint64_t mapped = shmOf(comm)->peerRegions().mapped();
       if (call == 0) mappedAfterFirst = mapped;
       EXPECT_EQ(mapped, mappedAfterFirst) << "call " << call << " mapped its peers' buffers again";
     }

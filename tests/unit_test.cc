@@ -349,7 +349,7 @@ TEST(Collectives, OverrideParametersListEveryAlgorithmAndTheDefaults) {
   }
   EXPECT_EQ(describeDefaults(CollKind::kAllGather),
             "hierarchical over 32 KiB per rank if several_equal_nodes; shm_read from 1 MiB per "
-            "rank if every_peer_on_shm; ring over 32 KiB per rank; else direct");
+            "rank if every_peer_shares_memory; ring over 32 KiB per rank; else direct");
 }
 
 // The rules choose what the size thresholds say, on layouts without shm peers.

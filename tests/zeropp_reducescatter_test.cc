@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "coll/coll.h"
+#include "coll/in_place.h"
+#include "transport/host_memory.h"
 #include "quant/quant.h"
 #include "support/ranks.h"
 #include "support/values.h"
@@ -270,16 +272,19 @@ uint64_t piecedBytes(size_t count, int depth, int bits, int block, bool symmetri
 }
 
 // The hop inside the node reads the peers' windows in place (two_hop_shm_read, the default
-// when every local peer is on shm): a 16-byte window reference per piece and a 1-byte release
-// token per call go to every local peer on top of the quantized pieces they read.
+// when every local peer is on shm): a window reference per piece (a shm range: 56 bytes on the
+// wire, transport/peer_memory.h) and a 1-byte release token per call go to every local peer on
+// top of the quantized pieces they read.
 bool readsInPlace(zcollComm_t comm) {
   const zcollComm* c = comm;
-  return zcoll::everyPeerOnShm(c, zcoll::makeGroup(c, c->layout.nodeGroup(c->rank)));
+  return zcoll::peerMemoryOf(c, zcoll::makeGroup(c, c->layout.nodeGroup(c->rank)),
+                             zcoll::MemKind::kHost) != nullptr;
 }
 
 uint64_t windowControlBytes(size_t count, int depth, int block) {
   const size_t piece = pieceElems(count, depth, block);
-  return 16 * ((count + piece - 1) / piece) + 1;
+  const uint64_t range = offsetof(zcoll::ExposedRange, handle) + sizeof(zcoll::shm::RegionRef);
+  return range * ((count + piece - 1) / piece) + 1;
 }
 
 TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {

@@ -93,10 +93,14 @@ const std::vector<ParamDesc> kParams = {
      "default keeps peer copies off the CPU interconnect between packages, as NCCL does on "
      "Intel machines. Read at init."},
     {"ZCOLL_CUDA_IPC_USER_BUFFERS", ParamType::kInt, "0",
-     "1: cuda_ipc peers read a sender's own device buffer (no copy; the buffer's allocation "
-     "stays mapped in the peers until the communicator is destroyed, so it must not be freed "
-     "before, as with NCCL's registered buffers). 0: the sender copies into a block of zcoll's "
-     "that peers map once (one device-local copy; safe for any buffer). Read at init."},
+     "1: cuda_ipc peers read a sender's own device buffer (no copy), and the algorithms that "
+     "read their peers in place (shm_read, hpZ's *_shm_read) read and write the node peers' "
+     "device buffers through cuda_ipc too; a buffer's allocation stays mapped in the peers "
+     "until the communicator is destroyed, so it must not be freed before, as with NCCL's "
+     "registered buffers. 0: the sender copies into a block of zcoll's that peers map once "
+     "(one device-local copy; safe for any buffer), and those algorithms move device buffers "
+     "by messages (qgZ's two_hop_shm_read still reads zcoll's own windows in place). Read at "
+     "init."},
     {"ZCOLL_TRANSPORT", ParamType::kString, "",
      "Force the transport for every non-self peer: shm (shared memory; every peer must be on "
      "this node) or ucx. Empty: shm for peers on this node when both processes can share "

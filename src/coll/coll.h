@@ -72,6 +72,13 @@ class Stage {
   Result send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const;
   // Posts after the executor's work issued so far is done (it may be reading `buf`).
   Result recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const;
+  // A small message of the algorithm's own in host memory (a buffer's description, a token),
+  // over the peer's host route whatever the call's memory kind, posted once the executor's work
+  // issued so far has finished (not merely been ordered): a token sent after reading a peer's
+  // memory in place then says this rank's kernels are done with it. The step must carry no
+  // data message of the stage.
+  Result sendControl(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const;
+  Result recvControl(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const;
   // Waits for the requests: the bytes are then in place, device buffers included.
   Result wait(Request* reqs, size_t n) const;
   Result wait(RequestList& l) const { return wait(l.data(), l.size()); }
@@ -153,8 +160,8 @@ struct Algorithm {
 };
 
 // The algorithm for a call: the one ZCOLL_ALGO_<KIND> named when the comm was created, else
-// the default for the size and the comm's layout.
-Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
+// the default for the size, the comm's layout and the memory kind of the call's buffers.
+Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank, MemKind mem,
                        const Algorithm** out);
 // ZCOLL_ALGO_<KIND> for every CollKind, read from the environment (at comm creation only).
 std::vector<std::string> readAlgorithmOverrides();
@@ -181,9 +188,6 @@ Result reduceScatterRing(zcollComm* comm, const CollArgs& a);
 Result reduceScatterDirect(zcollComm* comm, const CollArgs& a);
 Result reduceScatterShmRead(zcollComm* comm, const CollArgs& a);
 Result reduceScatterHierarchical(zcollComm* comm, const CollArgs& a);
-// Every peer of the comm (of group g) is reached over shm (shm_read can run).
-bool everyPeerOnShm(const zcollComm* comm);
-bool everyPeerOnShm(const zcollComm* comm, const Group& g);
 Result allReduceRing(zcollComm* comm, const CollArgs& a);
 Result allReduceRecursiveDoubling(zcollComm* comm, const CollArgs& a);
 Result allReduceShmRead(zcollComm* comm, const CollArgs& a);

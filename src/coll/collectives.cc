@@ -4,6 +4,7 @@
 
 #include "base/params.h"
 #include "coll/coll.h"
+#include "coll/in_place.h"
 
 namespace zcoll {
 
@@ -49,14 +50,14 @@ const std::vector<Collective> kCollectives = {
 // hop read in place: 1.05-1.8x two_hop's exchange on one node.
 const std::vector<DefaultRule> kDefaults = {
     {CollKind::kAllGather, 32 * KiB + 1, Condition::kSeveralEqualNodes, "hierarchical"},
-    {CollKind::kAllGather, 1 * MiB, Condition::kEveryPeerOnShm, "shm_read"},
+    {CollKind::kAllGather, 1 * MiB, Condition::kEveryPeerSharesMemory, "shm_read"},
     {CollKind::kAllGather, 32 * KiB + 1, Condition::kAlways, "ring"},
     {CollKind::kAllGather, 0, Condition::kAlways, "direct"},
-    {CollKind::kReduceScatter, 4 * MiB, Condition::kEveryPeerOnShm, "shm_read"},
+    {CollKind::kReduceScatter, 4 * MiB, Condition::kEveryPeerSharesMemory, "shm_read"},
     {CollKind::kReduceScatter, 32 * KiB + 1, Condition::kAlways, "ring"},
     {CollKind::kReduceScatter, 0, Condition::kAlways, "direct"},
     {CollKind::kAllReduce, 0, Condition::kChunksUnder64Bytes, "recursive_doubling"},
-    {CollKind::kAllReduce, 4 * MiB, Condition::kEveryPeerOnShm, "shm_read"},
+    {CollKind::kAllReduce, 4 * MiB, Condition::kEveryPeerSharesMemory, "shm_read"},
     {CollKind::kAllReduce, 64 * KiB + 1, Condition::kAlways, "ring"},
     {CollKind::kAllReduce, 0, Condition::kAlways, "recursive_doubling"},
     {CollKind::kAllToAll, 0, Condition::kAlways, "pairwise"},
@@ -70,7 +71,8 @@ const std::vector<DefaultRule> kDefaults = {
     {CollKind::kAllGatherHier, 0, Condition::kAlways, "rail_then_node"},
     {CollKind::kAllGatherFromSecondary, 0, Condition::kAlways, "node"},
     {CollKind::kQuantizedReduceScatter, 0, Condition::kUnevenNodes, "flat"},
-    {CollKind::kQuantizedReduceScatter, 0, Condition::kEveryNodePeerOnShm, "two_hop_shm_read"},
+    {CollKind::kQuantizedReduceScatter, 0, Condition::kEveryNodePeerSharesMemory,
+     "two_hop_shm_read"},
     {CollKind::kQuantizedReduceScatter, 0, Condition::kAlways, "two_hop"},
 };
 
@@ -136,30 +138,36 @@ const char* conditionName(Condition c) {
     case Condition::kAlways: return "always";
     case Condition::kSeveralEqualNodes: return "several_equal_nodes";
     case Condition::kUnevenNodes: return "uneven_nodes";
-    case Condition::kEveryPeerOnShm: return "every_peer_on_shm";
-    case Condition::kEveryNodePeerOnShm: return "every_node_peer_on_shm";
+    case Condition::kEveryPeerSharesMemory: return "every_peer_shares_memory";
+    case Condition::kEveryNodePeerSharesMemory: return "every_node_peer_shares_memory";
     case Condition::kChunksUnder64Bytes: return "chunks_under_64_bytes";
   }
   return "unknown";
 }
 
-bool conditionHolds(const zcollComm* comm, Condition c, size_t bytesPerRank) {
+bool conditionHolds(const zcollComm* comm, Condition c, size_t bytesPerRank, MemKind mem) {
   switch (c) {
     case Condition::kAlways: return true;
     case Condition::kSeveralEqualNodes: return comm->layout.nodes > 1 && comm->layout.uniform();
     case Condition::kUnevenNodes: return !comm->layout.uniform();
-    case Condition::kEveryPeerOnShm: return everyPeerOnShm(comm);
-    case Condition::kEveryNodePeerOnShm:
-      return everyPeerOnShm(comm, makeGroup(comm, comm->layout.nodeGroup(comm->rank)));
+    case Condition::kEveryPeerSharesMemory: {
+      const PeerMemory* pm = peerMemoryOf(comm, worldGroup(comm), mem);
+      return pm != nullptr && pm->exposesCallerBuffers();
+    }
+    case Condition::kEveryNodePeerSharesMemory:
+      return peerMemoryOf(comm, makeGroup(comm, comm->layout.nodeGroup(comm->rank)), mem) !=
+             nullptr;
     case Condition::kChunksUnder64Bytes:
       return bytesPerRank < static_cast<size_t>(comm->nranks) * 64;
   }
   return false;
 }
 
-const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank) {
+const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
+                             MemKind mem) {
   for (const DefaultRule& r : kDefaults)
-    if (r.kind == kind && bytesPerRank >= r.fromBytes && conditionHolds(comm, r.when, bytesPerRank))
+    if (r.kind == kind && bytesPerRank >= r.fromBytes &&
+        conditionHolds(comm, r.when, bytesPerRank, mem))
       return r.algorithm;
   return "";
 }

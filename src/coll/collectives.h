@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "exec/device_component.h"
 
 namespace zcoll {
 
@@ -56,8 +57,11 @@ enum class Condition {
   kAlways,
   kSeveralEqualNodes,   // more than one node, every node with the same number of ranks
   kUnevenNodes,         // nodes with different numbers of ranks
-  kEveryPeerOnShm,      // every peer is reached over shm (the shm_read algorithms can run)
-  kEveryNodePeerOnShm,  // every peer on this rank's node is reached over shm
+  // Every peer reads this rank's buffers in place (coll/in_place.h) for the call's memory kind:
+  // host, every peer on shm; device, every peer on cuda_ipc with caller buffers exposed.
+  kEveryPeerSharesMemory,
+  // Every peer of this rank's node maps its windows for the call's memory kind (shm; cuda_ipc).
+  kEveryNodePeerSharesMemory,
   kChunksUnder64Bytes,  // bytes per rank < 64 x ranks: a ring's chunks would be tiny
 };
 
@@ -70,9 +74,12 @@ struct DefaultRule {
 
 const std::vector<DefaultRule>& defaultRules();
 const char* conditionName(Condition c);
-bool conditionHolds(const zcollComm* comm, Condition c, size_t bytesPerRank);
-// The default algorithm's name for a call of `bytesPerRank` bytes per rank on `comm`.
-const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank);
+// Whether `c` holds for a call of `bytesPerRank` bytes per rank on buffers of `mem` on `comm`.
+bool conditionHolds(const zcollComm* comm, Condition c, size_t bytesPerRank,
+                    MemKind mem = MemKind::kHost);
+// The default algorithm's name for such a call.
+const char* defaultAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
+                             MemKind mem = MemKind::kHost);
 // The rules of `kind` in words, in the syntax ZCOLL_ALGO_<KIND> takes:
 // "hierarchical from 32769 B per rank if several_equal_nodes; ...; else direct".
 std::string describeDefaults(CollKind kind);

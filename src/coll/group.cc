@@ -43,6 +43,18 @@ Result Stage::recv(int peer, void* buf, size_t bytes, uint32_t step, Request* re
                   exec_->memKind());
 }
 
+Result Stage::sendControl(int peer, const void* buf, size_t bytes, uint32_t step,
+                          Request* req) const {
+  ZCOLL_CHECK(exec_->flush());
+  return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req,
+                  MemKind::kHost);
+}
+
+Result Stage::recvControl(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const {
+  ZCOLL_CHECK(exec_->flush());
+  return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req, MemKind::kHost);
+}
+
 Result Stage::wait(Request* reqs, size_t n) const { return waitAll(comm_, reqs, n); }
 
 Result Stage::copy(void* dst, const void* src, size_t bytes) const {

@@ -9,13 +9,14 @@
 //   first step is still on the wire (whole shards, not slices: a quantized shard travels in the
 //   wire format's one layout, so the byte counts stay (N-1) * Q(C)).
 //   Inter-node bytes per rank: (N-1) * quantizedBytes(C) (or (N-1)*C*es exact), all in A.
-//   Stage B read in place (the *_shm_read algorithms, every node peer on shm, host buffers): the
-//   members trade the addresses of their secondary shards, each copies every member's N shards
-//   straight into its output (process_vm_readv, one copy), and a token releases the shards.
+//   Stage B read in place (the *_shm_read algorithms, every node peer reached through peer
+//   memory: coll/in_place.h): the members publish their secondary shards, each copies every
+//   member's N shards straight into its output (host: process_vm_readv or a mapped copy;
+//   device: a copy from the mapped shard), and a token releases the shards.
 #include <vector>
 
 #include "base/dtype.h"
-#include "coll/shm_read.h"
+#include "coll/in_place.h"
 #include "coll/zeropp_allgather.h"
 #include "coll/zeropp_config.h"
 
@@ -52,19 +53,20 @@ struct Placement {
   }
 };
 
-// Stage B read in place: every other member's N shards, straight from its secondary.
+// Stage B read in place: this rank's N shards into their places, then every other member's N
+// shards, straight from its published secondary.
 Result readShards(const Stage& st, zcollComm* comm, const Group& node, const char* sec,
-                  const Placement& out) {
+                  const PeerBuffers& secondaries, const Placement& out) {
   const int n = comm->layout.nodes;
-  PeerBuffers secondaries;
-  ZCOLL_CHECK(secondaries.publish(st, node, sec, n * out.bytes));
+  for (int m = 0; m < n; ++m)
+    ZCOLL_CHECK(st.copy(out.at(m, node.me), sec + m * out.bytes, out.bytes));
   for (int k = 1; k < node.size(); ++k) {
     int peer = (node.me + k) % node.size();
     for (int m = 0; m < n; ++m)
-      ZCOLL_CHECK(secondaries.read(peer, m * out.bytes, out.at(m, peer), out.bytes));
+      ZCOLL_CHECK(secondaries.read(st.exec(), peer, m * out.bytes, out.at(m, peer), out.bytes));
   }
   countPeerReads(comm, node, n * out.bytes);
-  return tradeTokens(st, node, 1);
+  return secondaries.release(st, 1);
 }
 
 // Stage B by messages, the receives: every other member's N shards, into their places.
@@ -94,32 +96,41 @@ size_t shardMessages(const Group& node, int n) {
   return 2 * static_cast<size_t>(node.size() - 1) * n;
 }
 
-// Whether stage B reads the peers' secondaries in place: when asked (shmRead), for host
-// buffers with every node peer on shm; otherwise it goes by messages.
+// Whether stage B reads the peers' secondaries in place: when asked (shmRead) and every node
+// peer's secondary can be read in place for the call's memory kind (coll/in_place.h); otherwise
+// it goes by messages.
 bool readsInPlace(zcollComm* comm, const Executor& exec, bool shmRead) {
-  return shmRead && &exec == &hostExecutor() &&
-         everyPeerOnShm(comm, makeGroup(comm, comm->layout.nodeGroup(comm->rank)));
+  return shmRead &&
+         readsCallerBuffersInPlace(comm, makeGroup(comm, comm->layout.nodeGroup(comm->rank)), exec);
+}
+
+// Stage B by messages, on a stage of its own.
+Result exchangeShards(zcollComm* comm, Executor& exec, const Group& node, const char* sec,
+                      const Placement& out) {
+  Stage st(comm, exec);
+  const int n = comm->layout.nodes;
+  RequestList reqs(shardMessages(node, n));
+  ZCOLL_CHECK(postShardReceives(st, node, n, out, reqs));
+  for (int m = 0; m < n; ++m) ZCOLL_CHECK(passShardOn(st, node, m, sec + m * out.bytes, out, reqs));
+  return st.wait(reqs);
 }
 
 // Stage B: every local member's N secondary shards reach every other local member; shard m of
 // member l lands at recv[members[m][l] * count]. Placement from the layout only. Read in place
-// when readsInPlace.
-Result nodeStage(const Stage& st, zcollComm* comm, const void* secondary, void* recv, size_t count,
+// when readsInPlace and every member's secondary turns out reachable, else by messages.
+Result nodeStage(zcollComm* comm, Executor& exec, const void* secondary, void* recv, size_t count,
                  zcollDataType_t dtype, bool shmRead) {
   const NodeLayout& lay = comm->layout;
   const Group node = makeGroup(comm, lay.nodeGroup(comm->rank));
   const Placement out{lay, static_cast<char*>(recv), count * dtypeSize(dtype)};
   const char* sec = static_cast<const char*>(secondary);
-  if (readsInPlace(comm, st.exec(), shmRead)) {
-    for (int m = 0; m < lay.nodes; ++m)
-      ZCOLL_CHECK(st.copy(out.at(m, node.me), sec + m * out.bytes, out.bytes));
-    return readShards(st, comm, node, sec, out);
+  if (readsInPlace(comm, exec, shmRead)) {
+    Stage st(comm, exec);
+    PeerBuffers secondaries;
+    ZCOLL_CHECK(secondaries.publish(st, node, sec, lay.nodes * out.bytes));
+    if (secondaries.readable()) return readShards(st, comm, node, sec, secondaries, out);
   }
-  RequestList reqs(shardMessages(node, lay.nodes));
-  ZCOLL_CHECK(postShardReceives(st, node, lay.nodes, out, reqs));
-  for (int m = 0; m < lay.nodes; ++m)
-    ZCOLL_CHECK(passShardOn(st, node, m, sec + m * out.bytes, out, reqs));
-  return st.wait(reqs);
+  return exchangeShards(comm, exec, node, sec, out);
 }
 
 // Stages A and B together (quantized forward, stage B by messages): each shard goes on to the
@@ -161,16 +172,14 @@ Result hpzAllGatherHier(zcollComm* comm, Executor& exec, const void* send, void*
     Stage st(comm, exec);
     ZCOLL_CHECK(railStage(st, comm, send, sec, count, dtype, p, wire));
   }
-  Stage st(comm, exec);
-  return nodeStage(st, comm, sec, recv, count, dtype, shmRead);
+  return nodeStage(comm, exec, sec, recv, count, dtype, shmRead);
 }
 
 }  // namespace
 
 Result hpzAllGatherFromSecondary(zcollComm* comm, Executor& exec, const void* secondary,
                                  void* recv, size_t count, zcollDataType_t dtype, bool shmRead) {
-  Stage st(comm, exec);
-  return nodeStage(st, comm, secondary, recv, count, dtype, shmRead);
+  return nodeStage(comm, exec, secondary, recv, count, dtype, shmRead);
 }
 
 // Registry entries (registry.cc).

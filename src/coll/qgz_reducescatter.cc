@@ -10,8 +10,9 @@
 //   The inter hop of piece k (4) is in flight while piece k+1 runs 1-3; its sum (5) follows.
 //   Qa uses the intra bits, except when L = 1 (2-3 vanish, 1 writes Qe straight into the inter
 //   send buffer). N = 1: 3-4 vanish and 5 sums the intra pieces (intra bits).
-//   Read in place (shmRead, every node peer on shm, host buffers): step 1 writes into this
-//   rank's shm window (transport/shm_window.h), alternating between two regions by piece, and
+//   Read in place (shmRead, every node peer reached through one peer memory for the call's kind:
+//   coll/in_place.h): step 1 writes into this rank's window (host: a memfd; device: a cuda_ipc
+//   block: transport/peer_memory.h), alternating between two regions by piece, and
 //   step 2 only trades window references; step 3 reads the peers' pieces straight from their
 //   mapped windows. A peer's reference for piece k+1 also says it has finished reading piece k,
 //   so a region is rewritten (piece k+2) only once every peer is done with it; a last token
@@ -21,9 +22,8 @@
 
 #include "base/dtype.h"
 #include "coll/qgz.h"
-#include "coll/shm_read.h"
+#include "coll/in_place.h"
 #include "quant/quant.h"
-#include "transport/shm_transport.h"
 
 namespace zcoll {
 namespace {
@@ -34,7 +34,8 @@ struct Plan {
   int node = 0, lidx = 0;           // this rank's node and local index
   size_t count = 0, pieceElems = 0, es = 0;
   int pieces = 1;
-  bool inPlace = false;  // the intra hop reads the local peers' windows
+  PeerMemory* peers = nullptr;  // the intra hop reads the local peers' windows through it
+  bool inPlace = false;         // (set: peers is)
   quant::QuantParams first, intra, inter;  // first: the bits of step 1
   Group nodeG, railG;                      // index p = local index p; index m = node m
   std::vector<int> slotOf;                 // rank t -> slot of its chunk in step 1's output
@@ -56,7 +57,7 @@ struct Buffers {
   char* intraRecv = nullptr;
   char* interSend[2] = {nullptr, nullptr};
   char* interRecv[2] = {nullptr, nullptr};
-  shm::WindowRef ref;               // read in place: this rank's window
+  ExposedRange ref;                 // read in place: this rank's window
   std::vector<const char*> window;  // read in place: local peer l's window, mapped here
 };
 
@@ -75,8 +76,8 @@ Plan makePlan(zcollComm* comm, const QgzArgs& a) {
   p.inter = a.quant.inter;
   p.first = (p.local == 1 && p.nodes > 1) ? p.inter : p.intra;
   p.nodeG = makeGroup(comm, lay.nodeGroup(comm->rank));
-  p.inPlace = a.shmRead && p.local > 1 && a.exec == &hostExecutor() &&
-              everyPeerOnShm(comm, p.nodeG);
+  if (a.shmRead && p.local > 1) p.peers = peerMemoryOf(comm, p.nodeG, a.exec->memKind());
+  p.inPlace = p.peers != nullptr;
   p.pieceElems = qgzPieceElems(a.count, a.pipelineDepth, p.first.blockSize);
   p.pieces = static_cast<int>((a.count + p.pieceElems - 1) / p.pieceElems);
   p.railG = makeGroup(comm, lay.railGroup(comm->rank));
@@ -113,7 +114,7 @@ Result carve(zcollComm* comm, const Executor& exec, const Plan& p, Buffers* b) {
     return zcollSuccess;
   }
   char* window = nullptr;
-  ZCOLL_CHECK(comm->shmTransport()->ownWindow(2 * q1, &window, &b->ref));  // failed: the peers are told
+  ZCOLL_CHECK(p.peers->ownWindow(2 * q1, &window, &b->ref));  // failed: the peers are told
   b->swz[0] = window;
   b->swz[1] = window + q1;
   return zcollSuccess;
@@ -153,7 +154,7 @@ const char* localGroup(const Plan& p, const Buffers& b, const Piece& pc, int l) 
 Result intraHop(const Stage& st, const Plan& p, Buffers& b, const Piece& pc) {
   const size_t bytes = size_t(p.nodes) * pc.q1;
   if (p.inPlace) {
-    ZCOLL_CHECK(shareWindows(st, p.nodeG, b.ref, b.swz[0], 0, &b.window));
+    ZCOLL_CHECK(shareWindows(st, p.nodeG, *p.peers, b.ref, b.swz[0], 0, &b.window));
     countPeerReads(st.comm(), p.nodeG, bytes);
     return zcollSuccess;
   }

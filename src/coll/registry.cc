@@ -95,7 +95,7 @@ std::vector<std::string> readAlgorithmOverrides() {
   return forced;
 }
 
-Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank,
+Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank, MemKind mem,
                        const Algorithm** out) {
   const int k = static_cast<int>(kind);
   const char* param = collective(kind).overrideParam;
@@ -108,7 +108,7 @@ Result selectAlgorithm(const zcollComm* comm, CollKind kind, size_t bytesPerRank
                   forced.c_str(), collKindName(kind));
     return zcollSuccess;
   }
-  *out = findAlgorithm(kind, defaultAlgorithm(comm, kind, bytesPerRank));
+  *out = findAlgorithm(kind, defaultAlgorithm(comm, kind, bytesPerRank, mem));
   return *out ? zcollSuccess : fail(zcollInternalError, "no default %s algorithm",
                                     collKindName(kind));
 }
@@ -139,7 +139,7 @@ FlightEntry describeForRecorder(CollKind kind, const CollArgs& args, const Algor
 
 Result runAlgorithm(zcollComm* comm, CollKind kind, const CollArgs& args, size_t bytesPerRank) {
   const Algorithm* algo = nullptr;
-  ZCOLL_CHECK(selectAlgorithm(comm, kind, bytesPerRank, &algo));
+  ZCOLL_CHECK(selectAlgorithm(comm, kind, bytesPerRank, args.exec->memKind(), &algo));
   ZCOLL_TRACE_LOG(LogSubsys::kColl, "%s rank %d: %s/%s count %zu %s", comm->name.c_str(),
                   comm->rank, collKindName(kind), algo->name, args.count, dtypeName(args.dtype));
   RecordedOp record(comm, describeForRecorder(kind, args, *algo));

@@ -14,7 +14,6 @@
 #include "topology/node_layout.h"
 #include "topology/topology.h"
 #include "transport/device_ipc.h"
-#include "transport/shm_transport.h"
 #include "transport/transport.h"
 
 namespace zcoll {
@@ -141,14 +140,6 @@ struct zcollComm {
       if (name == t->name()) return t.get();
     return nullptr;
   }
-  // The shm transport, for the algorithms that read node peers' memory in place
-  // (coll/shm_read.h: windows, reads); null when this comm has none. Found once at wire time.
-  zcoll::ShmTransport* shmTransport() const { return shm_; }
-  void findShmTransport() {
-    shm_ = nullptr;
-    for (const auto& t : transportList)
-      if (auto* s = dynamic_cast<zcoll::ShmTransport*>(t.get())) shm_ = s;
-  }
   // A device call's bytes to `peer` have a way to travel (cuda_ipc or staged).
   bool deviceRouted(int peer) const {
     return !deviceRoute.empty() && deviceRoute[peer] != nullptr;
@@ -159,7 +150,4 @@ struct zcollComm {
     if (peer == rank) return zcollPathSelf;
     return layout.nodeOf[peer] == layout.nodeOf[rank] ? zcollPathIntra : zcollPathInter;
   }
-
- private:
-  zcoll::ShmTransport* shm_ = nullptr;  // in transportList (shmTransport)
 };

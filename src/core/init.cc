@@ -284,7 +284,6 @@ Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   std::vector<uint64_t> hosts(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
   comm->layout = buildNodeLayout(hosts);
-  comm->findShmTransport();
   ZCOLL_CHECK(learnPeers(comm, addresses));
   ZCOLL_CHECK(chooseRoutes(comm));
   chooseSpinCount(comm);

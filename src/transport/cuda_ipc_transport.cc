@@ -161,6 +161,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   settleCancelled(0);
   (void)ipc_->drain(kCloseDrainMs);
   blocks_.release();
+  for (const Window& w : windows_) ipc_->freeShared(w.ptr);
   if (probeBlock_ != nullptr) ipc_->freeShared(probeBlock_);
 }
 
@@ -489,6 +490,81 @@ void CudaIpcTransport::settleCancelled(int waitMs) {
     }
     if (!cancelled_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+// ---- PeerMemory ---------------------------------------------------------------------------
+
+static_assert(sizeof(IpcHandle) <= sizeof(ExposedRange::handle), "a handle fits a range");
+
+namespace {
+
+ExposedRange rangeOf(const void* ptr, size_t bytes, const IpcHandle* handle) {
+  ExposedRange r;
+  r.addr = reinterpret_cast<uintptr_t>(ptr);
+  r.bytes = bytes;
+  if (handle != nullptr) {
+    r.mappable = 1;
+    std::memcpy(r.handle, handle, sizeof(*handle));
+  }
+  return r;
+}
+
+}  // namespace
+
+Result CudaIpcTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {
+  IpcHandle h{};
+  const bool exported =
+      userBuffers_ && bytes > 0 && ipc_->exportRange(ptr, bytes, &h) == zcollSuccess;
+  *out = rangeOf(ptr, bytes, exported ? &h : nullptr);
+  return zcollSuccess;
+}
+
+Result CudaIpcTransport::map(int peer, const ExposedRange& r, bool writable, PeerView* view) {
+  *view = PeerView{};
+  if (!r.mappable) return zcollSuccess;
+  IpcHandle h;
+  std::memcpy(&h, r.handle, sizeof(h));
+  const void* at = nullptr;
+  Result res = ipc_->map(h, &at);
+  if (res != zcollSuccess)
+    return fail(res, "cuda_ipc: mapping rank %d's memory: %s", peer, zcollGetLastError(nullptr));
+  view->at = static_cast<const char*>(at);
+  // An IPC mapping is readable and writable (cudaIpcOpenMemHandle maps with both).
+  if (writable) view->writable = const_cast<char*>(view->at);
+  return zcollSuccess;
+}
+
+Result CudaIpcTransport::read(int peer, const ExposedRange&, size_t, void*, size_t) {
+  return fail(zcollUnsupported, "cuda_ipc: rank %d's device memory can only be read mapped",
+              peer);
+}
+
+Result CudaIpcTransport::ownWindow(size_t bytes, char** base, ExposedRange* ref) {
+  if (windows_.empty() || windows_.back().bytes < bytes) {
+    Window w;
+    w.bytes = std::max<size_t>(64 * 1024, windows_.empty() ? 0 : 2 * windows_.back().bytes);
+    while (w.bytes < bytes) w.bytes *= 2;
+    ZCOLL_CHECK(ipc_->allocShared(w.bytes, &w.ptr));
+    Result r = ipc_->exportRange(w.ptr, w.bytes, &w.handle);
+    if (r != zcollSuccess) {
+      ipc_->freeShared(w.ptr);
+      return r;
+    }
+    windows_.push_back(w);
+  }
+  const Window& w = windows_.back();
+  *base = static_cast<char*>(w.ptr);
+  *ref = rangeOf(w.ptr, w.bytes, &w.handle);
+  return zcollSuccess;
+}
+
+Result CudaIpcTransport::mapWindow(int peer, const ExposedRange& ref, const char** base) {
+  PeerView view;
+  ZCOLL_CHECK(map(peer, ref, false, &view));
+  if (view.at == nullptr)
+    return fail(zcollInternalError, "cuda_ipc: rank %d sent a window that cannot be mapped", peer);
+  *base = view.at;
+  return zcollSuccess;
 }
 
 }  // namespace zcoll

@@ -30,12 +30,13 @@
 
 #include "transport/block_pool.h"
 #include "transport/device_ipc.h"
+#include "transport/peer_memory.h"
 #include "transport/registry.h"
 #include "transport/transport.h"
 
 namespace zcoll {
 
-class CudaIpcTransport final : public Transport {
+class CudaIpcTransport final : public Transport, public PeerMemory {
  public:
   // `maxPath`: the farthest GPU path class (topology.h GpuPath) this transport takes
   // (ZCOLL_CUDA_IPC_LEVEL); `userBuffers`: peers read senders' own buffers, not a copy in a
@@ -84,6 +85,25 @@ class CudaIpcTransport final : public Transport {
   // be reading, and for copies into cancelled receives.
   void settleCancelled(int waitMs) override;
 
+  // ---- PeerMemory (device memory of the node peers it connected) ----
+  // Offered when on. Caller buffers are exposed only with ZCOLL_CUDA_IPC_USER_BUFFERS=1 (the
+  // mapping stays in the peers after the call, as a send's export does: see exportSend), and
+  // only where the memory can be exported (not stream-ordered or virtual-memory allocations:
+  // mappable 0, and nothing reads it unmapped, so the algorithms fall back to messages). A
+  // mapping is the DeviceIpc's, kept until the transport closes; the call's kernels read and
+  // write it in this device's address space. Windows are shared blocks, grown by replacing them
+  // with one at least twice as large; the replaced ones are kept (a peer may still map them)
+  // until the transport is destroyed.
+  PeerMemory* peerMemory() override { return ipc_ != nullptr ? this : nullptr; }
+  bool exposesCallerBuffers() const override { return userBuffers_; }
+  bool readsUnmapped() const override { return false; }
+  size_t handleBytes() const override { return sizeof(IpcHandle); }
+  Result expose(const void* ptr, size_t bytes, ExposedRange* out) override;
+  Result map(int peer, const ExposedRange& r, bool writable, PeerView* view) override;
+  Result read(int peer, const ExposedRange& r, size_t offset, void* dst, size_t bytes) override;
+  Result ownWindow(size_t bytes, char** base, ExposedRange* ref) override;
+  Result mapWindow(int peer, const ExposedRange& ref, const char** base) override;
+
   struct Op;  // one message in flight (cuda_ipc_transport.cc)
 
  private:
@@ -113,6 +133,12 @@ class CudaIpcTransport final : public Transport {
   std::vector<Op*> active_;     // posted, not complete
   std::vector<Op*> cancelled_;  // sends whose peer may still read: awaiting their acknowledgement
   BlockPool blocks_;            // shared blocks that sends copy their buffers into
+  struct Window {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    IpcHandle handle{};
+  };
+  std::vector<Window> windows_;  // this rank's window, the current one last
 };
 
 }  // namespace zcoll

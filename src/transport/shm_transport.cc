@@ -348,28 +348,64 @@ void ShmTransport::deliverRendezvous(int peer, const Message& m, const Posted& r
   complete(recv.req, status);
 }
 
-Result ShmTransport::read(int peer, uint64_t addr, void* dst, size_t bytes) {
-  ZCOLL_CHECK(checkConnected(peer));
-  return readRemote(peers_[peer], addr, dst, bytes);
+// ---- PeerMemory -----------------------------------------------------------------------------
+
+static_assert(sizeof(shm::RegionRef) <= sizeof(ExposedRange::handle), "a region fits a range");
+static_assert(sizeof(shm::WindowRef) <= sizeof(ExposedRange::handle), "a window fits a range");
+
+size_t ShmTransport::handleBytes() const {
+  return std::max(sizeof(shm::RegionRef), sizeof(shm::WindowRef));
 }
 
-Result ShmTransport::ownWindow(size_t bytes, char** base, shm::WindowRef* ref) {
-  ZCOLL_CHECK(window_.reserve(bytes));
-  *base = window_.base();
-  *ref = window_.ref();
+Result ShmTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {
+  *out = ExposedRange{};
+  out->addr = reinterpret_cast<uintptr_t>(ptr);
+  out->bytes = bytes;
+  const shm::RegionRef region = shm::findHostMemory(ptr, bytes);
+  out->mappable = region.fd >= 0 && bytes > 0;
+  std::memcpy(out->handle, &region, sizeof(region));
   return zcollSuccess;
 }
 
-Result ShmTransport::peerWindow(int peer, const shm::WindowRef& ref, const char** base) {
+Result ShmTransport::map(int peer, const ExposedRange& r, bool writable, PeerView* view) {
+  *view = PeerView{};
   ZCOLL_CHECK(checkConnected(peer));
-  return peers_[peer].window.map(peers_[peer].pid, ref, base);
+  shm::RegionRef region;
+  std::memcpy(&region, r.handle, sizeof(region));
+  if (!r.mappable) {
+    peerRegions_.noteFrees(peers_[peer].pid, region.frees);
+    return zcollSuccess;
+  }
+  std::shared_ptr<const shm::PeerMapping> held;
+  ZCOLL_CHECK(peerRegions_.view(peers_[peer].pid, region, r.bytes, writable, &held, &view->at));
+  if (writable) view->writable = held->writableBase() + (view->at - held->base());
+  view->hold = std::move(held);
+  return zcollSuccess;
 }
 
-Result ShmTransport::mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes,
-                                   bool writable, std::shared_ptr<const shm::PeerMapping>* held,
-                                   const char** at) {
+Result ShmTransport::read(int peer, const ExposedRange& r, size_t offset, void* dst,
+                          size_t bytes) {
   ZCOLL_CHECK(checkConnected(peer));
-  return peerRegions_.view(peers_[peer].pid, ref, bytes, writable, held, at);
+  return readRemote(peers_[peer], r.addr + offset, dst, bytes);
+}
+
+Result ShmTransport::ownWindow(size_t bytes, char** base, ExposedRange* ref) {
+  ZCOLL_CHECK(window_.reserve(bytes));
+  *base = window_.base();
+  const shm::WindowRef w = window_.ref();
+  *ref = ExposedRange{};
+  ref->addr = reinterpret_cast<uintptr_t>(*base);
+  ref->bytes = w.bytes;
+  ref->mappable = 1;
+  std::memcpy(ref->handle, &w, sizeof(w));
+  return zcollSuccess;
+}
+
+Result ShmTransport::mapWindow(int peer, const ExposedRange& ref, const char** base) {
+  ZCOLL_CHECK(checkConnected(peer));
+  shm::WindowRef w;
+  std::memcpy(&w, ref.handle, sizeof(w));
+  return peers_[peer].window.map(peers_[peer].pid, w, base);
 }
 
 Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {

@@ -22,6 +22,7 @@
 
 #include "topology/node_layout.h"
 #include "transport/host_memory.h"
+#include "transport/peer_memory.h"
 #include "transport/peer_regions.h"
 #include "transport/registry.h"
 #include "transport/shm_segment.h"
@@ -30,7 +31,7 @@
 
 namespace zcoll {
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public PeerMemory {
  public:
   // Probes whether this process can share memory and, if so, creates its segment. A transport
   // that cannot share still exists, so that canConnect can say why.
@@ -53,25 +54,25 @@ class ShmTransport final : public Transport {
   Result connect(const ConnectArgs& args) override;
   // Delivers queued sends (close notices): flushQueued.
   void close(int flushMs) override { flushQueued(flushMs); }
-  // One-sided: copies `bytes` at `addr` in connected peer `peer`'s memory into `dst` (the peer
-  // must keep them unchanged until told the read is over: coll/reducescatter_shm_read.cc).
-  Result read(int peer, uint64_t addr, void* dst, size_t bytes);
-  // Windows (transport/shm_window.h): this rank's, grown to at least `bytes` (*base: its start
-  // here, *ref: what peers need to map it), and connected peer `peer`'s, from the reference it
-  // sent (*base: its start here, read-only).
-  Result ownWindow(size_t bytes, char** base, shm::WindowRef* ref);
-  Result peerWindow(int peer, const shm::WindowRef& ref, const char** base);
-  // `bytes` of connected peer `peer`'s registered memory (transport/host_memory.h) from the
-  // reference it sent: *at = their first byte here, valid while *held lives (writable through
-  // (*held)->writableBase() when `writable`). Mapped once and kept across calls
-  // (transport/peer_regions.h).
-  Result mapRegistered(int peer, const shm::RegionRef& ref, size_t bytes, bool writable,
-                       std::shared_ptr<const shm::PeerMapping>* held, const char** at);
-  // Peer `peer` published an ordinary buffer, with its process's count of registered frees.
-  void noteFrees(int peer, uint64_t frees) { peerRegions_.noteFrees(peers_[peer].pid, frees); }
+  PeerMemory* peerMemory() override { return usable_ ? this : nullptr; }
   const shm::PeerRegions& peerRegions() const { return peerRegions_; }
   // Progresses until queued sends (e.g. close notices) are out or `waitMs` passes.
   void flushQueued(int waitMs);
+
+  // ---- PeerMemory (host memory of connected node peers) ----
+  // Every caller buffer: ordinary memory is read with process_vm_readv (the peer keeps it
+  // unchanged until told the read is over), zcollMemAllocHost memory is mapped once and kept
+  // across calls (transport/peer_regions.h); an ordinary buffer's range carries its owner's
+  // count of frees, so a peer drops the owner's mappings that may have been freed. Windows are
+  // memfds (transport/shm_window.h), remapped by a peer only when they have grown.
+  bool exposesCallerBuffers() const override { return true; }
+  bool readsUnmapped() const override { return true; }
+  size_t handleBytes() const override;
+  Result expose(const void* ptr, size_t bytes, ExposedRange* out) override;
+  Result map(int peer, const ExposedRange& r, bool writable, PeerView* view) override;
+  Result read(int peer, const ExposedRange& r, size_t offset, void* dst, size_t bytes) override;
+  Result ownWindow(size_t bytes, char** base, ExposedRange* ref) override;
+  Result mapWindow(int peer, const ExposedRange& ref, const char** base) override;
 
   const char* name() const override { return "shm"; }
   bool canConnect(const PeerReach& peer, std::string* why) const override;

@@ -18,6 +18,7 @@
 #include "base/result.h"
 #include "topology/node_layout.h"
 #include "transport/device_ipc.h"
+#include "transport/peer_memory.h"
 
 namespace zcoll {
 
@@ -140,6 +141,9 @@ class Transport {
   // Requests complete while posting, or at the post of their match by this same thread (self):
   // a waiting rank never sleeps on this transport's events.
   virtual bool completesOnPost() const { return false; }
+  // Its peers' memory read in place (transport/peer_memory.h), for the memory kinds it carries;
+  // null when it offers none (after connect: shm once its probe passed, cuda_ipc when on).
+  virtual PeerMemory* peerMemory() { return nullptr; }
 
   // ---- Data path ----
 

@@ -8,8 +8,9 @@
 //    once enqueued, api/launch.h) are operations that wait.
 //  - FakeIpc: the device's memory shared between ranks (transport/device_ipc.h) for the cuda_ipc
 //    transport: ranks are threads, so a handle is an address; copies run on a stream of their
-//    own with both arenas open. Memory from allocUnexportable() refuses export, as CUDA's
-//    stream-ordered allocations do.
+//    own with both arenas open; a mapped peer arena is open whenever the mapping rank's streams
+//    run (its kernels read peers in place: transport/peer_memory.h). Memory from
+//    allocUnexportable() refuses export, as CUDA's stream-ordered allocations do.
 //  - FakeDevice: installs them as the device memory component (exec/device_component.h), so the public
 //    entry points take arena pointers as device buffers.
 #pragma once
@@ -253,18 +254,26 @@ class FakeDeviceArena {
       if (a->contains(p)) return a;
     return nullptr;
   }
-  // Opened while any of its streams runs an operation (counted: streams run concurrently).
+  // Opened while any of its streams runs an operation (counted: streams run concurrently),
+  // with the arenas its device reaches: those it mapped (FakeIpc::map, CUDA's peer access to
+  // memory opened by cudaIpcOpenMemHandle) and the shared arena it allocated from.
   void open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (opened_++ == 0) {
-      EXPECT_EQ(mprotect(base_, kReserve, PROT_READ | PROT_WRITE), 0);
-    }
+    openSelf();
+    std::lock_guard<std::mutex> live(registryMu());  // no reached arena goes meanwhile
+    for (FakeDeviceArena* a : reached()) a->openSelf();
   }
   void close() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--opened_ == 0) {
-      EXPECT_EQ(mprotect(base_, kReserve, PROT_NONE), 0);
+    {
+      std::lock_guard<std::mutex> live(registryMu());
+      for (FakeDeviceArena* a : reached()) a->closeSelf();
     }
+    closeSelf();
+  }
+  // From now on this arena's device reaches `other`'s memory.
+  void noteReached(FakeDeviceArena* other) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (other != this && std::find(reached_.begin(), reached_.end(), other) == reached_.end())
+      reached_.push_back(other);
   }
   // The rank's own stream (cudaStreamCreateWithFlags(cudaStreamNonBlocking)).
   FakeStream* stream() { return stream_.get(); }
@@ -283,10 +292,29 @@ class FakeDeviceArena {
     static std::vector<FakeDeviceArena*> all;
     return all;
   }
+  void openSelf() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (opened_++ == 0) {
+      EXPECT_EQ(mprotect(base_, kReserve, PROT_READ | PROT_WRITE), 0);
+    }
+  }
+  void closeSelf() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--opened_ == 0) {
+      EXPECT_EQ(mprotect(base_, kReserve, PROT_NONE), 0);
+    }
+  }
+  // A copy taken under the lock: another arena's open() must not wait for this one's.
+  std::vector<FakeDeviceArena*> reached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reached_;
+  }
+
   std::mutex mu_;
   char* base_ = nullptr;
   size_t used_ = 0;
   int opened_ = 0;
+  std::vector<FakeDeviceArena*> reached_;
   std::vector<std::pair<char*, size_t>> unexportable_;
   std::unique_ptr<FakeStream> stream_;
 };
@@ -411,6 +439,11 @@ inline FakeDeviceArena::~FakeDeviceArena() {
   {
     std::lock_guard<std::mutex> lock(registryMu());
     registry().erase(std::find(registry().begin(), registry().end(), this));
+    for (FakeDeviceArena* a : registry()) {  // no arena reaches this one any more
+      std::lock_guard<std::mutex> theirs(a->mu_);
+      a->reached_.erase(std::remove(a->reached_.begin(), a->reached_.end(), this),
+                        a->reached_.end());
+    }
   }
   stream_.reset();
   munmap(base_, kReserve);
@@ -547,6 +580,11 @@ class FakeIpc final : public DeviceIpc {
     if (h.pid != getpid())
       return fail(zcollInternalError, "fake device: a handle of pid %d", h.pid);
     *out = reinterpret_cast<const void*>(h.base + h.offset);
+    // The mapping is this rank's device's from now on (the calling thread's arena: the rank's,
+    // or the one its progress thread bound).
+    FakeDeviceArena* owner = FakeDeviceArena::holding(*out);
+    if (tArena != nullptr && owner != nullptr) tArena->noteReached(owner);
+    ++mapsMade;
     return zcollSuccess;
   }
   Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) override {
@@ -578,6 +616,7 @@ class FakeIpc final : public DeviceIpc {
   Result drain(int) override { return copies_.synchronize(); }
   Result allocShared(size_t bytes, void** out) override {
     *out = gSharedArena->alloc(bytes);
+    if (tArena != nullptr) tArena->noteReached(gSharedArena);  // its kernels write it
     return *out ? zcollSuccess : fail(zcollSystemError, "fake shared arena full");
   }
   void freeShared(void*) override {}
@@ -585,6 +624,8 @@ class FakeIpc final : public DeviceIpc {
   void freeHost(void* p) override { hostMemory().release(p); }
   // Copies started by every FakeIpc (the tests check that cuda_ipc carried their bytes).
   static inline std::atomic<int> copiesStarted{0};
+  // Handles mapped by every FakeIpc (reads in place map the peers' memory).
+  static inline std::atomic<int> mapsMade{0};
   // The next this many copies out of shared memory (the init probe) deliver zeros.
   static inline std::atomic<int> corruptSharedReads{0};
   // Every copy started from now takes this long (a device busy with other work).

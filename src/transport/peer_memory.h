@@ -1,0 +1,96 @@
+// Reading a node peer's memory in place: the primitive under every algorithm that takes its
+// peers' data with no message carrying it (coll/in_place.h: all-gather, reduce-scatter and
+// all-reduce `shm_read`, hpZ's `*_shm_read` node stages, qgZ's `two_hop_shm_read`). The shape is
+// mscclpp's RegisteredMemory: a rank exposes a range, its peers map it (or, where no mapping can
+// exist, copy out of it one-sidedly), and a message tells the owner when they are done.
+//
+// Implemented by the transports that share memory with node peers, one per memory kind:
+//   host    shm (transport/shm_transport.h): an ordinary buffer is read with process_vm_readv
+//           (one kernel copy; no mapping exists), a buffer in zcollMemAllocHost memory is mapped
+//           once and read with loads (transport/peer_regions.h), windows are memfds;
+//   device  cuda_ipc (transport/cuda_ipc_transport.h): ranges and windows are exported as IPC
+//           handles and mapped into this device's address space, where the call's kernels read
+//           them (NVLink or PCIe peer access, or the same GPU); nothing can be read unmapped.
+// The communicator offers it per group and memory kind (coll/in_place.h: peerMemoryOf): only
+// when every peer of the group is routed through the same implementation for that kind.
+//
+// The rules every implementation keeps, and every algorithm relies on:
+// - Exposing describes, it moves nothing. The owner's bytes must be complete before it tells a
+//   peer about them, and stay unchanged (for a range it only reads) until every peer said it is
+//   done: the algorithms publish and release by messages (Stage::send and Stage::recv flush the
+//   call's executor first, so a device's earlier kernels are done on both sides).
+// - A mapping of a caller's buffer may outlive the call (mapped once, kept: mapping costs a
+//   first-touch fault per page on the host and milliseconds on a GPU), so an implementation
+//   exposes caller buffers only where a later free cannot leave a peer reading other memory:
+//   host memory by (owner pid, allocation generation, count of frees), device memory only when
+//   the user declared its buffers long-lived (ZCOLL_CUDA_IPC_USER_BUFFERS=1: CUDA leaves a freed
+//   allocation that a peer still maps undefined, and zcoll cannot see the free).
+// - Windows are zcoll's own memory, kept for the communicator's life, grown and never shrunk;
+//   an owner writes its window only while no peer reads it (messages order the two).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "base/result.h"
+
+namespace zcoll {
+
+// A range of a rank's memory as its peers see it. Plain old data: it travels between the ranks
+// of one call, as its first rangeWireBytes(pm) bytes (the handle's unused tail stays home).
+struct ExposedRange {
+  uint64_t addr = 0;   // the range's first byte in the owner's process
+  uint64_t bytes = 0;  // its length
+  uint32_t mappable = 0;  // 1: peers map it through `handle`; 0: read() only, where it exists
+  uint32_t reserved = 0;
+  // The implementation's description of it (shm: shm::RegionRef or shm::WindowRef; cuda_ipc:
+  // IpcHandle), opaque to everyone else.
+  alignas(8) unsigned char handle[104] = {};
+};
+static_assert(sizeof(ExposedRange) == 128, "ExposedRange travels between ranks");
+
+// A peer's range mapped here, valid while it lives.
+struct PeerView {
+  const char* at = nullptr;  // the range's first byte here; nullptr: read it with read()
+  char* writable = nullptr;  // the same bytes to write into, when mapped writable
+  std::shared_ptr<const void> hold;  // keeps the mapping (null where the implementation does)
+};
+
+class PeerMemory {
+ public:
+  virtual ~PeerMemory() = default;
+
+  // Whether expose() lets peers reach a caller's buffer (map or read it). False where only
+  // zcoll's windows can be shared (cuda_ipc without ZCOLL_CUDA_IPC_USER_BUFFERS): the algorithms
+  // then move caller buffers by messages.
+  virtual bool exposesCallerBuffers() const = 0;
+  // Whether a range that is not mappable can still be copied out with read() (host: CMA).
+  virtual bool readsUnmapped() const = 0;
+  // How many bytes of ExposedRange::handle its descriptions use (what travels).
+  virtual size_t handleBytes() const = 0;
+
+  // Describes [ptr, ptr + bytes) of this process for its peers. Never fails for memory of its
+  // kind: a range it cannot offer for mapping comes out with mappable = 0.
+  virtual Result expose(const void* ptr, size_t bytes, ExposedRange* out) = 0;
+  // Peer `peer`'s range r, as it exposed it: view->at set when mapped (view->writable too when
+  // `writable` and the range allows it), nullptr when it can only be read with read().
+  virtual Result map(int peer, const ExposedRange& r, bool writable, PeerView* view) = 0;
+  // One-sided: `bytes` from byte `offset` of peer `peer`'s range r into dst (host memory of
+  // this process). zcollUnsupported where readsUnmapped() is false.
+  virtual Result read(int peer, const ExposedRange& r, size_t offset, void* dst,
+                      size_t bytes) = 0;
+
+  // This rank's window, grown to at least `bytes`: *base its first byte here (its contents are
+  // kept when it grows; its address may change), *ref what peers map it with.
+  virtual Result ownWindow(size_t bytes, char** base, ExposedRange* ref) = 0;
+  // Peer `peer`'s window from the reference it sent: *base its first byte here (read-only).
+  virtual Result mapWindow(int peer, const ExposedRange& ref, const char** base) = 0;
+};
+
+// The bytes of a range of `pm` that travel: the fixed fields and the handle's used part.
+inline size_t rangeWireBytes(const PeerMemory& pm) {
+  return offsetof(ExposedRange, handle) + pm.handleBytes();
+}
+
+}  // namespace zcoll
