@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
@@ -66,12 +67,16 @@ using GetAddressRangeFn = CUresult (*)(CUdeviceptr* base, size_t* size, CUdevice
 using PointerGetAttributeFn = CUresult (*)(void* data, CUpointer_attribute attr, CUdeviceptr ptr);
 using DeviceGetFn = CUresult (*)(CUdevice* device, int ordinal);
 using PrimaryCtxGetStateFn = CUresult (*)(CUdevice device, unsigned int* flags, int* active);
+using CtxGetCurrentFn = CUresult (*)(CUcontext* ctx);
+using DeviceGetCountFn = CUresult (*)(int* count);
 
 struct DriverFns {
   GetAddressRangeFn getAddressRange = nullptr;   // required
   PointerGetAttributeFn getAttribute = nullptr;  // optional: better refusals
   DeviceGetFn deviceGet = nullptr;               // optional: whether a device is initialized
   PrimaryCtxGetStateFn primaryCtxGetState = nullptr;
+  CtxGetCurrentFn ctxGetCurrent = nullptr;      // optional: cudaInUse
+  DeviceGetCountFn deviceGetCount = nullptr;
   Result code = zcollSuccess;                    // why getAddressRange is missing
   std::string why;
 };
@@ -116,6 +121,10 @@ const DriverFns& driverFns() {
     f.deviceGet = reinterpret_cast<DeviceGetFn>(fn);
     (void)lookUp("cuDevicePrimaryCtxGetState", &fn, &ignored);
     f.primaryCtxGetState = reinterpret_cast<PrimaryCtxGetStateFn>(fn);
+    (void)lookUp("cuCtxGetCurrent", &fn, &ignored);
+    f.ctxGetCurrent = reinterpret_cast<CtxGetCurrentFn>(fn);
+    (void)lookUp("cuDeviceGetCount", &fn, &ignored);
+    f.deviceGetCount = reinterpret_cast<DeviceGetCountFn>(fn);
     return f;
   }();
   return fns;
@@ -191,6 +200,9 @@ class CudaIpc final : public DeviceIpc {
   const char* name() const override { return "cuda"; }
   Result exportRange(const void* ptr, size_t bytes, IpcHandle* out) override;
   Result map(const IpcHandle& h, const void** out) override;
+  bool mapped(const IpcHandle& h) override;
+  void unmap(const IpcHandle& h) override;
+  void unmapAll() override;
   Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) override;
   Result copyDone(uint64_t ticket, bool* done) override;
   Result drain(int waitMs) override;
@@ -434,6 +446,38 @@ Result CudaIpc::map(const IpcHandle& h, const void** out) {
                 static_cast<unsigned long long>(h.offset), m.size, h.pid);
   *out = static_cast<const uint8_t*>(m.base) + h.offset;
   return zcollSuccess;
+}
+
+bool CudaIpc::mapped(const IpcHandle& h) {
+  if (h.pid == pid_) return true;  // this process's own memory: used at its address
+  MapKey key;
+  std::memcpy(key.handle.data(), h.opaque, key.handle.size());
+  key.pid = h.pid;
+  return mappings_.count(key) != 0;
+}
+
+void CudaIpc::unmap(const IpcHandle& h) {
+  MapKey key;
+  std::memcpy(key.handle.data(), h.opaque, key.handle.size());
+  key.pid = h.pid;
+  auto it = mappings_.find(key);
+  if (it == mappings_.end()) return;
+  if (drainWithin(kDestroyDrainMs, /*quiet=*/true) != zcollSuccess) return;  // still in use
+  closeMapping(it->second);
+  lru_.erase(it->second.lru);
+  mappings_.erase(it);
+}
+
+void CudaIpc::unmapAll() {
+  // A copy may still read a mapping: close them only once the copies are done, else keep them.
+  if (drainWithin(kDestroyDrainMs, /*quiet=*/true) != zcollSuccess) {
+    ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: copies still running after %d ms; %zu peer mappings "
+               "left open", kDestroyDrainMs, mappings_.size());
+    return;
+  }
+  for (const auto& kv : mappings_) closeMapping(kv.second);
+  mappings_.clear();
+  lru_.clear();
 }
 
 void CudaIpc::closeMapping(const Mapping& m) {
@@ -720,6 +764,31 @@ Result describeCudaDevice(DeviceIdentity* out) {
 
   *out = id;
   return zcollSuccess;
+}
+
+bool cudaInUse() {
+  static std::atomic<bool> seen{false};
+  if (seen.load(std::memory_order_relaxed)) return true;
+  const DriverFns& fns = driverFns();
+  bool inUse = false;
+  CUcontext ctx = nullptr;
+  if (fns.ctxGetCurrent != nullptr && fns.ctxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
+    inUse = true;
+  int count = 0;
+  if (!inUse && fns.deviceGet != nullptr && fns.primaryCtxGetState != nullptr &&
+      fns.deviceGetCount != nullptr && fns.deviceGetCount(&count) == CUDA_SUCCESS) {
+    for (int d = 0; d < count && !inUse; ++d) {
+      CUdevice dev = 0;
+      unsigned int flags = 0;
+      int active = 0;
+      inUse = fns.deviceGet(&dev, d) == CUDA_SUCCESS &&
+              fns.primaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active != 0;
+    }
+  }
+  // Without these driver functions nothing can be told: asking is then the only way.
+  if (fns.ctxGetCurrent == nullptr || fns.primaryCtxGetState == nullptr) inUse = true;
+  if (inUse) seen.store(true, std::memory_order_relaxed);
+  return inUse;
 }
 
 Result makeCudaIpc(std::unique_ptr<DeviceIpc>* out) {

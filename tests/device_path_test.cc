@@ -251,16 +251,21 @@ TEST(CudaIpcRoutes, NodePeersGoDeviceToDeviceAndOtherNodesAreStaged) {
 TEST(CudaIpcRoutes, DeviceBytesOfANodeMoveDeviceToDeviceWithoutStaging) {
   // Device copies for one 2-rank all-gather (one message each way). cuda_ipc: at init each
   // rank writes its probe block and reads its peer's (4); then each sender copies its shard
-  // into a shared block and each receiver reads it (4), or, with user buffers, only the reads
-  // (2). Staged: no probe; each shard is copied to the host and, on the other side, back (4).
+  // into a slot and each receiver reads it (4), or, with user buffers, only the reads (2).
+  // User buffers are offered only by calls that do not hold their stream (sync): a receiver
+  // may have to open the buffer's mapping. Staged: no probe; each shard is copied to the host
+  // and, on the other side, back (4).
   struct Mode {
     const char* transport;
     const char* userBuffers;
+    const char* calls;
     int copies;
-  } modes[] = {{"", "0", 8}, {"", "1", 6}, {"staged", "0", 4}};
+  } modes[] = {{"", "0", "async", 8}, {"", "1", "sync", 6}, {"", "1", "async", 8},
+               {"staged", "0", "async", 4}};
   for (const Mode& m : modes) {
     test::ScopedEnv forced("ZCOLL_DEVICE_TRANSPORT", m.transport);
     test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", m.userBuffers);
+    test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", m.calls);
     FakeDevice device;
     const int copiesBefore = FakeIpc::copiesStarted;
     runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
@@ -275,7 +280,7 @@ TEST(CudaIpcRoutes, DeviceBytesOfANodeMoveDeviceToDeviceWithoutStaging) {
                 *m.transport != '\0');
     });
     EXPECT_EQ(FakeIpc::copiesStarted - copiesBefore, m.copies)
-        << "'" << m.transport << "', user buffers " << m.userBuffers;
+        << "'" << m.transport << "', user buffers " << m.userBuffers << ", " << m.calls;
   }
 }
 
@@ -824,6 +829,167 @@ TEST(DeviceExecutionModel, TwoCommsQueueingOnOneStreamAtOnceAreRefusedWithAMessa
       << zcollGetLastError(b);
   EXPECT_EQ(zcollCommDestroy(b), zcollSuccess);
   EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
+}
+
+// ---- Defect 3 and the robustness items of issue 30, on the stand-in -------------------------
+
+TEST(DeviceExecutionModel, NothingIsAllocatedOrMappedWhileQueuedCallsRun) {
+  // Allocating device or pinned memory and opening or closing IPC mappings synchronize a GPU
+  // implicitly: inside a call whose caller's stream waits for it they deadlock (issue 30,
+  // defect 3). Calls queued back to back behind work the stream has not finished, of growing
+  // sizes (new scratch), several staged chunks and cuda_ipc slots: no such operation between
+  // the first call and the destroy, on cuda_ipc node peers and staged ones. Before the fix the
+  // staged transport pinned its blocks and cuda_ipc allocated and mapped its shared blocks in
+  // the calls (the stand-in reported "cudaHostAlloc (staging) while a stream memory wait was
+  // not yet released", and cuda_ipc's likewise).
+  for (const char* mode : {"", "staged"}) {
+    test::ScopedEnv forced("ZCOLL_DEVICE_TRANSPORT", mode);
+    FakeDevice device;
+    std::atomic<int> ready{0}, done{0};
+    std::atomic<int> syncsAtStart{-1};
+    std::atomic<bool> checked{false};
+    runRanks(RankSetup{4, 2}, [&](int rank, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t most = 3 * StagedTransport::kChunkBytes / 4 + 100;  // 3 chunks, 2 slots
+      void* a = arena.alloc(most * 4);
+      void* b = arena.alloc(most * 4);
+      arena.upload(a, Bytes(most * 4));
+      auto kernel = std::make_shared<Gate>();  // the caller's own work, not yet done
+      arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+      if (++ready == comm->nranks) syncsAtStart = test::FakeHardware::implicitSyncs.load();
+      while (syncsAtStart.load() < 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (size_t n : {size_t(1000), size_t(50000), most / 2, most}) {
+        ASSERT_EQ(zcollAllReduce(a, a, n, zcollFloat32, zcollSum, comm, arena.handle()),
+                  zcollSuccess) << zcollGetLastError(comm);
+        ASSERT_EQ(zcollAllGather(a, b, n / 4, zcollFloat32, comm, arena.handle()), zcollSuccess);
+        zcollGroupStart();
+        zcollSend(a, n, zcollFloat32, (rank + 1) % 4, comm, arena.handle());
+        zcollRecv(b, n, zcollFloat32, (rank + 3) % 4, comm, arena.handle());
+        ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
+      }
+      kernel->open(zcollSuccess);
+      EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      EXPECT_EQ(test::FakeHardware::implicitSyncs.load(), syncsAtStart.load())
+          << "'" << mode << "': an allocation, free or IPC open/close ran while calls were "
+          << "queued (last violation: " << test::FakeHardware::lastViolation() << ")";
+      if (++done == comm->nranks) checked = true;  // no rank destroys before all checked
+      while (!checked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+}
+
+TEST(DeviceExecutionModel, WaitWordsAreFreedAtDestroyOnceNoStreamCanReadThem) {
+  // The words queued calls hold their streams on were kept for the process's life. Now they go
+  // with their comm, but only once every stream got past its waits: a call dropped by an abort
+  // leaves its wait queued behind the caller's unfinished work, reading its word later.
+  FakeDevice device;
+  const int freedBefore = test::FakeDeviceExecutor::wordsFreed;
+  FakeDeviceArena arena;
+  FakeDeviceArena::Scope scope(&arena);
+  zcollComm_t comm = nullptr;
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  void* x = arena.alloc(256);
+  arena.upload(x, Bytes(256));
+  auto kernel = std::make_shared<Gate>();
+  arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+  ASSERT_EQ(zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, comm, arena.handle()), zcollSuccess);
+  ASSERT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsFreed, freedBefore) << "freed under a waiting stream";
+  EXPECT_EQ(WaitWords::retiredForTests(), 1u);
+  kernel->open(zcollSuccess);
+  EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);  // the wait read its word, released
+  // The next comm (made or destroyed) frees what no stream can read any more.
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsFreed, freedBefore + 1);
+  EXPECT_EQ(WaitWords::retiredForTests(), 0u);
+  // A stream past its waits: the words go with the comm.
+  ASSERT_EQ(zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, comm, arena.handle()), zcollSuccess);
+  EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+  ASSERT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsFreed, freedBefore + 2) << "a destroyed comm's words";
+  EXPECT_EQ(WaitWords::retiredForTests(), 0u);
+}
+
+TEST(DeviceExecutionModel, AbortIsBoundedWhileDeviceWorkNeverEnds) {
+  // The caller's stream is stuck behind its own work (a kernel that does not end): a queued
+  // call's side stream never starts, and the progress thread waits on it. zcollCommAbort must
+  // still return at once, leaving that work (and the memory it may use) alone. Before, the
+  // progress thread synchronized the stream without bound and the abort gave up after
+  // ZCOLL_ABORT_WAIT_MS with the comm left allocated (zcollInternalError).
+  FakeDevice device;
+  test::ScopedEnv abortWait("ZCOLL_ABORT_WAIT_MS", "5000");
+  std::atomic<bool> aborted{false};
+  test::runOwningRanks(2, [](int) { return 60; }, [&](int rank, zcollComm_t comm) {
+    if (rank == 1) {
+      while (!aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      (void)zcollCommDestroy(comm);
+      return;
+    }
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(1000 * 4);
+    arena.upload(dev, Bytes(1000 * 4));
+    auto kernel = std::make_shared<Gate>();
+    arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+    queueAllReduces(comm, 2, dev, 1000, arena.handle());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+    aborted = true;
+    kernel->open(zcollSuccess);  // the test's end: let the stand-in's streams finish
+    EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+    test::FakeHardware::dropRetired();  // before this arena goes
+  });
+}
+
+TEST(DeviceExecutionModel, ACallOnAnotherDeviceThanTheCommsIsRefused) {
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena mine, other;
+    other.device = 1;  // the comm was made on device 0
+    FakeDeviceArena::Scope scope(&mine);
+    void* x = other.alloc(256);
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "on device 1, but this communicator works on "
+                      "device 0", zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, comm,
+                                                 mine.handle()));
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "device 1",
+                      zcollSend(x, 64, zcollFloat32, 1 - rank, comm, mine.handle()));
+    void* y = mine.alloc(256);
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "every buffer of a call must be on",
+                      zcollAllGather(y, x, 32, zcollFloat32, comm, mine.handle()));
+    void* z = mine.alloc(512);
+    mine.upload(y, Bytes(256));
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(y, z, 64, zcollFloat32, comm, mine.handle()));
+    EXPECT_EQ(mine.stream()->synchronize(), zcollSuccess);
+  });
+}
+
+TEST(DeviceExecutionModel, AHostOnlyJobNeverAsksTheDeviceAboutItsPointers) {
+  // CUDA creates a context on device 0 for a pointer query in a process that never used it: a
+  // host-only job on a GPU machine would get one per rank. The device component is asked only
+  // once the process uses the device (DeviceComponent::inUse; CUDA: a current context or an
+  // active primary context, which asking creates neither).
+  FakeDevice device;
+  test::FakeUse::inUse = false;
+  const int asked = test::FakeUse::ownsAsked;
+  const int words = test::FakeDeviceExecutor::wordsAllocated;
+  runRanks(RankSetup{2, 1}, [&](int, zcollComm_t comm) {
+    std::vector<float> host(1000, 1.0f), out(2000);
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(host.data(), host.data(), 1000, zcollFloat32, zcollSum,
+                                         comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(host.data(), out.data(), 1000, zcollFloat32, comm,
+                                         nullptr));
+    EXPECT_EQ(host[0], 2.0f);
+    EXPECT_FALSE(comm->deviceRouted(comm->rank)) << "no device, no device routes";
+  });
+  EXPECT_EQ(test::FakeUse::ownsAsked, asked) << "a pointer was asked about";
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsAllocated, words) << "pinned memory was allocated";
 }
 
 #ifdef ZCOLL_HAVE_CUDA

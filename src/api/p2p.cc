@@ -186,7 +186,7 @@ zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count
     ZCOLL_CHECK(checkBuffer(buf, count, isSend ? "sendbuff" : "recvbuff", fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkCallMemory(count ? buf : nullptr, nullptr, stream, fn, &ce));
-    if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceRoutes(comm, fn));
+    if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn));
     P2pOp op{comm,    isSend, const_cast<void*>(buf), count * dtypeSize(dtype), peer,
              nullptr, ce.exec};
     op.ownedExec = std::move(ce.owned);

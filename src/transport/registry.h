@@ -34,6 +34,9 @@ struct TransportSettings {
   // probe): the communicator's timeout. A copy queued behind a busy device may take seconds;
   // only a device that stopped should fail it.
   int copyWaitMs = 300 * 1000;
+  // Device calls are queued on streams (ZCOLL_DEVICE_CALLS=async, several hardware queues): a
+  // call's transfers then run while its caller's stream waits for it (api/launch.h).
+  bool deviceCallsQueued = true;
   // The device memory component's IPC and copy engine (exec/device_component.h), null when it
   // offers none.
   Result (*makeIpc)(std::unique_ptr<DeviceIpc>* out) = nullptr;

@@ -96,10 +96,11 @@ struct ConnectArgs {
   const NodeLayout* layout = nullptr;
   std::vector<DeviceIdentity> devices;  // per rank
   std::vector<Transport*> hostRoutes;   // device: per rank, its host route (working by then)
-  // device: sends mine[r] to every rank r with with[r] set and receives theirs[r] from it, over
-  // the host routes (every such pair must call it on both sides).
-  std::function<Result(const std::vector<char>& with, const std::vector<uint64_t>& mine,
-                       std::vector<uint64_t>* theirs)>
+  // device: sends mine[r] (`bytes` long) to every rank r with with[r] set and receives theirs[r]
+  // (as long) from it, over the host routes (every such pair must call it on both sides, with
+  // the same `bytes`; successive calls match in order).
+  std::function<Result(const std::vector<char>& with, size_t bytes,
+                       const std::vector<std::string>& mine, std::vector<std::string>* theirs)>
       exchange;
 };
 
