@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/fence_cuda.h"
 #include "cuda/quant_cuda.h"
 #include "cuda/reduce_cuda.h"
 
@@ -347,6 +348,20 @@ class CudaExecutor final : public Executor {
     }
   }
   void limitWaits(const WaitLimits& limits) override { limits_ = limits; }
+  // An event from the side pool recorded on this stream, given back when the fence goes.
+  Result fence(std::shared_ptr<DeviceFence>* out) override {
+    DeviceScope scope;  // pooled events belong to device_
+    ZCOLL_CHECK(scope.enter(device_));
+    auto f = std::make_shared<CudaFence>();
+    cudaEvent_t ev = nullptr;
+    ZCOLL_CHECK(SidePool::instance().takeEvent(device_, &ev));
+    const int device = device_;
+    f->event = ev;
+    f->giveBack = [device, ev] { SidePool::instance().give(device, ev); };
+    ZCOLL_CHECK(cudaResult(cudaEventRecord(ev, stream_), "cudaEventRecord (a send's fence)"));
+    *out = std::move(f);
+    return zcollSuccess;
+  }
   int device() const override { return device_; }
 
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {

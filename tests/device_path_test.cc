@@ -944,7 +944,10 @@ TEST(DeviceExecutionModel, AbortIsBoundedWhileDeviceWorkNeverEnds) {
     aborted = true;
     kernel->open(zcollSuccess);  // the test's end: let the stand-in's streams finish
     EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
-    test::FakeHardware::dropRetired();  // before this arena goes
+    // Copies of the abandoned call waited for its fence; they end now (before this arena goes).
+    while (FakeIpc::copiesPending.load() > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    test::FakeHardware::dropRetired();
   });
 }
 
@@ -992,9 +995,61 @@ TEST(DeviceExecutionModel, AHostOnlyJobNeverAsksTheDeviceAboutItsPointers) {
   EXPECT_EQ(test::FakeDeviceExecutor::wordsAllocated, words) << "pinned memory was allocated";
 }
 
+TEST(DeviceExecutionModel, TransfersWaitForAFenceOfTheCallsKernelsNotAFlush) {
+  // Issue 30, "slower than it must be": every send and receive synchronized the call's stream on
+  // the host before posting. Now the device transports' copies wait for a fence of the call's
+  // work (an event) and the host goes on. With every kernel slow, a copy that did not wait would
+  // move the buffer before the kernel wrote it (or overwrite one a kernel still reads): every
+  // call must still give the host's bytes, on cuda_ipc and staged, queued and synchronous; and
+  // a queued call flushes its stream once, at its end.
+  struct KernelDelay {
+    KernelDelay() { test::FakeHardware::kernelDelayUs = 300; }
+    ~KernelDelay() { test::FakeHardware::kernelDelayUs = 0; }
+  } slow;
+  for (const char* mode : {"", "staged"}) {
+    test::ScopedEnv forced("ZCOLL_DEVICE_TRANSPORT", mode);
+    FakeDevice device;
+    runRanks(RankSetup{3, 2}, [&](int rank, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      everyCollective(arena, rank, comm);
+      sendRecvAndGroups(arena, rank, comm);
+    });
+    int flushesBefore = 0, fencesBefore = 0;
+    std::atomic<int> ready{0};
+    runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t n = 300000;  // a ring all-reduce over several pieces and chunks
+      const Bytes in = inputOf(rank, n, zcollFloat32);
+      void* dev = arena.alloc(in.size());
+      arena.upload(dev, in);
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      if (rank == 0) {
+        flushesBefore = test::FakeDeviceExecutor::flushes;
+        fencesBefore = test::FakeDeviceExecutor::fences;
+      }
+      ++ready;
+      while (ready.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, arena.handle()),
+                zcollSuccess);
+      EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      if (rank == 0) {
+        EXPECT_EQ(test::FakeDeviceExecutor::flushes - flushesBefore, 2)
+            << "'" << mode << "': one flush per rank, at the end of its call";
+        EXPECT_GE(test::FakeDeviceExecutor::fences - fencesBefore, 4) << mode;
+      }
+    });
+  }
+}
+
 #ifdef ZCOLL_HAVE_CUDA
 // ---- The same on a GPU, with CUDA's device component (skipped without a GPU) ------------------
-// Ranks are threads sharing the one GPU of the test machines.
+// Ranks are threads sharing the GPU: while one rank allocates or frees, another's queued calls
+// may hold their streams, and cudaMalloc/cudaFree synchronize the device implicitly (a deadlock:
+// base/stream_holds.h). So the test's own buffers are stream-ordered (cudaMallocAsync and
+// cudaFreeAsync on the rank's stream) and its copies run on that stream, never the legacy one.
 class CudaMemory {
  public:
   CudaMemory() {
@@ -1003,23 +1058,27 @@ class CudaMemory {
   zcollStream_t handle() const { return reinterpret_cast<zcollStream_t>(stream_); }
   ~CudaMemory() {
     (void)cudaStreamSynchronize(stream_);
-    for (void* p : allocs_) cudaFree(p);
+    for (void* p : allocs_) cudaFreeAsync(p, stream_);
+    (void)cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
   void* alloc(size_t bytes) {
     void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 1 : bytes), cudaSuccess);
+    EXPECT_EQ(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);  // usable on every stream
     allocs_.push_back(p);
     return p;
   }
   void upload(void* dev, const Bytes& h) {
+    EXPECT_EQ(cudaMemcpyAsync(dev, h.data(), h.size(), cudaMemcpyHostToDevice, stream_),
+              cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(dev, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
   }
   Bytes download(const void* dev, size_t bytes) {
     Bytes h(bytes);
+    EXPECT_EQ(cudaMemcpyAsync(h.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_),
+              cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
     return h;
   }
 

@@ -240,6 +240,7 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
     a.peers.resize(n);
     std::iota(a.peers.begin(), a.peers.end(), 0);
     a.hostRoutes = comm->route;
+    a.aborting = &comm->aborting;
     a.exchange = [comm](const std::vector<char>& with, size_t bytes,
                         const std::vector<std::string>& mine, std::vector<std::string>* theirs) {
       return exchangeWith(comm, with, bytes, mine, theirs);

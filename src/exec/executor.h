@@ -8,9 +8,11 @@
 // Semantics of every operation are those of the functions they wrap (exec/reduce_kernels.h,
 // quant/quant.h); every executor produces the same bytes for the same inputs. Ordering: the
 // operations of one executor run in issue order. An executor may run them asynchronously
-// (CUDA); flush() returns once everything issued so far is done, and Stage::send and
-// Stage::recv flush before they post, so a transport never reads a buffer an operation is still
-// writing, nor writes one an operation is still reading.
+// (CUDA); flush() returns once everything issued so far is done. Before a send or a receive is
+// posted (core/progress.h postSend/postRecv with the executor), either the device transport's
+// copies wait for a fence of the executor's work (fence()), or the executor is flushed, so a
+// transport never reads a buffer an operation is still writing, nor writes one an operation is
+// still reading.
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "base/device_fence.h"
 #include "base/result.h"
 #include "exec/device_component.h"
 #include "exec/wait_words.h"
@@ -94,6 +97,13 @@ class Executor {
 
   // Returns once every operation issued so far has completed.
   virtual Result flush() = 0;
+  // A fence after every operation issued so far (base/device_fence.h; CUDA: an event recorded on
+  // the stream), for a device transport's copies to wait for instead of flush(). Null when there
+  // is nothing to wait for (the host executor: its operations are done when they return).
+  virtual Result fence(std::shared_ptr<DeviceFence>* out) {
+    out->reset();
+    return zcollSuccess;
+  }
 
   // Stream ordering, for calls that return once enqueued (api/launch.h). Device executors
   // implement them; the host executor, whose operations are done when they return, refuses.

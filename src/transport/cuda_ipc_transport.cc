@@ -87,6 +87,7 @@ struct CudaIpcTransport::Op {
   size_t done = 0;           // bytes acknowledged (send) or copied (receive)
   Result outcome = zcollSuccess;  // a receive's failure, reported once its acknowledgement left
   bool failed = false;            // ... and no more pieces are read
+  std::shared_ptr<DeviceFence> after;  // the call's work before the post (null: none)
 };
 
 // ---- Setup --------------------------------------------------------------------------------
@@ -224,7 +225,8 @@ bool CudaIpcTransport::probe(const std::string& peerAddress, std::string* why) {
   uint64_t ticket = 0;
   Result r = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's probe block",
                                    [&] { return ipc_->map(h, &src); });
-  if (r == zcollSuccess) r = ipc_->startCopy(seen, src, kProbeBytes, &ticket);
+  if (r == zcollSuccess)
+    r = ipc_->startCopy(seen, src, kProbeBytes, &ticket, DeviceIpc::Lane::kIn);
   if (r == zcollSuccess) r = waitForCopy(*ipc_, ticket, copyWaitMs_);
   // Closed at once: the peer frees its probe block when it closes, after the verdicts that
   // follow every probe.
@@ -375,6 +377,7 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
                   r, why_[r].c_str());
   }
   hosts_ = a.hostRoutes;
+  aborting_ = a.aborting;
   pids_ = a.pids;
   rank_ = a.rank;
   connected_ = true;
@@ -461,7 +464,7 @@ void CudaIpcTransport::close(int flushMs) {
   std::vector<Op*> posted = active_;  // cancel() takes each out of active_
   for (Op* op : posted) cancel(op->req);
   settleCancelled(flushMs);
-  if (ipc_->drain(kCloseDrainMs) != zcollSuccess) {
+  if (ipc_->drain(copyDrainMs(kCloseDrainMs)) != zcollSuccess) {
     // A copy may still read or write peers' slots or ours: nothing is closed or freed.
     ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: copies still running after %d ms at close; mappings "
                "and slots stay", kCloseDrainMs);
@@ -474,8 +477,8 @@ void CudaIpcTransport::close(int flushMs) {
 
 // ---- Posting ------------------------------------------------------------------------------
 
-Result CudaIpcTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
-                                  Request* req) {
+Result CudaIpcTransport::postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag,
+                                       Request* req, std::shared_ptr<DeviceFence> after) {
   auto op = std::make_unique<Op>();
   op->req = req;
   op->send = true;
@@ -483,24 +486,18 @@ Result CudaIpcTransport::postSend(int peer, const void* buf, size_t bytes, uint6
   op->tag = tag;
   op->buf = static_cast<char*>(const_cast<void*>(buf));
   op->bytes = bytes;
+  op->after = std::move(after);
   if (userBuffers_ && bytes > 0) {
-    // The allocation that holds the buffer, offered first (one piece, no copy).
+    // The allocation that holds the buffer, offered first (one piece, no copy), once the call's
+    // work before the post is done: a copy of no bytes after the fence names that moment.
     Piece p;
-    p.state = PieceState::kSent;
+    p.state = PieceState::kCopying;
     p.bytes = bytes;
     p.desc = Descriptor{kDescriptorMagic, bytes, bytes, IpcHandle{}};
     if (ipc_->exportRange(buf, bytes, &p.desc.handle) == zcollSuccess) {
+      ZCOLL_CHECK(ipc_->startCopy(nullptr, nullptr, 0, &p.ticket, DeviceIpc::Lane::kOut,
+                                  op->after.get()));
       op->pieces.push_back(p);
-      Piece& q = op->pieces.back();
-      Result r = hosts_[peer]->postRecv(peer, &q.ack, sizeof(q.ack), makeAckTag(tag, peer),
-                                        &q.ackReq);
-      if (r == zcollSuccess)
-        r = hosts_[peer]->postSend(peer, &q.desc, sizeof(q.desc), makeDescriptorTag(tag),
-                                   &q.descReq);
-      if (r != zcollSuccess) {
-        if (!q.ackReq.complete() && q.ackReq.transport != nullptr) hosts_[peer]->cancel(&q.ackReq);
-        return r;
-      }
       op->next = bytes;
     }
   }
@@ -517,8 +514,10 @@ Result CudaIpcTransport::postDescriptorRecv(Op* op) {
                                     &p.descReq);
 }
 
-Result CudaIpcTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
+Result CudaIpcTransport::postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag,
+                                       Request* req, std::shared_ptr<DeviceFence> after) {
   auto op = std::make_unique<Op>();
+  op->after = std::move(after);
   op->req = req;
   op->peer = peer;
   op->tag = tag;
@@ -547,7 +546,8 @@ Result CudaIpcTransport::startPiece(Op* op) {
   p.offset = op->next;
   p.bytes = std::min(kSlotBytes, op->bytes - op->next);
   char* slot = static_cast<char*>(ps.area) + static_cast<size_t>(p.slot) * kSlotBytes;
-  ZCOLL_CHECK(ipc_->startCopy(slot, op->buf + p.offset, p.bytes, &p.ticket));
+  ZCOLL_CHECK(ipc_->startCopy(slot, op->buf + p.offset, p.bytes, &p.ticket,
+                              DeviceIpc::Lane::kOut, op->after.get()));
   ps.free.pop_back();
   p.desc = Descriptor{kDescriptorMagic, p.bytes, op->bytes, ps.handle};
   p.desc.handle.offset = static_cast<uint64_t>(p.slot) * kSlotBytes;
@@ -646,7 +646,9 @@ Result CudaIpcTransport::readPiece(Op* op, Piece* p) {
   } else {
     r = ipc_->map(d.handle, &src);
   }
-  if (r == zcollSuccess) r = ipc_->startCopy(op->buf + op->next, src, d.bytes, &p->ticket);
+  if (r == zcollSuccess)
+    r = ipc_->startCopy(op->buf + op->next, src, d.bytes, &p->ticket, DeviceIpc::Lane::kIn,
+                        op->after.get());
   if (r != zcollSuccess) return acknowledge(op, p, r);
   p->offset = op->next;
   p->bytes = d.bytes;
@@ -765,7 +767,7 @@ void CudaIpcTransport::cancel(Request* req) {
     if (p.state == PieceState::kCopying || p.state == PieceState::kReading) copying = true;
   }
   // A copy may write the caller's buffer (a receive) or a slot (a send): wait for it.
-  const bool drained = !copying || ipc_->drain(kCloseDrainMs) == zcollSuccess;
+  const bool drained = !copying || ipc_->drain(copyDrainMs(kCloseDrainMs)) == zcollSuccess;
   if (peerMayRead) {
     cancelled_.push_back(op);
     return;

@@ -37,10 +37,11 @@
 // so a device send never meets a host receive (or the reverse): a mismatch times out on both
 // sides (ZCOLL_TIMEOUT) instead of delivering a descriptor as data.
 //
-// Ordering: Stage::send and Stage::recv flush the call's executor before posting, so the
-// sender's buffer holds its bytes and nothing of the receiver's call still uses its buffer; a
-// receive completes only when its last copy is done, so the work the executor issues after
-// Stage::wait sees the bytes.
+// Ordering: a message's copies wait for the fence of its call's work up to the post (a sender's
+// copies into slots, and the moment a user buffer is offered, on the outbound copy lane; a
+// receiver's copies on the inbound one), so the sender's buffer holds its bytes and nothing of
+// the receiver's call still uses its buffer when they run; a receive completes only when its
+// last copy is done, so the work the executor issues after Stage::wait sees the bytes.
 #pragma once
 
 #include <deque>
@@ -103,8 +104,20 @@ class CudaIpcTransport final : public Transport {
   // its own slots (once no stream is held) where the peer closed its mapping or is gone.
   void close(int flushMs) override;
 
-  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
-  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override {
+    return postSendAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override {
+    return postRecvAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  // Its copies wait for the call's fence (Transport::waitsForFences): a send's pieces are copied
+  // into slots, and a user buffer offered, only after the call's work before the post; a
+  // receive's copies land after it.
+  bool waitsForFences() const override { return true; }
+  Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override;
+  Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override;
   Result progress() override;
   bool pending() const override { return !active_.empty(); }
   bool peerFailed(int peer) const override;
@@ -143,6 +156,12 @@ class CudaIpcTransport final : public Transport {
   std::vector<char> agreed_;         // per rank: both ranks of the pair said yes
   std::vector<std::string> why_;     // per rank: why (not)
   int rank_ = -1;
+  const std::atomic<bool>* aborting_ = nullptr;  // the comm's (ConnectArgs::aborting)
+  // How long to wait for this transport's own copies when cancelling or closing: not at all
+  // once the comm is being aborted (they may wait for work that never ends).
+  int copyDrainMs(int normalMs) const {
+    return aborting_ != nullptr && aborting_->load() ? 0 : normalMs;
+  }
   std::vector<Transport*> hosts_;  // per rank: the control route
   std::vector<int> pids_;          // per rank
   std::string address_;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/device_fence.h"
 #include "base/result.h"
 
 namespace zcoll {
@@ -67,12 +68,19 @@ class DeviceIpc {
   // synchronizes the device implicitly, as opening does.
   virtual void unmapAll() = 0;
 
-  // Starts dst[0, bytes) = src[0, bytes) on this object's own copy stream: each pointer is
-  // device memory of this process, memory mapped by map(), or host memory. Copies run in the
-  // order they were started. *ticket names the copy for copyDone().
-  virtual Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) = 0;
-  // Whether copy `ticket` (and so every copy started before it) is done. A failed copy is an
-  // error (zcollCudaError for CUDA, with the runtime's message).
+  // The copy streams: one for bytes leaving this rank (a send's copies) and one for bytes
+  // arriving (a receive's), so a rank's sends and receives do not queue behind each other
+  // (device to host and host to device run on different copy engines).
+  enum class Lane { kOut, kIn };
+  // Starts dst[0, bytes) = src[0, bytes) on `lane`, after `after` when given (the work of the
+  // call that posted the message, up to the post: base/device_fence.h): each pointer is device
+  // memory of this process, memory mapped by map(), or host memory. Copies of one lane run in
+  // the order they were started; bytes 0 with a fence names the moment the fence is passed.
+  // *ticket names the copy for copyDone().
+  virtual Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket,
+                           Lane lane = Lane::kOut, const DeviceFence* after = nullptr) = 0;
+  // Whether copy `ticket` (and so every copy started before it on its lane) is done. A failed
+  // copy is an error (zcollCudaError for CUDA, with the runtime's message).
   virtual Result copyDone(uint64_t ticket, bool* done) = 0;
   // Waits until every copy started so far is done, at most about `waitMs`: zcollTimeout after.
   virtual Result drain(int waitMs) = 0;

@@ -33,6 +33,7 @@ struct StagedTransport::Op {
   std::vector<Request> wire;     // per chunk, on the host route (sized once: it holds pointers)
   std::vector<uint64_t> ticket;  // per chunk: its device copy
   std::vector<int> slot;         // per chunk: the ring slot of its copy, -1 when none
+  std::shared_ptr<DeviceFence> after;  // the call's work before the post (null: none)
   size_t started = 0;  // chunks whose device copy started
   size_t landed = 0;   // chunks whose device copy is done (send: and handed to the host route)
 
@@ -85,7 +86,7 @@ Result StagedTransport::createFor(const TransportSettings& s, const std::vector<
 StagedTransport::~StagedTransport() {
   std::vector<Op*> posted = active_;  // cancel() takes each out of active_
   for (Op* op : posted) cancel(op->req);
-  if (engine_->drain(kDrainMs) != zcollSuccess) ringLost_ = true;
+  if (engine_->drain(copyDrainMs(kDrainMs)) != zcollSuccess) ringLost_ = true;
   buffers_.release();
   for (const BlockPool::Block& b : retired_) hostFree(b.ptr);
   if (ringLost_) {
@@ -133,9 +134,10 @@ Result StagedTransport::start(Op* op, Request* req) {
 }
 
 // progress() copies the chunks to the host as ring slots allow and sends each once it is there.
-Result StagedTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
-                                 Request* req) {
+Result StagedTransport::postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag,
+                                      Request* req, std::shared_ptr<DeviceFence> after) {
   auto op = std::make_unique<Op>();
+  op->after = std::move(after);
   op->send = true;
   op->peer = peer;
   op->tag = tag;
@@ -149,8 +151,10 @@ Result StagedTransport::postSend(int peer, const void* buf, size_t bytes, uint64
 }
 
 // Every chunk's receive is posted now; progress() copies each to the device once it arrived.
-Result StagedTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
+Result StagedTransport::postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag,
+                                      Request* req, std::shared_ptr<DeviceFence> after) {
   auto op = std::make_unique<Op>();
+  op->after = std::move(after);
   op->peer = peer;
   op->tag = tag;
   op->dev = static_cast<char*>(buf);
@@ -185,7 +189,7 @@ void StagedTransport::abandon(Op* op) {
     hosts_[op->peer]->cancel(&w);
     pending = true;
   }
-  const bool drained = engine_->drain(kDrainMs) == zcollSuccess;
+  const bool drained = engine_->drain(copyDrainMs(kDrainMs)) == zcollSuccess;
   for (size_t i = op->landed; i < op->started; ++i) {
     if (op->slot[i] < 0) continue;
     if (drained) freeSlots_.push_back(op->slot[i]);
@@ -207,7 +211,7 @@ Result StagedTransport::advanceSend(Op* op, bool* finished) {
     const size_t i = op->started;
     op->slot[i] = s;
     ZCOLL_CHECK(engine_->startCopy(ring_[s], op->dev + i * kChunkBytes, op->chunkBytes(i),
-                                   &op->ticket[i]));
+                                   &op->ticket[i], DeviceIpc::Lane::kOut, op->after.get()));
   }
   for (; op->landed < op->started; ++op->landed) {
     const size_t i = op->landed;
@@ -252,7 +256,7 @@ Result StagedTransport::advanceRecv(Op* op, bool* finished) {
     op->slot[i] = s;
     std::memcpy(ring_[s], op->data(i), op->chunkBytes(i));
     ZCOLL_CHECK(engine_->startCopy(op->dev + i * kChunkBytes, ring_[s], op->chunkBytes(i),
-                                   &op->ticket[i]));
+                                   &op->ticket[i], DeviceIpc::Lane::kIn, op->after.get()));
   }
   for (; op->landed < op->started; ++op->landed) {
     const size_t i = op->landed;

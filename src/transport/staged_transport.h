@@ -23,8 +23,9 @@
 // and a host receive never takes a device message as data (its size differs by 8). Empty
 // messages never come here: they take the host route (core/progress.cc).
 //
-// Ordering: Stage::send and Stage::recv flush the call's executor before posting, so the device
-// buffer holds the sender's bytes and nothing of the receiver's call still uses its buffer; a
+// Ordering: a message's copies wait for the fence of its call's work up to the post (sends on the
+// device's outbound copy lane, receives on the inbound one), so the device buffer holds the
+// sender's bytes and nothing of the receiver's call still uses its buffer when they run; a
 // receive completes only when its last copy to the device is done.
 #pragma once
 
@@ -65,12 +66,26 @@ class StagedTransport final : public Transport {
   bool canConnect(const PeerReach& peer, std::string* why) const override;
   // Device routes: the host route to each rank carries its chunks.
   Result connect(const ConnectArgs& args) override {
-    if (args.kind == kDeviceMemory) hosts_ = args.hostRoutes;
+    if (args.kind == kDeviceMemory) {
+      hosts_ = args.hostRoutes;
+      aborting_ = args.aborting;
+    }
     return zcollSuccess;
   }
 
-  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
-  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override {
+    return postSendAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override {
+    return postRecvAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  // Its copies wait for the call's fence: sends read, and receives write, the device buffer only
+  // after the call's work before the post (Transport::waitsForFences).
+  bool waitsForFences() const override { return true; }
+  Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override;
+  Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override;
   Result progress() override;
   bool pending() const override { return !active_.empty(); }
   bool peerFailed(int peer) const override;
@@ -89,6 +104,12 @@ class StagedTransport final : public Transport {
   int takeSlot();
 
   std::unique_ptr<DeviceIpc> engine_;
+  const std::atomic<bool>* aborting_ = nullptr;  // the comm's (ConnectArgs::aborting)
+  // How long to wait for this transport's own copies when cancelling or closing: not at all
+  // once the comm is being aborted (they may wait for work that never ends).
+  int copyDrainMs(int normalMs) const {
+    return aborting_ != nullptr && aborting_->load() ? 0 : normalMs;
+  }
   std::vector<Transport*> hosts_;  // per rank
   std::vector<Op*> active_;
   std::vector<void*> ring_;        // kRingSlots pinned chunk buffers

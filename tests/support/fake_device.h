@@ -144,6 +144,9 @@ struct FakeHardware {
   static inline std::atomic<bool> singleQueue{false};
   static inline std::atomic<int> waitLimitMs{20000};
   static inline std::atomic<int> queueDepth{1024};
+  // Every executor operation ("kernel") queued from now takes this long: work still running
+  // when a transport would touch its buffers.
+  static inline std::atomic<int> kernelDelayUs{0};
   static inline std::atomic<int> violations{0};
   static std::string lastViolation() {
     std::lock_guard<std::mutex> lock(mu());
@@ -459,6 +462,11 @@ class FakeStream {
     *error = error_;
     return true;
   }
+  // Operations queued so far (the n of ranUpTo for the newest).
+  uint64_t submittedCount() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return submitted_;
+  }
   // Everything queued has run.
   bool idle() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -582,6 +590,11 @@ inline void fakeStreamOrderedRelease(void* p) {
   if (FakeDeviceArena* a = FakeDeviceArena::holding(p)) a->free(p);
 }
 
+// A recorded event as a device fence (base/device_fence.h): FakeIpc's copies wait for it.
+struct FakeFence final : DeviceFence {
+  std::shared_ptr<FakeEvent> event = std::make_shared<FakeEvent>();
+};
+
 // A recorded event as a stream mark (exec/wait_words.h).
 struct FakeMark final : StreamMark {
   std::shared_ptr<FakeEvent> event = std::make_shared<FakeEvent>();
@@ -609,6 +622,7 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   }
   // Bounded as CUDA's (Executor::limitWaits): gives up on an abort or past the timeout.
   Result flush() override {
+    ++flushes;
     if (limits_.stop == nullptr && limits_.timeoutMs <= 0) return stream_->synchronize();
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.timeoutMs);
@@ -623,6 +637,16 @@ class FakeDeviceExecutor final : public DeferredExecutor {
                 "fake device: the stream's work did not finish; abandoned");
   }
   void limitWaits(const WaitLimits& limits) override { limits_ = limits; }
+  Result fence(std::shared_ptr<DeviceFence>* out) override {
+    auto f = std::make_shared<FakeFence>();
+    auto event = f->event;
+    stream_->submit([event] { event->fired = true; return zcollSuccess; }, false);
+    ++fences;
+    *out = std::move(f);
+    return zcollSuccess;
+  }
+  // Fences made and flushes done so far, by every fake executor.
+  static inline std::atomic<int> fences{0}, flushes{0};
   int device() const override {
     return device_ >= 0 ? device_ : arena_ != nullptr ? arena_->device : 0;
   }
@@ -700,7 +724,11 @@ class FakeDeviceExecutor final : public DeferredExecutor {
 
  protected:
   Result defer(std::function<Result(Executor&)> op) override {
-    stream_->submit([op = std::move(op)] { return op(hostExecutor()); }, true, arena_);
+    const int delayUs = FakeHardware::kernelDelayUs;
+    stream_->submit([op = std::move(op), delayUs] {
+      if (delayUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(delayUs));
+      return op(hostExecutor());
+    }, true, arena_);
     return zcollSuccess;
   }
 
@@ -769,9 +797,10 @@ inline bool fakeDeviceOwns(const void* p, int* device) {
 // FakeIpc still has open is a violation (CUDA: undefined behavior; importers close first).
 class FakeIpc final : public DeviceIpc {
  public:
-  FakeIpc() : copies_(nullptr), id_(++nextId()) {}
+  FakeIpc() : out_(nullptr), in_(nullptr), id_(++nextId()) {}
   ~FakeIpc() override {
-    (void)copies_.synchronize();
+    (void)out_.synchronize();
+    (void)in_.synchronize();
     std::lock_guard<std::mutex> lock(openMu());
     for (const auto& o : opened_) openCount()[o] -= 1;
   }
@@ -806,13 +835,13 @@ class FakeIpc final : public DeviceIpc {
   }
   void unmap(const IpcHandle& h) override {
     if (opened_.erase(h.base) == 0) return;
-    (void)copies_.synchronize();
+    (void)drain(FakeHardware::waitLimitMs);
     FakeHardware::implicitSync("cudaIpcCloseMemHandle");
     std::lock_guard<std::mutex> lock(openMu());
     openCount()[h.base] -= 1;
   }
   void unmapAll() override {
-    (void)copies_.synchronize();
+    (void)drain(FakeHardware::waitLimitMs);
     for (uint64_t base : opened_) {
       FakeHardware::implicitSync("cudaIpcCloseMemHandle");
       std::lock_guard<std::mutex> lock(openMu());
@@ -820,10 +849,25 @@ class FakeIpc final : public DeviceIpc {
     }
     opened_.clear();
   }
-  Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) override {
+  Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket, Lane lane,
+                   const DeviceFence* after) override {
     const int delayMs = copyDelayMs;
-    copies_.submit([=] {
+    std::shared_ptr<FakeEvent> fence;
+    if (after != nullptr) {
+      const auto* f = dynamic_cast<const FakeFence*>(after);
+      if (f == nullptr) return fail(zcollInternalError, "fake device: a fence of another kind");
+      fence = f->event;
+    }
+    FakeStream& stream = lane == Lane::kOut ? out_ : in_;
+    // After the call's work before the post (cudaStreamWaitEvent), then the copy.
+    if (fence) stream.submitWait([fence] { return fence->fired.load(); }, "a copy's fence wait");
+    ++copiesPending;
+    stream.submit([=] {
+      struct Done {
+        ~Done() { --copiesPending; }
+      } done;
       if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+      if (bytes == 0) return zcollSuccess;
       FakeDeviceArena* to = FakeDeviceArena::holding(dst);
       FakeDeviceArena* from = FakeDeviceArena::holding(src);
       if (to) to->open();
@@ -838,15 +882,28 @@ class FakeIpc final : public DeviceIpc {
       return zcollSuccess;
     }, false);
     *ticket = ++started_;
-    ++copiesStarted;
+    tickets_[*ticket] = {&stream, stream.submittedCount()};
+    if (bytes != 0) ++copiesStarted;
     return zcollSuccess;
   }
   Result copyDone(uint64_t ticket, bool* done) override {
+    auto it = tickets_.find(ticket);
+    if (it == tickets_.end())
+      return fail(zcollInvalidArgument, "fake device: ticket %llu was never issued",
+                  static_cast<unsigned long long>(ticket));
     Result error = zcollSuccess;
-    *done = copies_.ranUpTo(ticket, &error);
+    *done = it->second.first->ranUpTo(it->second.second, &error);
     return error;
   }
-  Result drain(int) override { return copies_.synchronize(); }
+  // Bounded as CUDA's: zcollTimeout once `waitMs` passed with copies still queued.
+  Result drain(int waitMs) override {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+    auto late = [&] { return std::chrono::steady_clock::now() > deadline; };
+    Result a = zcollSuccess, b = zcollSuccess;
+    if (!out_.synchronizeUntil(late, &a) || !in_.synchronizeUntil(late, &b))
+      return fail(zcollTimeout, "fake device: copies still queued after %d ms", waitMs);
+    return a != zcollSuccess ? a : b;
+  }
   Result allocShared(size_t bytes, void** out) override {
     FakeHardware::implicitSync("cudaMalloc (cuda_ipc)");
     *out = gSharedArena->alloc(bytes);
@@ -873,6 +930,8 @@ class FakeIpc final : public DeviceIpc {
   }
   // Copies started by every FakeIpc (the tests check that cuda_ipc carried their bytes).
   static inline std::atomic<int> copiesStarted{0};
+  // Copies started and not yet run, by every FakeIpc (some may wait for a fence).
+  static inline std::atomic<int> copiesPending{0};
   // Handles opened by every FakeIpc.
   static inline std::atomic<int> opens{0};
   // The next this many copies out of shared memory (the init probe) deliver zeros.
@@ -893,9 +952,10 @@ class FakeIpc final : public DeviceIpc {
     static std::map<uintptr_t, int> c;
     return c;
   }
-  FakeStream copies_;
+  FakeStream out_, in_;  // the copy lanes (DeviceIpc::Lane)
   const int id_;
   uint64_t started_ = 0;
+  std::map<uint64_t, std::pair<FakeStream*, uint64_t>> tickets_;  // ticket -> lane, its count
   std::set<uint64_t> opened_;  // allocations of other FakeIpcs this one opened
 };
 
