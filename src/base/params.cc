@@ -95,8 +95,11 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_CUDA_IPC_USER_BUFFERS", ParamType::kInt, "0",
      "1: cuda_ipc peers read a sender's own device buffer (no copy; the buffer's allocation "
      "stays mapped in the peers until the communicator is destroyed, so it must not be freed "
-     "before, as with NCCL's registered buffers). 0: the sender copies into a block of zcoll's "
-     "that peers map once (one device-local copy; safe for any buffer). Read at init."},
+     "before, as with NCCL's registered buffers), for calls that return complete "
+     "(ZCOLL_DEVICE_CALLS=sync, or CUDA_DEVICE_MAX_CONNECTIONS=1) and while no queued call of "
+     "the receiver's process holds a stream (mapping synchronizes the device); otherwise, and "
+     "with 0, the sender copies into slots of zcoll's that peers mapped at init (one "
+     "device-local copy; safe for any buffer). Read at init."},
     {"ZCOLL_TRANSPORT", ParamType::kString, "",
      "Force the transport for every non-self peer: shm (shared memory; every peer must be on "
      "this node) or ucx. Empty: shm for peers on this node when both processes can share "

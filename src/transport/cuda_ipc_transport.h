@@ -55,7 +55,7 @@
 
 namespace zcoll {
 
-class CudaIpcTransport final : public Transport {
+class CudaIpcTransport final : public FencedTransport {
  public:
   static constexpr size_t kSlotBytes = size_t(2) << 20;
   static constexpr int kSlotsPerPeer = 2;
@@ -104,16 +104,9 @@ class CudaIpcTransport final : public Transport {
   // its own slots (once no stream is held) where the peer closed its mapping or is gone.
   void close(int flushMs) override;
 
-  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override {
-    return postSendAfter(peer, buf, bytes, tag, req, nullptr);
-  }
-  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override {
-    return postRecvAfter(peer, buf, bytes, tag, req, nullptr);
-  }
   // Its copies wait for the call's fence (Transport::waitsForFences): a send's pieces are copied
   // into slots, and a user buffer offered, only after the call's work before the post; a
   // receive's copies land after it.
-  bool waitsForFences() const override { return true; }
   Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req,
                        std::shared_ptr<DeviceFence> after) override;
   Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,

@@ -40,7 +40,7 @@
 
 namespace zcoll {
 
-class StagedTransport final : public Transport {
+class StagedTransport final : public FencedTransport {
  public:
   static constexpr size_t kChunkBytes = size_t(1) << 20;
   static constexpr size_t kHeaderBytes = 8;
@@ -73,15 +73,8 @@ class StagedTransport final : public Transport {
     return zcollSuccess;
   }
 
-  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override {
-    return postSendAfter(peer, buf, bytes, tag, req, nullptr);
-  }
-  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override {
-    return postRecvAfter(peer, buf, bytes, tag, req, nullptr);
-  }
   // Its copies wait for the call's fence: sends read, and receives write, the device buffer only
   // after the call's work before the post (Transport::waitsForFences).
-  bool waitsForFences() const override { return true; }
   Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req,
                        std::shared_ptr<DeviceFence> after) override;
   Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,

@@ -198,4 +198,22 @@ class Transport {
   virtual void settleCancelled(int waitMs) { (void)waitMs; }
 };
 
+// A device transport whose copies run on the device's copy engine and wait for the call's fence
+// (cuda_ipc, staged): every post goes through postSendAfter/postRecvAfter, without a fence
+// (after = null) when posted with plain postSend/postRecv.
+class FencedTransport : public Transport {
+ public:
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) final {
+    return postSendAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) final {
+    return postRecvAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  bool waitsForFences() const final { return true; }
+  Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override = 0;
+  Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override = 0;
+};
+
 }  // namespace zcoll

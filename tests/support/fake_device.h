@@ -930,6 +930,12 @@ class FakeIpc final : public DeviceIpc {
   }
   // Copies started by every FakeIpc (the tests check that cuda_ipc carried their bytes).
   static inline std::atomic<int> copiesStarted{0};
+  // A new device: nothing of it is mapped (a FakeIpc an earlier test leaked, as a transport
+  // does when its copies never end, keeps its counts no longer).
+  static void forgetMappings() {
+    std::lock_guard<std::mutex> lock(openMu());
+    openCount().clear();
+  }
   // Copies started and not yet run, by every FakeIpc (some may wait for a fence).
   static inline std::atomic<int> copiesPending{0};
   // Handles opened by every FakeIpc.
@@ -940,8 +946,8 @@ class FakeIpc final : public DeviceIpc {
   static inline std::atomic<int> copyDelayMs{0};
 
  private:
-  static int& nextId() {
-    static int n = 0;
+  static std::atomic<int>& nextId() {  // ranks (threads) make theirs at once
+    static std::atomic<int> n{0};
     return n;
   }
   static std::mutex& openMu() {
@@ -984,6 +990,7 @@ class FakeDevice {
     FakeHardware::singleQueue = connections != nullptr && std::strcmp(connections, "1") == 0;
     FakeHardware::violations = 0;
     FakeUse::inUse = true;
+    FakeIpc::forgetMappings();
     gSharedArena = &shared_;
     setDeviceComponent(&kComponent);
   }
