@@ -5,8 +5,10 @@
 // (stream-ordered pools, virtual-memory mappings, managed memory) is refused with
 // zcollUnsupported. Map: a handle from this process is used at its own address (CUDA refuses to
 // open those); others are opened once with cudaIpcOpenMemHandle and kept in a bounded LRU cache.
-// Copies: cudaMemcpyAsync on a non-blocking stream of this object's per device, an event recorded
-// after each one; tickets count copies, and a FIFO of (ticket, event) says which are done.
+// Copies: cudaMemcpyAsync on a non-blocking stream of this object's per device and direction
+// (DeviceIpc::Lane), after the call's fence when given (cudaStreamWaitEvent), an event recorded
+// after each one; tickets count copies, and the pending (ticket, event, lane) say which are done
+// (a lane's copies end in order).
 #include "cuda/cuda_ipc.h"
 
 #include <cuda.h>  // driver types only: the functions come from cudaGetDriverEntryPointByVersion
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
@@ -22,11 +25,14 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <map>
 #include <new>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "cuda/fence_cuda.h"
 
 namespace zcoll {
 
@@ -66,12 +72,16 @@ using GetAddressRangeFn = CUresult (*)(CUdeviceptr* base, size_t* size, CUdevice
 using PointerGetAttributeFn = CUresult (*)(void* data, CUpointer_attribute attr, CUdeviceptr ptr);
 using DeviceGetFn = CUresult (*)(CUdevice* device, int ordinal);
 using PrimaryCtxGetStateFn = CUresult (*)(CUdevice device, unsigned int* flags, int* active);
+using CtxGetCurrentFn = CUresult (*)(CUcontext* ctx);
+using DeviceGetCountFn = CUresult (*)(int* count);
 
 struct DriverFns {
   GetAddressRangeFn getAddressRange = nullptr;   // required
   PointerGetAttributeFn getAttribute = nullptr;  // optional: better refusals
   DeviceGetFn deviceGet = nullptr;               // optional: whether a device is initialized
   PrimaryCtxGetStateFn primaryCtxGetState = nullptr;
+  CtxGetCurrentFn ctxGetCurrent = nullptr;      // optional: cudaInUse
+  DeviceGetCountFn deviceGetCount = nullptr;
   Result code = zcollSuccess;                    // why getAddressRange is missing
   std::string why;
 };
@@ -116,6 +126,10 @@ const DriverFns& driverFns() {
     f.deviceGet = reinterpret_cast<DeviceGetFn>(fn);
     (void)lookUp("cuDevicePrimaryCtxGetState", &fn, &ignored);
     f.primaryCtxGetState = reinterpret_cast<PrimaryCtxGetStateFn>(fn);
+    (void)lookUp("cuCtxGetCurrent", &fn, &ignored);
+    f.ctxGetCurrent = reinterpret_cast<CtxGetCurrentFn>(fn);
+    (void)lookUp("cuDeviceGetCount", &fn, &ignored);
+    f.deviceGetCount = reinterpret_cast<DeviceGetCountFn>(fn);
     return f;
   }();
   return fns;
@@ -191,7 +205,11 @@ class CudaIpc final : public DeviceIpc {
   const char* name() const override { return "cuda"; }
   Result exportRange(const void* ptr, size_t bytes, IpcHandle* out) override;
   Result map(const IpcHandle& h, const void** out) override;
-  Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) override;
+  bool mapped(const IpcHandle& h) override;
+  void unmap(const IpcHandle& h) override;
+  void unmapAll() override;
+  Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket,
+                   DeviceIpc::Lane lane, const DeviceFence* after) override;
   Result copyDone(uint64_t ticket, bool* done) override;
   Result drain(int waitMs) override;
   Result allocShared(size_t bytes, void** out) override;
@@ -200,14 +218,15 @@ class CudaIpc final : public DeviceIpc {
   void freeHost(void* p) override;
 
  private:
-  // A device's copy stream, and the events free for reuse on it.
-  struct Lane {
+  // A copy stream of a device (one per direction: DeviceIpc::Lane), and the events free for
+  // reuse on it.
+  struct CopyStream {
     int device;
+    DeviceIpc::Lane direction;
     cudaStream_t stream;
     std::vector<cudaEvent_t> freeEvents;
   };
   struct Pending {
-    uint64_t ticket;
     cudaEvent_t event;
     size_t lane;
   };
@@ -219,11 +238,12 @@ class CudaIpc final : public DeviceIpc {
     std::list<MapKey>::iterator lru;
   };
 
-  Result laneFor(int device, size_t* lane);
+  Result laneFor(int device, DeviceIpc::Lane direction, size_t* lane);
   // Whether `ticket` is done, without recording an error: cudaSuccess, or the failing call's
   // error (the copy's, from its event).
   cudaError_t poll(uint64_t ticket, bool* done);
-  void retireThrough(size_t index);
+  // Retires `ticket` and every earlier ticket of its lane (copies of a lane end in order).
+  void retireThrough(uint64_t ticket);
   Result drainWithin(int waitMs, bool quiet);
   // Whether h names memory this very process exported (same pid and the same handle).
   bool isOwnExport(const IpcHandle& h, size_t* size);
@@ -233,10 +253,9 @@ class CudaIpc final : public DeviceIpc {
   const DriverFns& fns_;
   const int32_t pid_;
 
-  std::vector<Lane> lanes_;
-  std::deque<Pending> pending_;  // consecutive tickets, oldest first
-  uint64_t issued_ = 0;          // the newest ticket handed out
-  uint64_t completed_ = 0;       // every ticket up to this one is done
+  std::vector<CopyStream> lanes_;
+  std::map<uint64_t, Pending> pending_;  // copies not known done, by ticket
+  uint64_t issued_ = 0;                  // the newest ticket handed out
 
   std::unordered_map<MapKey, Mapping, MapKeyHash> mappings_;
   std::list<MapKey> lru_;  // most recently used first
@@ -268,11 +287,11 @@ CudaIpc::~CudaIpc() {
   lru_.clear();
   shared_.clear();
   // Destroying an event or a stream with work outstanding is allowed: the work still completes.
-  for (const Pending& p : pending_) {
+  for (const auto& [ticket, p] : pending_) {
     if (cudaEventDestroy(p.event) != cudaSuccess) (void)cudaGetLastError();
   }
   pending_.clear();
-  for (Lane& lane : lanes_) {
+  for (CopyStream& lane : lanes_) {
     DeviceGuard guard(lane.device);
     for (cudaEvent_t e : lane.freeEvents) {
       if (cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
@@ -436,6 +455,38 @@ Result CudaIpc::map(const IpcHandle& h, const void** out) {
   return zcollSuccess;
 }
 
+bool CudaIpc::mapped(const IpcHandle& h) {
+  if (h.pid == pid_) return true;  // this process's own memory: used at its address
+  MapKey key;
+  std::memcpy(key.handle.data(), h.opaque, key.handle.size());
+  key.pid = h.pid;
+  return mappings_.count(key) != 0;
+}
+
+void CudaIpc::unmap(const IpcHandle& h) {
+  MapKey key;
+  std::memcpy(key.handle.data(), h.opaque, key.handle.size());
+  key.pid = h.pid;
+  auto it = mappings_.find(key);
+  if (it == mappings_.end()) return;
+  if (drainWithin(kDestroyDrainMs, /*quiet=*/true) != zcollSuccess) return;  // still in use
+  closeMapping(it->second);
+  lru_.erase(it->second.lru);
+  mappings_.erase(it);
+}
+
+void CudaIpc::unmapAll() {
+  // A copy may still read a mapping: close them only once the copies are done, else keep them.
+  if (drainWithin(kDestroyDrainMs, /*quiet=*/true) != zcollSuccess) {
+    ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: copies still running after %d ms; %zu peer mappings "
+               "left open", kDestroyDrainMs, mappings_.size());
+    return;
+  }
+  for (const auto& kv : mappings_) closeMapping(kv.second);
+  mappings_.clear();
+  lru_.clear();
+}
+
 void CudaIpc::closeMapping(const Mapping& m) {
   if (!m.opened) return;
   DeviceGuard guard(m.device);
@@ -462,9 +513,9 @@ Result CudaIpc::evictOldest() {
 
 // ---- copies -----------------------------------------------------------------------------------
 
-Result CudaIpc::laneFor(int device, size_t* lane) {
+Result CudaIpc::laneFor(int device, DeviceIpc::Lane direction, size_t* lane) {
   for (size_t i = 0; i < lanes_.size(); ++i) {
-    if (lanes_[i].device == device) {
+    if (lanes_[i].device == device && lanes_[i].direction == direction) {
       *lane = i;
       return zcollSuccess;
     }
@@ -473,7 +524,7 @@ Result CudaIpc::laneFor(int device, size_t* lane) {
   ZCOLL_CHECK(cudaResult(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
                          "cuda_ipc: cudaStreamCreateWithFlags"));
   try {
-    lanes_.push_back(Lane{device, s, {}});
+    lanes_.push_back(CopyStream{device, direction, s, {}});
   } catch (const std::bad_alloc&) {
     (void)cudaStreamDestroy(s);
     return fail(zcollSystemError, "cuda_ipc: out of memory");
@@ -482,29 +533,31 @@ Result CudaIpc::laneFor(int device, size_t* lane) {
   return zcollSuccess;
 }
 
-Result CudaIpc::startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) {
+Result CudaIpc::startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket,
+                          DeviceIpc::Lane direction, const DeviceFence* after) {
   if (ticket == nullptr) return fail(zcollInvalidArgument, "cuda_ipc startCopy: NULL ticket");
   if (bytes != 0 && (dst == nullptr || src == nullptr))
     return fail(zcollInvalidArgument, "cuda_ipc startCopy: NULL %s with %zu bytes",
                 dst == nullptr ? "destination" : "source", bytes);
   const bool moves = bytes != 0 && dst != src;
-  if (!moves && pending_.empty()) {
-    // Nothing to move and nothing before it: done as soon as it is named.
+  const auto* fence = dynamic_cast<const CudaFence*>(after);
+  if (after != nullptr && fence == nullptr)
+    return fail(zcollInternalError, "cuda_ipc startCopy: a fence of another device kind");
+  if (!moves && fence == nullptr) {
+    // Nothing to move and nothing to wait for: done as soon as it is named.
     *ticket = ++issued_;
-    completed_ = issued_;
     return zcollSuccess;
   }
 
   int device = 0;
   ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
   size_t lane = 0;
-  ZCOLL_CHECK(laneFor(device, &lane));
-  Lane& l = lanes_[lane];
-  // Copies run in the order they were started, also when the thread's device changed since the
-  // previous one (another lane): this one waits for it.
-  if (!pending_.empty() && pending_.back().lane != lane)
-    ZCOLL_CHECK(cudaResult(cudaStreamWaitEvent(l.stream, pending_.back().event, 0),
-                           "cuda_ipc: cudaStreamWaitEvent"));
+  ZCOLL_CHECK(laneFor(device, direction, &lane));
+  CopyStream& l = lanes_[lane];
+  // After the call's work before the post (the fence's event, recorded on the call's stream).
+  if (fence != nullptr)
+    ZCOLL_CHECK(cudaResult(cudaStreamWaitEvent(l.stream, fence->event, 0),
+                           "cuda_ipc: cudaStreamWaitEvent (the call's fence)"));
   if (moves)
     ZCOLL_CHECK(cudaResult(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, l.stream),
                            "cuda_ipc: cudaMemcpyAsync"));
@@ -520,7 +573,7 @@ Result CudaIpc::startCopy(void* dst, const void* src, size_t bytes, uint64_t* ti
   Result r = cudaResult(cudaEventRecord(ev, l.stream), "cuda_ipc: cudaEventRecord");
   if (r == zcollSuccess) {
     try {
-      pending_.push_back(Pending{issued_ + 1, ev, lane});
+      pending_.emplace(issued_ + 1, Pending{ev, lane});
     } catch (const std::bad_alloc&) {
       r = fail(zcollSystemError, "cuda_ipc: out of memory");
     }
@@ -533,30 +586,29 @@ Result CudaIpc::startCopy(void* dst, const void* src, size_t bytes, uint64_t* ti
   return zcollSuccess;
 }
 
-void CudaIpc::retireThrough(size_t index) {
-  for (size_t i = 0; i <= index && !pending_.empty(); ++i) {
-    Pending p = pending_.front();
-    pending_.pop_front();
-    completed_ = p.ticket;
-    try {
-      lanes_[p.lane].freeEvents.push_back(p.event);
-    } catch (const std::bad_alloc&) {
-      (void)cudaEventDestroy(p.event);
+void CudaIpc::retireThrough(uint64_t ticket) {
+  const size_t lane = pending_.at(ticket).lane;
+  for (auto it = pending_.begin(); it != pending_.end() && it->first <= ticket;) {
+    if (it->second.lane != lane) {
+      ++it;
+      continue;
     }
+    try {
+      lanes_[lane].freeEvents.push_back(it->second.event);
+    } catch (const std::bad_alloc&) {
+      (void)cudaEventDestroy(it->second.event);
+    }
+    it = pending_.erase(it);
   }
 }
 
 cudaError_t CudaIpc::poll(uint64_t ticket, bool* done) {
-  if (ticket <= completed_ || pending_.empty()) {
-    *done = ticket <= completed_;
+  auto it = pending_.find(ticket);
+  if (it == pending_.end()) {  // retired, or never pending
+    *done = true;
     return cudaSuccess;
   }
-  const size_t index = static_cast<size_t>(ticket - pending_.front().ticket);
-  if (ticket < pending_.front().ticket || index >= pending_.size()) {
-    *done = false;
-    return cudaErrorInvalidValue;  // not a ticket of ours (checked by the callers)
-  }
-  cudaError_t err = cudaEventQuery(pending_[index].event);
+  cudaError_t err = cudaEventQuery(it->second.event);
   if (err == cudaErrorNotReady) {
     *done = false;
     return cudaSuccess;
@@ -565,7 +617,7 @@ cudaError_t CudaIpc::poll(uint64_t ticket, bool* done) {
     *done = false;
     return err;
   }
-  retireThrough(index);  // copies complete in order: everything up to it is done too
+  retireThrough(ticket);  // copies of a lane complete in order: its earlier ones too
   *done = true;
   return cudaSuccess;
 }
@@ -586,25 +638,30 @@ Result CudaIpc::copyDone(uint64_t ticket, bool* done) {
 }
 
 Result CudaIpc::drainWithin(int waitMs, bool quiet) {
-  if (issued_ <= completed_) return zcollSuccess;
+  if (pending_.empty()) return zcollSuccess;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs > 0 ? waitMs : 0);
   for (;;) {
-    bool done = false;
-    cudaError_t err = poll(issued_, &done);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      if (quiet) return zcollCudaError;
-      return fail(zcollCudaError, "cuda_ipc: a copy failed: %s (%s)", cudaGetErrorName(err),
-                  cudaGetErrorString(err));
+    // The newest pending copy of each lane: done, its lane is.
+    std::vector<uint64_t> newest(lanes_.size(), 0);
+    for (const auto& [ticket, p] : pending_) newest[p.lane] = ticket;
+    for (uint64_t ticket : newest) {
+      if (ticket == 0) continue;
+      bool done = false;
+      cudaError_t err = poll(ticket, &done);
+      if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (quiet) return zcollCudaError;
+        return fail(zcollCudaError, "cuda_ipc: a copy failed: %s (%s)", cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+      }
     }
-    if (done) return zcollSuccess;
+    if (pending_.empty()) return zcollSuccess;
     if (std::chrono::steady_clock::now() >= deadline) {
       if (quiet) return zcollTimeout;
-      return fail(zcollTimeout,
-                  "cuda_ipc: %zu copies (tickets %llu..%llu) still running after %d ms",
-                  pending_.size(), static_cast<unsigned long long>(completed_ + 1),
-                  static_cast<unsigned long long>(issued_), waitMs);
+      return fail(zcollTimeout, "cuda_ipc: %zu copies (tickets %llu..%llu) still running after %d ms",
+                  pending_.size(), static_cast<unsigned long long>(pending_.begin()->first),
+                  static_cast<unsigned long long>(pending_.rbegin()->first), waitMs);
     }
     std::this_thread::sleep_for(kPollInterval);
   }
@@ -720,6 +777,31 @@ Result describeCudaDevice(DeviceIdentity* out) {
 
   *out = id;
   return zcollSuccess;
+}
+
+bool cudaInUse() {
+  static std::atomic<bool> seen{false};
+  if (seen.load(std::memory_order_relaxed)) return true;
+  const DriverFns& fns = driverFns();
+  bool inUse = false;
+  CUcontext ctx = nullptr;
+  if (fns.ctxGetCurrent != nullptr && fns.ctxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr)
+    inUse = true;
+  int count = 0;
+  if (!inUse && fns.deviceGet != nullptr && fns.primaryCtxGetState != nullptr &&
+      fns.deviceGetCount != nullptr && fns.deviceGetCount(&count) == CUDA_SUCCESS) {
+    for (int d = 0; d < count && !inUse; ++d) {
+      CUdevice dev = 0;
+      unsigned int flags = 0;
+      int active = 0;
+      inUse = fns.deviceGet(&dev, d) == CUDA_SUCCESS &&
+              fns.primaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active != 0;
+    }
+  }
+  // Without these driver functions nothing can be told: asking is then the only way.
+  if (fns.ctxGetCurrent == nullptr || fns.primaryCtxGetState == nullptr) inUse = true;
+  if (inUse) seen.store(true, std::memory_order_relaxed);
+  return inUse;
 }
 
 Result makeCudaIpc(std::unique_ptr<DeviceIpc>* out) {

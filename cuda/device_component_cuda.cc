@@ -18,24 +18,29 @@ bool anyCudaDevice() {
   return present;
 }
 
-bool cudaOwns(const void* ptr) {
+bool cudaOwns(const void* ptr, int* device) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
+  *device = attr.device;
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
-Result cudaExecutorOn(zcollStream_t stream, std::unique_ptr<Executor>* out) {
-  return makeCudaExecutor(reinterpret_cast<cudaStream_t>(stream), out);
+Result cudaExecutorOn(zcollStream_t stream, int device, std::unique_ptr<Executor>* out) {
+  return makeCudaExecutor(reinterpret_cast<cudaStream_t>(stream), device, out);
 }
 
 Result cudaDescribeDevice(DeviceIdentity* out) { return describeCudaDevice(out); }
 
 Result cudaMakeIpc(std::unique_ptr<DeviceIpc>* out) { return makeCudaIpc(out); }
 
-const DeviceComponent kCuda{"cuda", cudaOwns, cudaExecutorOn, cudaDescribeDevice, cudaMakeIpc};
+// cudaPointerGetAttributes is asked only once cudaInUse() (cuda/cuda_ipc.h): on a host pointer
+// in a process that never touched CUDA it would create a context on device 0.
+const DeviceComponent kCuda{"cuda",         cudaInUse,          cudaOwns,
+                            cudaExecutorOn, cudaDescribeDevice, cudaMakeIpc,
+                            allocCudaWaitWords, freeCudaWaitWords};
 
 }  // namespace
 

@@ -4,13 +4,15 @@
 
 #include <cuda.h>  // driver types only: the functions come from cudaGetDriverEntryPointByVersion
 
+#include <chrono>
 #include <cstring>
-
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "cuda/fence_cuda.h"
 #include "cuda/quant_cuda.h"
 #include "cuda/reduce_cuda.h"
 
@@ -24,15 +26,100 @@ Result cudaResult(cudaError_t err, const char* what) {
               cudaGetErrorString(err));
 }
 
-Result deviceAlloc(size_t bytes, void** out) {
-  // cudaMalloc aligns to at least 256 bytes.
-  return cudaResult(cudaMalloc(out, bytes == 0 ? 1 : bytes), "cudaMalloc (zcoll scratch)");
-}
-void deviceRelease(void* p) { (void)cudaFree(p); }
+// Scratch is allocated in stream order (cudaMallocFromPoolAsync), never with cudaMalloc: a call's
+// scratch grows on the progress thread while the caller's stream waits for the call, and
+// cudaMalloc/cudaFree "cause the GPU to synchronize across all executing CUDA streams" (CUDA
+// programming guide, stream-ordered allocator): the call's later work would sit behind the wait
+// that waits for it (base/stream_holds.h). Per device, a memory pool of zcoll's own, its release
+// threshold at the maximum (freed memory stays reserved for the next allocation instead of going
+// back to the OS at each synchronization), and a non-blocking stream of zcoll's own on which only
+// these allocations and frees are ordered. An allocation is waited for on that stream before it
+// is handed out, so every stream may use it (the allocator's rule for other streams). Pools and
+// streams are never destroyed (process-wide, like the side-stream pool).
+class ScratchPools {
+ public:
+  static ScratchPools& instance() {
+    static ScratchPools* pools = new ScratchPools;  // never destroyed (see above)
+    return *pools;
+  }
+  // Memory of the current device.
+  Result alloc(size_t bytes, void** out) {
+    int device = 0;
+    ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
+    PerDevice* d = nullptr;
+    ZCOLL_CHECK(of(device, &d));
+    ZCOLL_CHECK(cudaResult(cudaMallocFromPoolAsync(out, bytes == 0 ? 1 : bytes, d->pool, d->stream),
+                           "cudaMallocFromPoolAsync (zcoll scratch)"));
+    Result r = cudaResult(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize (zcoll scratch)");
+    if (r != zcollSuccess) {
+      (void)cudaFreeAsync(*out, d->stream);
+      return r;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    owner_[*out] = device;
+    return zcollSuccess;
+  }
+  // Freed in stream order on zcoll's stream: whoever releases scratch guarantees that no work
+  // still uses it (exec/scratch.h).
+  void release(void* p) {
+    PerDevice* d = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = owner_.find(p);
+      if (it == owner_.end()) return;
+      d = &devices_[it->second];
+      owner_.erase(it);
+    }
+    if (cudaFreeAsync(p, d->stream) != cudaSuccess) (void)cudaGetLastError();
+  }
+
+ private:
+  struct PerDevice {
+    cudaMemPool_t pool = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  Result of(int device, PerDevice** out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    PerDevice& d = devices_[device];
+    if (d.pool == nullptr) {
+      int supported = 0;
+      ZCOLL_CHECK(cudaResult(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported,
+                                                    device),
+                             "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)"));
+      if (!supported)
+        return fail(zcollUnsupported, "device %d has no stream-ordered memory pools, which zcoll's "
+                    "device scratch needs (cudaMalloc would synchronize the device while a stream "
+                    "waits for a call)", device);
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device;
+      cudaMemPool_t pool = nullptr;
+      ZCOLL_CHECK(cudaResult(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (zcoll scratch)"));
+      uint64_t keep = UINT64_MAX;
+      ZCOLL_CHECK(cudaResult(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                             "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)"));
+      cudaStream_t stream = nullptr;
+      ZCOLL_CHECK(cudaResult(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                             "cudaStreamCreateWithFlags (zcoll scratch)"));
+      d.pool = pool;
+      d.stream = stream;
+    }
+    *out = &d;
+    return zcollSuccess;
+  }
+  std::mutex mu_;
+  std::map<int, PerDevice> devices_;  // std::map: pointers to its values stay valid
+  std::map<void*, int> owner_;        // each allocation's device
+};
+
+Result deviceAlloc(size_t bytes, void** out) { return ScratchPools::instance().alloc(bytes, out); }
+void deviceRelease(void* p) { ScratchPools::instance().release(p); }
 
 const MemoryOps& cudaMemory() {
-  static const MemoryOps ops{"cuda", deviceAlloc, deviceRelease,
-                             /*releaseWaitsForDevice=*/true};
+  // Outgrown regions are kept until the communicator goes (exec/scratch.h): freeing one in
+  // stream order on zcoll's stream is not ordered after the call's own kernels.
+  static const MemoryOps ops{"cuda", deviceAlloc, deviceRelease, /*deferRelease=*/true};
   return ops;
 }
 
@@ -160,6 +247,23 @@ Result streamWaitValue32(StreamWaitValue32* out) {
   return found;
 }
 
+// A recorded event as a StreamMark (exec/wait_words.h). An error from the event (a broken
+// context) counts as not passed: the words it guards are then kept, never freed under a stream.
+struct EventMark final : StreamMark {
+  explicit EventMark(int d) : device(d) {}
+  ~EventMark() override {
+    if (taken) SidePool::instance().give(device, event);
+  }
+  bool passed() override {
+    const cudaError_t err = cudaEventQuery(event);
+    if (err != cudaSuccess && err != cudaErrorNotReady) (void)cudaGetLastError();
+    return err == cudaSuccess;
+  }
+  int device;
+  cudaEvent_t event = nullptr;
+  bool taken = false;
+};
+
 class CudaExecutor final : public Executor {
  public:
   // On `stream` of `device`. A side executor holds the lease of its pooled stream and event and
@@ -214,9 +318,51 @@ class CudaExecutor final : public Executor {
     return quant::cuda::dequantReduceRequant(chunks, k, n, in, out, outQ, stream_);
   }
 
+  // Unbounded without limits (cudaStreamSynchronize); with them, polls cudaStreamQuery, yielding
+  // for the first 2 ms and then sleeping 50 us between polls, until the stream is done, the
+  // communicator is aborted, or the timeout passes (Executor::limitWaits).
   Result flush() override {
-    return cudaResult(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    if (limits_.stop == nullptr && limits_.timeoutMs <= 0)
+      return cudaResult(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    for (;;) {
+      const cudaError_t err = cudaStreamQuery(stream_);
+      if (err != cudaErrorNotReady) return cudaResult(err, "cudaStreamQuery");
+      const bool stopped = limits_.stop != nullptr && limits_.stop->load();
+      const auto waited = Clock::now() - start;
+      if (stopped || (limits_.timeoutMs > 0 && waited > std::chrono::milliseconds(limits_.timeoutMs))) {
+        if (limits_.abandoned != nullptr) limits_.abandoned->store(true);
+        if (stopped)
+          return fail(zcollRemoteError, "the communicator was aborted while its device work was "
+                      "still queued on a stream; that work is abandoned (its memory is kept)");
+        return fail(zcollTimeout, "device work of this call did not finish within %d ms "
+                    "(ZCOLL_TIMEOUT): the stream is stuck behind work that does not end; that "
+                    "work is abandoned (its memory is kept)", limits_.timeoutMs);
+      }
+      if (waited < std::chrono::milliseconds(2)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
   }
+  void limitWaits(const WaitLimits& limits) override { limits_ = limits; }
+  // An event from the side pool recorded on this stream, given back when the fence goes.
+  Result fence(std::shared_ptr<DeviceFence>* out) override {
+    DeviceScope scope;  // pooled events belong to device_
+    ZCOLL_CHECK(scope.enter(device_));
+    auto f = std::make_shared<CudaFence>();
+    cudaEvent_t ev = nullptr;
+    ZCOLL_CHECK(SidePool::instance().takeEvent(device_, &ev));
+    const int device = device_;
+    f->event = ev;
+    f->giveBack = [device, ev] { SidePool::instance().give(device, ev); };
+    ZCOLL_CHECK(cudaResult(cudaEventRecord(ev, stream_), "cudaEventRecord (a send's fence)"));
+    *out = std::move(f);
+    return zcollSuccess;
+  }
+  int device() const override { return device_; }
 
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -245,13 +391,15 @@ class CudaExecutor final : public Executor {
     return zcollSuccess;
   }
 
-  Result allocWaitWords(size_t n, uint32_t** out) override {
-    void* p = nullptr;
-    ZCOLL_CHECK(cudaResult(cudaHostAlloc(&p, n * sizeof(uint32_t),
-                                         cudaHostAllocMapped | cudaHostAllocPortable),
-                           "cudaHostAlloc (zcoll wait words)"));
-    std::memset(p, 0, n * sizeof(uint32_t));
-    *out = static_cast<uint32_t*>(p);
+  // An event from the side pool, recorded on this stream now; given back when the mark goes.
+  Result markStream(std::shared_ptr<StreamMark>* out) override {
+    DeviceScope scope;
+    ZCOLL_CHECK(scope.enter(device_));
+    auto mark = std::make_shared<EventMark>(device_);
+    ZCOLL_CHECK(SidePool::instance().takeEvent(device_, &mark->event));
+    mark->taken = true;
+    ZCOLL_CHECK(cudaResult(cudaEventRecord(mark->event, stream_), "cudaEventRecord (stream mark)"));
+    *out = std::move(mark);
     return zcollSuccess;
   }
 
@@ -287,15 +435,28 @@ class CudaExecutor final : public Executor {
   cudaStream_t stream_;
   int device_;
   std::unique_ptr<SideLease> lease_;  // side executors only
+  WaitLimits limits_;
 };
 
 }  // namespace
 
-Result makeCudaExecutor(cudaStream_t stream, std::unique_ptr<Executor>* out) {
-  int device = 0;
-  ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
+Result makeCudaExecutor(cudaStream_t stream, int device, std::unique_ptr<Executor>* out) {
   *out = std::make_unique<CudaExecutor>(stream, device);
   return zcollSuccess;
+}
+
+Result allocCudaWaitWords(size_t n, uint32_t** out) {
+  void* p = nullptr;
+  ZCOLL_CHECK(cudaResult(cudaHostAlloc(&p, n * sizeof(uint32_t),
+                                       cudaHostAllocMapped | cudaHostAllocPortable),
+                         "cudaHostAlloc (zcoll wait words)"));
+  std::memset(p, 0, n * sizeof(uint32_t));
+  *out = static_cast<uint32_t*>(p);
+  return zcollSuccess;
+}
+
+void freeCudaWaitWords(uint32_t* words) {
+  if (cudaFreeHost(words) != cudaSuccess) (void)cudaGetLastError();
 }
 
 }  // namespace zcoll

@@ -2,7 +2,8 @@
 // stream (the call's): copies by cudaMemcpyAsync, reductions by cuda/reduce_cuda.cu, block
 // quantization by the kernels of cuda/quant_*.cu. Same bytes as the host executor. A call that
 // returns once enqueued runs on a side stream of zcoll's (makeSideExecutor) that starts after
-// the caller's stream, while a host function holds the caller's stream until the call is done.
+// the caller's stream, while a stream memory wait holds the caller's stream until the call is
+// done (api/launch.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,7 +14,11 @@
 
 namespace zcoll {
 
-// An executor on `stream` (NULL: the default stream) of the calling thread's current device.
-Result makeCudaExecutor(cudaStream_t stream, std::unique_ptr<Executor>* out);
+// An executor on `stream` (NULL: the default stream) of `device`.
+Result makeCudaExecutor(cudaStream_t stream, int device, std::unique_ptr<Executor>* out);
+// The words of queued calls' stream memory waits (DeviceComponent::allocWaitWords): cudaHostAlloc,
+// mapped and portable, zeroed; freed with cudaFreeHost.
+Result allocCudaWaitWords(size_t n, uint32_t** out);
+void freeCudaWaitWords(uint32_t* words);
 
 }  // namespace zcoll

@@ -1,9 +1,10 @@
 // CUDA's device identity and device IPC (cuda/cuda_ipc.h, transport/device_ipc.h) on a real GPU:
 // the identity's bus id and UUID, export of an interior pointer (the allocation's base and the
 // offset), a same-process handle mapped to its own address, copies device<->host with tickets,
-// stream-ordered memory refused, shared blocks exported, and a second process (this binary run
-// again) opening a handle this one exported, reading it and writing back. Skipped without a GPU;
-// without one, the calls must fail cleanly (checked here too).
+// a copy that waits for a call's fence, stream-ordered memory refused, shared blocks exported, a
+// second process (this binary run again) opening a handle this one exported, reading it and
+// writing back, and a host-only job (another process) that creates no CUDA context. Skipped
+// without a GPU; without one, the calls must fail cleanly (checked here too).
 #include <gtest/gtest.h>
 
 #if ZCOLL_HAVE_CUDA
@@ -29,7 +30,9 @@
 
 #include "base/result.h"
 #include "cuda/cuda_ipc.h"
+#include "cuda/executor_cuda.h"
 #include "transport/device_ipc.h"
+#include "zcoll/zcoll.h"
 
 extern char** environ;
 
@@ -38,6 +41,7 @@ namespace {
 
 constexpr const char* kChildHandleEnv = "ZCOLL_CUDA_IPC_TEST_HANDLE";
 constexpr const char* kChildBytesEnv = "ZCOLL_CUDA_IPC_TEST_BYTES";
+constexpr const char* kChildHostOnlyEnv = "ZCOLL_CUDA_IPC_TEST_HOST_ONLY";
 
 bool haveGpu() {
   int n = 0;
@@ -252,6 +256,43 @@ TEST_F(CudaIpcTest, CopiesRoundTripWithTickets) {
   EXPECT_EQ(ipc_->drain(0), zcollSuccess) << "nothing left";
 }
 
+// A copy on the inbound lane waits for a fence of a call's work (the CUDA executor's event):
+// it reads what the executor's copies wrote, however long they run (issue 30: transfers wait
+// for an event, not a host synchronization of the call's stream).
+TEST_F(CudaIpcTest, CopiesWaitForTheCallsFence) {
+  constexpr size_t kBytes = size_t(64) << 20;
+  auto* a = static_cast<uint8_t*>(deviceBlock(kBytes));
+  auto* b = static_cast<uint8_t*>(deviceBlock(kBytes));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::vector<uint8_t> fill = patterned(kBytes, 5), back(kBytes, 0);
+  ASSERT_EQ(cudaMemcpy(a, fill.data(), kBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(b, 0, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  std::unique_ptr<Executor> exec;
+  ASSERT_EQ(makeCudaExecutor(stream, device, &exec), zcollSuccess);
+  for (int i = 0; i < 8; ++i) {  // work that takes a while: b ends as a
+    ASSERT_EQ(exec->copy(b, a, kBytes), zcollSuccess);
+    ASSERT_EQ(exec->copy(a, b, kBytes), zcollSuccess);
+  }
+  std::shared_ptr<DeviceFence> fence;
+  ASSERT_EQ(exec->fence(&fence), zcollSuccess) << threadLastError();
+  ASSERT_NE(fence, nullptr);
+  uint64_t t = 0;
+  ASSERT_EQ(ipc_->startCopy(back.data(), b, kBytes, &t, DeviceIpc::Lane::kIn, fence.get()),
+            zcollSuccess) << threadLastError();
+  fence.reset();  // the wait is queued: the event may go back to its pool
+  drainOrFail(*ipc_);
+  EXPECT_EQ(back, fill) << "the copy ran before the call's work it waits for";
+  EXPECT_EQ(exec->flush(), zcollSuccess);
+  exec.reset();
+  cudaStreamDestroy(stream);
+}
+
 TEST_F(CudaIpcTest, StreamOrderedMemoryIsRefused) {
   int dev = 0, pools = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
@@ -353,6 +394,52 @@ TEST_F(CudaIpcTest, AnotherProcessOpensTheHandle) {
     const bool written = i >= kOffset + kBytes / 2 && i < kOffset + kBytes;
     const uint8_t want = written ? pattern(i - kOffset, 23) : pattern(i, 11);
     ASSERT_EQ(after[i], want) << "byte " << i << (written ? " (written by the child)" : "");
+  }
+}
+
+// A job that communicates host buffers only, on a machine with GPUs, must not create a CUDA
+// context (hundreds of MiB on GPU 0 per rank): zcoll asks pointer attributes only once the
+// process uses CUDA (DeviceComponent::inUse). Run in a process of its own, which touches CUDA
+// through nothing but zcoll.
+TEST_F(CudaIpcTest, AHostOnlyJobCreatesNoContext) {
+  EXPECT_EQ(runChild("CudaIpcChild.HostOnlyJob", {std::string(kChildHostOnlyEnv) + "=1"}), 0)
+      << "the child's checks failed (its output is above)";
+}
+
+// Run only by AHostOnlyJobCreatesNoContext.
+TEST(CudaIpcChild, HostOnlyJob) {
+  if (std::getenv(kChildHostOnlyEnv) == nullptr)
+    GTEST_SKIP() << "run by CudaIpcTest.AHostOnlyJobCreatesNoContext in a child process only";
+  zcollUniqueId id;
+  zcollComm_t comm = nullptr;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  std::vector<float> x(1 << 16, 1.0f), y(1 << 16);
+  ASSERT_EQ(zcollAllReduce(x.data(), y.data(), x.size(), zcollFloat32, zcollSum, comm, nullptr),
+            zcollSuccess) << zcollGetLastError(comm);
+  ASSERT_EQ(zcollAllGather(x.data(), y.data(), x.size(), zcollFloat32, comm, nullptr),
+            zcollSuccess);
+  ASSERT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  EXPECT_FALSE(cudaInUse()) << "a context exists after a host-only job";
+  // Asked of the driver directly too (nothing here has created a context).
+  using DeviceGet = int (*)(int*, int);
+  using PrimaryState = int (*)(int, unsigned int*, int*);
+  void* get = nullptr;
+  void* state = nullptr;
+  cudaDriverEntryPointQueryResult q1{}, q2{};
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 12000, cudaEnableDefault, &q1),
+            cudaSuccess);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 12000,
+                                             cudaEnableDefault, &q2),
+            cudaSuccess);
+  int n = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  for (int d = 0; d < n; ++d) {
+    int dev = 0, active = 0;
+    unsigned int flags = 0;
+    ASSERT_EQ(reinterpret_cast<DeviceGet>(get)(&dev, d), 0);
+    ASSERT_EQ(reinterpret_cast<PrimaryState>(state)(dev, &flags, &active), 0);
+    EXPECT_EQ(active, 0) << "device " << d << " has an active primary context";
   }
 }
 

@@ -23,6 +23,7 @@
 #endif
 
 #include "base/dtype.h"
+#include "coll/in_place.h"
 #include "core/comm.h"
 #include "exec/gate.h"
 #include "support/fake_device.h"
@@ -247,6 +248,7 @@ int deviceCopiesOf(const RankSetup& s,
   return FakeIpc::copiesStarted - before;
 }
 
+// Every in-place algorithm, qgZ's last (the window tests take it alone).
 std::vector<InPlaceCase> inPlaceCases() {
   const auto f = zcollFloat32, bf = zcollBfloat16;
   const size_t n = 5000;  // a multiple of no quantization block
@@ -304,62 +306,59 @@ std::vector<InPlaceCase> inPlaceCases() {
   return cases;
 }
 
-// With caller buffers exposed (ZCOLL_CUDA_IPC_USER_BUFFERS=1), every algorithm that reads its
-// peers in place reads their device buffers through cuda_ipc's mappings, with the call's own
-// kernels: the bytes of the host call, and not one cuda_ipc copy beyond init's probes (the same
-// calls by messages start copies for every message). qgZ's windows are zcoll's own memory:
-// read in place without the setting too.
-TEST(DeviceReadsInPlace, EveryInPlaceAlgorithmReadsDevicePeersWithTheCallsKernels) {
-  test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "1");
+// On device buffers the algorithms that read their peers in place run over cuda_ipc's peer
+// memory: qgZ's two_hop_shm_read reads the node peers' windows (mapped at init) with the call's
+// own kernels, so its intra-node hop starts no cuda_ipc copy beyond init's; the others read
+// caller buffers, which cuda_ipc does not expose (no mapping is opened inside a call), so they
+// run their message-based twins. Every one gives the host call's bytes.
+TEST(DeviceReadsInPlace, QgzReadsWindowsInPlaceAndCallerBufferAlgorithmsUseMessages) {
   for (const RankSetup& s : {RankSetup{2, 1}, RankSetup{3, 1}}) {
     const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
     for (const InPlaceCase& c : inPlaceCases()) {
       SCOPED_TRACE(std::string(c.param) + "=" + c.algorithm + ", " + std::to_string(s.nranks) +
                    " ranks");
       test::ScopedEnv forced(c.param, c.algorithm);
-      const int mapsBefore = FakeIpc::mapsMade;
-      EXPECT_EQ(deviceCopiesOf(s, c.run), initOnly);
-      EXPECT_GT(FakeIpc::mapsMade - mapsBefore, 0);
+      const int copies = deviceCopiesOf(s, c.run);
+      if (std::string(c.algorithm) == "two_hop_shm_read") EXPECT_EQ(copies, initOnly);
+      else EXPECT_GT(copies, initOnly);
     }
   }
 }
 
-// Without the setting, caller buffers are not exposed: the same forced algorithms run their
-// message-based twins (cuda_ipc copies), with the same bytes; qgZ still reads its windows.
-TEST(DeviceReadsInPlace, CallerBuffersGoByMessagesUnlessExposed) {
-  test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "0");
+// A call whose two pieces do not fit the node's smallest window exchanges them instead, on
+// every rank alike (a window is fixed at init): the same bytes, cuda_ipc copies for the hop.
+TEST(DeviceReadsInPlace, AQgzCallLargerThanTheWindowsExchangesItsPieces) {
+  test::ScopedEnv forced("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "two_hop_shm_read");
   const RankSetup s{2, 1};
-  const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
-  for (const InPlaceCase& c : inPlaceCases()) {
-    SCOPED_TRACE(std::string(c.param) + "=" + c.algorithm);
-    test::ScopedEnv forced(c.param, c.algorithm);
-    const int copies = deviceCopiesOf(s, c.run);
-    if (std::string(c.algorithm) == "two_hop_shm_read") EXPECT_EQ(copies, initOnly);
-    else EXPECT_GT(copies, initOnly);
+  for (const char* bytes : {"4096", "0"}) {
+    SCOPED_TRACE(std::string("ZCOLL_DEVICE_WINDOW_BYTES=") + bytes);
+    test::ScopedEnv window("ZCOLL_DEVICE_WINDOW_BYTES", bytes);
+    const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
+    EXPECT_GT(deviceCopiesOf(s, inPlaceCases().back().run), initOnly);
   }
 }
 
-// A member whose buffer cannot be exported (stream-ordered memory) makes every member fall back
-// to messages after the publication (each saw every member's range): the bytes still match.
-TEST(DeviceReadsInPlace, ABufferThatCannotBeExportedSendsEveryRankToMessages) {
-  test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "1");
-  test::ScopedEnv forced("ZCOLL_ALGO_ALLGATHER", "shm_read");
-  const RankSetup s{3, 1};
-  const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
-  const size_t n = 4000;
-  const int copies = deviceCopiesOf(s, [&](FakeDeviceArena& arena, int rank, zcollComm_t comm) {
-    void* send = rank == 1 ? arena.allocUnexportable(n * 4) : arena.alloc(n * 4);
-    void* recv = arena.alloc(n * 4 * 3);
-    arena.upload(send, inputOf(rank, n, zcollFloat32));
-    ZCOLL_EXPECT_OK(comm, zcollAllGather(send, recv, n, zcollFloat32, comm, arena.handle()));
-    const Bytes out = arena.download(recv, n * 4 * 3);
-    for (int r = 0; r < 3; ++r) {
-      const Bytes expected = inputOf(r, n, zcollFloat32);
-      EXPECT_TRUE(std::equal(expected.begin(), expected.end(), out.begin() + r * n * 4))
-          << "rank " << rank << ": block " << r;
-    }
+// cuda_ipc's pairs need not form a clique (GPUs within ZCOLL_CUDA_IPC_LEVEL of one another): here
+// one pair of three is staged after a failed probe. A rank whose own routes are all cuda_ipc must
+// still not read in place while its peers exchange: every rank knows every pair (traded at
+// connect), so all three exchange, and the call completes with the host bytes.
+TEST(DeviceReadsInPlace, PairsThatAreNotACliqueReadNothingInPlace) {
+  test::ScopedEnv forced("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "two_hop_shm_read");
+  FakeDevice device;
+  FakeIpc::corruptSharedReads = 1;  // one rank reads other bytes than its peer wrote
+  std::atomic<int> staged{0};
+  runRanks(RankSetup{3, 1}, [&](int rank, zcollComm_t comm) {
+    for (int r = 0; r < 3; ++r)
+      if (r != rank && comm->deviceRoute[r] == comm->transportNamed("staged")) ++staged;
+    const zcollComm* c = comm;
+    EXPECT_EQ(peerMemoryOf(c, makeGroup(c, c->layout.nodeGroup(rank)), MemKind::kDevice),
+              nullptr);
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    inPlaceCases().back().run(arena, rank, comm);
   });
-  EXPECT_GT(copies, initOnly);
+  EXPECT_EQ(staged.load(), 2) << "one pair staged, seen from both of its ranks";
+  EXPECT_EQ(FakeIpc::corruptSharedReads, 0);
 }
 
 // ---- cuda_ipc: device bytes between the ranks of a node, device to device -------------------
@@ -383,16 +382,21 @@ TEST(CudaIpcRoutes, NodePeersGoDeviceToDeviceAndOtherNodesAreStaged) {
 TEST(CudaIpcRoutes, DeviceBytesOfANodeMoveDeviceToDeviceWithoutStaging) {
   // Device copies for one 2-rank all-gather (one message each way). cuda_ipc: at init each
   // rank writes its probe block and reads its peer's (4); then each sender copies its shard
-  // into a shared block and each receiver reads it (4), or, with user buffers, only the reads
-  // (2). Staged: no probe; each shard is copied to the host and, on the other side, back (4).
+  // into a slot and each receiver reads it (4), or, with user buffers, only the reads (2).
+  // User buffers are offered only by calls that do not hold their stream (sync): a receiver
+  // may have to open the buffer's mapping. Staged: no probe; each shard is copied to the host
+  // and, on the other side, back (4).
   struct Mode {
     const char* transport;
     const char* userBuffers;
+    const char* calls;
     int copies;
-  } modes[] = {{"", "0", 8}, {"", "1", 6}, {"staged", "0", 4}};
+  } modes[] = {{"", "0", "async", 8}, {"", "1", "sync", 6}, {"", "1", "async", 8},
+               {"staged", "0", "async", 4}};
   for (const Mode& m : modes) {
     test::ScopedEnv forced("ZCOLL_DEVICE_TRANSPORT", m.transport);
     test::ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", m.userBuffers);
+    test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", m.calls);
     FakeDevice device;
     const int copiesBefore = FakeIpc::copiesStarted;
     runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
@@ -407,7 +411,7 @@ TEST(CudaIpcRoutes, DeviceBytesOfANodeMoveDeviceToDeviceWithoutStaging) {
                 *m.transport != '\0');
     });
     EXPECT_EQ(FakeIpc::copiesStarted - copiesBefore, m.copies)
-        << "'" << m.transport << "', user buffers " << m.userBuffers;
+        << "'" << m.transport << "', user buffers " << m.userBuffers << ", " << m.calls;
   }
 }
 
@@ -958,9 +962,225 @@ TEST(DeviceExecutionModel, TwoCommsQueueingOnOneStreamAtOnceAreRefusedWithAMessa
   EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
 }
 
+// ---- Defect 3 and the robustness items of issue 30, on the stand-in -------------------------
+
+TEST(DeviceExecutionModel, NothingIsAllocatedOrMappedWhileQueuedCallsRun) {
+  // Allocating device or pinned memory and opening or closing IPC mappings synchronize a GPU
+  // implicitly: inside a call whose caller's stream waits for it they deadlock (issue 30,
+  // defect 3). Calls queued back to back behind work the stream has not finished, of growing
+  // sizes (new scratch), several staged chunks and cuda_ipc slots: no such operation between
+  // the first call and the destroy, on cuda_ipc node peers and staged ones. Before the fix the
+  // staged transport pinned its blocks and cuda_ipc allocated and mapped its shared blocks in
+  // the calls (the stand-in reported "cudaHostAlloc (staging) while a stream memory wait was
+  // not yet released", and cuda_ipc's likewise).
+  for (const char* mode : {"", "staged"}) {
+    test::ScopedEnv forced("ZCOLL_DEVICE_TRANSPORT", mode);
+    FakeDevice device;
+    std::atomic<int> ready{0}, done{0};
+    std::atomic<int> syncsAtStart{-1};
+    std::atomic<bool> checked{false};
+    runRanks(RankSetup{4, 2}, [&](int rank, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t most = 3 * StagedTransport::kChunkBytes / 4 + 100;  // 3 chunks, 2 slots
+      void* a = arena.alloc(most * 4);
+      void* b = arena.alloc(most * 4);
+      arena.upload(a, Bytes(most * 4));
+      auto kernel = std::make_shared<Gate>();  // the caller's own work, not yet done
+      arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+      if (++ready == comm->nranks) syncsAtStart = test::FakeHardware::implicitSyncs.load();
+      while (syncsAtStart.load() < 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (size_t n : {size_t(1000), size_t(50000), most / 2, most}) {
+        ASSERT_EQ(zcollAllReduce(a, a, n, zcollFloat32, zcollSum, comm, arena.handle()),
+                  zcollSuccess) << zcollGetLastError(comm);
+        ASSERT_EQ(zcollAllGather(a, b, n / 4, zcollFloat32, comm, arena.handle()), zcollSuccess);
+        zcollGroupStart();
+        zcollSend(a, n, zcollFloat32, (rank + 1) % 4, comm, arena.handle());
+        zcollRecv(b, n, zcollFloat32, (rank + 3) % 4, comm, arena.handle());
+        ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
+      }
+      kernel->open(zcollSuccess);
+      EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      EXPECT_EQ(test::FakeHardware::implicitSyncs.load(), syncsAtStart.load())
+          << "'" << mode << "': an allocation, free or IPC open/close ran while calls were "
+          << "queued (last violation: " << test::FakeHardware::lastViolation() << ")";
+      if (++done == comm->nranks) checked = true;  // no rank destroys before all checked
+      while (!checked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+}
+
+TEST(DeviceExecutionModel, WaitWordsAreFreedAtDestroyOnceNoStreamCanReadThem) {
+  // The words queued calls hold their streams on were kept for the process's life. Now they go
+  // with their comm, but only once every stream got past its waits: a call dropped by an abort
+  // leaves its wait queued behind the caller's unfinished work, reading its word later.
+  FakeDevice device;
+  const int freedBefore = test::FakeDeviceExecutor::wordsFreed;
+  FakeDeviceArena arena;
+  FakeDeviceArena::Scope scope(&arena);
+  zcollComm_t comm = nullptr;
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  void* x = arena.alloc(256);
+  arena.upload(x, Bytes(256));
+  auto kernel = std::make_shared<Gate>();
+  arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+  ASSERT_EQ(zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, comm, arena.handle()), zcollSuccess);
+  ASSERT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsFreed, freedBefore) << "freed under a waiting stream";
+  EXPECT_EQ(WaitWords::retiredForTests(), 1u);
+  kernel->open(zcollSuccess);
+  EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);  // the wait read its word, released
+  // The next comm (made or destroyed) frees what no stream can read any more.
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsFreed, freedBefore + 1);
+  EXPECT_EQ(WaitWords::retiredForTests(), 0u);
+  // A stream past its waits: the words go with the comm.
+  ASSERT_EQ(zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, comm, arena.handle()), zcollSuccess);
+  EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+  ASSERT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsFreed, freedBefore + 2) << "a destroyed comm's words";
+  EXPECT_EQ(WaitWords::retiredForTests(), 0u);
+}
+
+TEST(DeviceExecutionModel, AbortIsBoundedWhileDeviceWorkNeverEnds) {
+  // The caller's stream is stuck behind its own work (a kernel that does not end): a queued
+  // call's side stream never starts, and the progress thread waits on it. zcollCommAbort must
+  // still return at once, leaving that work (and the memory it may use) alone. Before, the
+  // progress thread synchronized the stream without bound and the abort gave up after
+  // ZCOLL_ABORT_WAIT_MS with the comm left allocated (zcollInternalError).
+  FakeDevice device;
+  test::ScopedEnv abortWait("ZCOLL_ABORT_WAIT_MS", "5000");
+  std::atomic<bool> aborted{false};
+  test::runOwningRanks(2, [](int) { return 60; }, [&](int rank, zcollComm_t comm) {
+    if (rank == 1) {
+      while (!aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      (void)zcollCommDestroy(comm);
+      return;
+    }
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(1000 * 4);
+    arena.upload(dev, Bytes(1000 * 4));
+    auto kernel = std::make_shared<Gate>();
+    arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+    queueAllReduces(comm, 2, dev, 1000, arena.handle());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(zcollCommAbort(comm), zcollSuccess) << zcollGetLastError(nullptr);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+    aborted = true;
+    kernel->open(zcollSuccess);  // the test's end: let the stand-in's streams finish
+    EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+    // Copies of the abandoned call waited for its fence; they end now (before this arena goes).
+    while (FakeIpc::copiesPending.load() > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    test::FakeHardware::dropRetired();
+  });
+}
+
+TEST(DeviceExecutionModel, ACallOnAnotherDeviceThanTheCommsIsRefused) {
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena mine, other;
+    other.device = 1;  // the comm was made on device 0
+    FakeDeviceArena::Scope scope(&mine);
+    void* x = other.alloc(256);
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "on device 1, but this communicator works on "
+                      "device 0", zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, comm,
+                                                 mine.handle()));
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "device 1",
+                      zcollSend(x, 64, zcollFloat32, 1 - rank, comm, mine.handle()));
+    void* y = mine.alloc(256);
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "every buffer of a call must be on",
+                      zcollAllGather(y, x, 32, zcollFloat32, comm, mine.handle()));
+    void* z = mine.alloc(512);
+    mine.upload(y, Bytes(256));
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(y, z, 64, zcollFloat32, comm, mine.handle()));
+    EXPECT_EQ(mine.stream()->synchronize(), zcollSuccess);
+  });
+}
+
+TEST(DeviceExecutionModel, AHostOnlyJobNeverAsksTheDeviceAboutItsPointers) {
+  // CUDA creates a context on device 0 for a pointer query in a process that never used it: a
+  // host-only job on a GPU machine would get one per rank. The device component is asked only
+  // once the process uses the device (DeviceComponent::inUse; CUDA: a current context or an
+  // active primary context, which asking creates neither).
+  FakeDevice device;
+  test::FakeUse::inUse = false;
+  const int asked = test::FakeUse::ownsAsked;
+  const int words = test::FakeDeviceExecutor::wordsAllocated;
+  runRanks(RankSetup{2, 1}, [&](int, zcollComm_t comm) {
+    std::vector<float> host(1000, 1.0f), out(2000);
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(host.data(), host.data(), 1000, zcollFloat32, zcollSum,
+                                         comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(host.data(), out.data(), 1000, zcollFloat32, comm,
+                                         nullptr));
+    EXPECT_EQ(host[0], 2.0f);
+    EXPECT_FALSE(comm->deviceRouted(comm->rank)) << "no device, no device routes";
+  });
+  EXPECT_EQ(test::FakeUse::ownsAsked, asked) << "a pointer was asked about";
+  EXPECT_EQ(test::FakeDeviceExecutor::wordsAllocated, words) << "pinned memory was allocated";
+}
+
+TEST(DeviceExecutionModel, TransfersWaitForAFenceOfTheCallsKernelsNotAFlush) {
+  // Issue 30, "slower than it must be": every send and receive synchronized the call's stream on
+  // the host before posting. Now the device transports' copies wait for a fence of the call's
+  // work (an event) and the host goes on. With every kernel slow, a copy that did not wait would
+  // move the buffer before the kernel wrote it (or overwrite one a kernel still reads): every
+  // call must still give the host's bytes, on cuda_ipc and staged, queued and synchronous; and
+  // a queued call flushes its stream once, at its end.
+  struct KernelDelay {
+    KernelDelay() { test::FakeHardware::kernelDelayUs = 300; }
+    ~KernelDelay() { test::FakeHardware::kernelDelayUs = 0; }
+  } slow;
+  for (const char* mode : {"", "staged"}) {
+    test::ScopedEnv forced("ZCOLL_DEVICE_TRANSPORT", mode);
+    FakeDevice device;
+    runRanks(RankSetup{3, 2}, [&](int rank, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      everyCollective(arena, rank, comm);
+      sendRecvAndGroups(arena, rank, comm);
+    });
+    int flushesBefore = 0, fencesBefore = 0;
+    std::atomic<int> ready{0};
+    runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t n = 300000;  // a ring all-reduce over several pieces and chunks
+      const Bytes in = inputOf(rank, n, zcollFloat32);
+      void* dev = arena.alloc(in.size());
+      arena.upload(dev, in);
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      if (rank == 0) {
+        flushesBefore = test::FakeDeviceExecutor::flushes;
+        fencesBefore = test::FakeDeviceExecutor::fences;
+      }
+      ++ready;
+      while (ready.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_EQ(zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, arena.handle()),
+                zcollSuccess);
+      EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      if (rank == 0) {
+        EXPECT_EQ(test::FakeDeviceExecutor::flushes - flushesBefore, 2)
+            << "'" << mode << "': one flush per rank, at the end of its call";
+        EXPECT_GE(test::FakeDeviceExecutor::fences - fencesBefore, 4) << mode;
+      }
+    });
+  }
+}
+
 #ifdef ZCOLL_HAVE_CUDA
 // ---- The same on a GPU, with CUDA's device component (skipped without a GPU) ------------------
-// Ranks are threads sharing the one GPU of the test machines.
+// Ranks are threads sharing the GPU: while one rank allocates or frees, another's queued calls
+// may hold their streams, and cudaMalloc/cudaFree synchronize the device implicitly (a deadlock:
+// base/stream_holds.h). So the test's own buffers are stream-ordered (cudaMallocAsync and
+// cudaFreeAsync on the rank's stream) and its copies run on that stream, never the legacy one.
 class CudaMemory {
  public:
   CudaMemory() {
@@ -969,23 +1189,27 @@ class CudaMemory {
   zcollStream_t handle() const { return reinterpret_cast<zcollStream_t>(stream_); }
   ~CudaMemory() {
     (void)cudaStreamSynchronize(stream_);
-    for (void* p : allocs_) cudaFree(p);
+    for (void* p : allocs_) cudaFreeAsync(p, stream_);
+    (void)cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
   void* alloc(size_t bytes) {
     void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 1 : bytes), cudaSuccess);
+    EXPECT_EQ(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);  // usable on every stream
     allocs_.push_back(p);
     return p;
   }
   void upload(void* dev, const Bytes& h) {
+    EXPECT_EQ(cudaMemcpyAsync(dev, h.data(), h.size(), cudaMemcpyHostToDevice, stream_),
+              cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(dev, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
   }
   Bytes download(const void* dev, size_t bytes) {
     Bytes h(bytes);
+    EXPECT_EQ(cudaMemcpyAsync(h.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_),
+              cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
     return h;
   }
 

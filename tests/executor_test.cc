@@ -202,13 +202,13 @@ TEST(Executor, EveryAlgorithmOnDeviceBuffersGivesTheHostBytes) {
 TEST(Executor, HostBuffersGetTheHostExecutorAndDeviceBuffersAClearAnswer) {
   std::unique_ptr<Executor> owned;
   Executor* e = nullptr;
-  ASSERT_EQ(makeExecutor(MemKind::kHost, nullptr, &owned, &e), zcollSuccess);
+  ASSERT_EQ(makeExecutor(MemKind::kHost, nullptr, -1, &owned, &e), zcollSuccess);
   EXPECT_EQ(e, &hostExecutor());
   EXPECT_EQ(owned, nullptr);
   EXPECT_STREQ(e->name(), "host");
 
   e = nullptr;
-  Result r = makeExecutor(MemKind::kDevice, nullptr, &owned, &e);
+  Result r = makeExecutor(MemKind::kDevice, nullptr, 0, &owned, &e);
 #ifdef ZCOLL_HAVE_CUDA
   if (quant::cuda::cudaDeviceAvailable()) {
     ASSERT_EQ(r, zcollSuccess);
@@ -235,8 +235,8 @@ TEST(Executor, StageCopyCountsSelfBytesAndSkipsACopyOntoItself) {
   });
 }
 
-// Memory whose release would wait for the device (cudaFree) is never released while scratch
-// grows, since a queued call grows it while its caller's stream waits for that call.
+// Memory whose release is not ordered after the call's own work (CUDA: a stream-ordered free on
+// zcoll's stream) is never released while scratch grows, since a call may still use it.
 int gAllocs = 0, gReleases = 0;
 Result countedAlloc(size_t bytes, void** out) {
   ++gAllocs;
@@ -278,7 +278,9 @@ class CudaExecutorTest : public testing::Test {
   void SetUp() override {
     if (!quant::cuda::cudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device available";
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-    ASSERT_EQ(makeCudaExecutor(stream_, &cuda_), zcollSuccess);
+    int device = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(makeCudaExecutor(stream_, device, &cuda_), zcollSuccess);
   }
   void TearDown() override {
     for (void* p : allocs_) cudaFree(p);

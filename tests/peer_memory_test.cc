@@ -1,8 +1,8 @@
 // The PeerMemory contract (transport/peer_memory.h), tested alone on both implementations,
 // ranks as threads of one process: shm for host memory (ordinary buffers read one-sidedly,
 // zcollMemAllocHost memory mapped once and writable, memfd windows), and cuda_ipc for device
-// memory with the stand-in device (caller buffers only when exposed, unexportable memory, device
-// windows), plus peerMemoryOf's choice per group and memory kind (coll/in_place.h).
+// memory with the stand-in device (caller buffers not exposed, windows mapped at init and fixed
+// in size), plus peerMemoryOf's choice per group and memory kind (coll/in_place.h).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -151,8 +151,7 @@ PeerMemory* devicePeerMemory(zcollComm_t comm) {
   return peerMemoryOf(comm, worldGroup(comm), MemKind::kDevice);
 }
 
-TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedUnlessTheUserSaysTheyLive) {
-  ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "0");
+TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedAndNothingIsReadUnmapped) {
   FakeDevice device;
   Shared shared;
   runRanks(twoRanks(), [&](int rank, zcollComm_t comm) {
@@ -169,9 +168,11 @@ TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedUnlessTheUserSaysTheyLive) {
     EXPECT_EQ(shared.range[rank].mappable, 0u);
     barrier(comm);
     const int peer = 1 - rank;
+    const int opensBefore = FakeIpc::opens;
     PeerView view;
     ZCOLL_EXPECT_OK(comm, pm->map(peer, shared.range[peer], false, &view));
     EXPECT_EQ(view.at, nullptr);
+    EXPECT_EQ(FakeIpc::opens, opensBefore) << "a call must open no mapping";
     char host[16];
     EXPECT_FAILS_WITH(nullptr, zcollUnsupported, "only be read mapped",
                       pm->read(peer, shared.range[peer], 0, host, sizeof(host)));
@@ -179,41 +180,11 @@ TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedUnlessTheUserSaysTheyLive) {
   });
 }
 
-TEST(CudaIpcPeerMemory, ExposedBuffersAreMappedForTheDevicesKernelsUnlessUnexportable) {
-  ScopedEnv user("ZCOLL_CUDA_IPC_USER_BUFFERS", "1");
-  FakeDevice device;
-  Shared plain, unexportable;
-  runRanks(twoRanks(), [&](int rank, zcollComm_t comm) {
-    FakeDeviceArena arena;
-    FakeDeviceArena::Scope scope(&arena);
-    PeerMemory* pm = devicePeerMemory(comm);
-    ASSERT_NE(pm, nullptr);
-    EXPECT_TRUE(pm->exposesCallerBuffers());
-    void* buf = arena.alloc(4096);
-    arena.upload(buf, pattern(4096, rank));
-    void* odd = arena.allocUnexportable(4096);
-    ZCOLL_EXPECT_OK(comm, pm->expose(buf, 4096, &plain.range[rank]));
-    ZCOLL_EXPECT_OK(comm, pm->expose(odd, 4096, &unexportable.range[rank]));
-    EXPECT_EQ(plain.range[rank].mappable, 1u);
-    EXPECT_EQ(unexportable.range[rank].mappable, 0u);
-    barrier(comm);
-    const int peer = 1 - rank;
-    PeerView view;
-    ZCOLL_EXPECT_OK(comm, pm->map(peer, plain.range[peer], true, &view));
-    ASSERT_NE(view.at, nullptr);
-    EXPECT_EQ(view.writable, view.at);
-    // This rank's device copies the peer's bytes through the mapping (its stream reaches the
-    // peer's memory now), into its own buffer.
-    void* mine = arena.alloc(4096);
-    test::FakeDeviceExecutor exec;
-    ZCOLL_EXPECT_OK(comm, exec.copy(mine, view.at, 4096));
-    ZCOLL_EXPECT_OK(comm, exec.flush());
-    EXPECT_EQ(arena.download(mine, 4096), pattern(4096, peer));
-    barrier(comm);
-  });
-}
-
-TEST(CudaIpcPeerMemory, DeviceWindowsGrowIntoNewBlocksThatPeersMap) {
+// Each rank's window is made and mapped by its peers at init; a call writes its own and reads
+// the peers' with its kernels, opening nothing. It is fixed: asking for more than the node's
+// smallest window fails (the algorithms check windowLimit first).
+TEST(CudaIpcPeerMemory, WindowsAreMappedAtInitAndFixedInSize) {
+  ScopedEnv window("ZCOLL_DEVICE_WINDOW_BYTES", "262144");
   FakeDevice device;
   Shared shared;
   runRanks(twoRanks(), [&](int rank, zcollComm_t comm) {
@@ -221,29 +192,46 @@ TEST(CudaIpcPeerMemory, DeviceWindowsGrowIntoNewBlocksThatPeersMap) {
     FakeDeviceArena::Scope scope(&arena);
     PeerMemory* pm = devicePeerMemory(comm);
     ASSERT_NE(pm, nullptr);
+    const std::vector<int> both = {0, 1};
+    EXPECT_EQ(pm->windowLimit(both), 262144u);
+    EXPECT_TRUE(pm->pairsConnected(both));
     const int peer = 1 - rank;
-    char* first = nullptr;
-    for (size_t bytes : {size_t(1000), size_t(200000)}) {
-      char* base = nullptr;
-      ZCOLL_EXPECT_OK(comm, pm->ownWindow(bytes, &base, &shared.range[rank]));
-      EXPECT_EQ(shared.range[rank].mappable, 1u);
-      EXPECT_GE(shared.range[rank].bytes, bytes);
-      if (first == nullptr) first = base;
-      else EXPECT_NE(base, first) << "a device window grows into a new block";
-      test::FakeDeviceExecutor exec;  // the rank's device writes its window
-      void* staged = arena.alloc(bytes);
-      arena.upload(staged, pattern(bytes, rank));
-      ZCOLL_EXPECT_OK(comm, exec.copy(base, staged, bytes));
-      ZCOLL_EXPECT_OK(comm, exec.flush());
-      barrier(comm);
-      const char* theirs = nullptr;
-      ZCOLL_EXPECT_OK(comm, pm->mapWindow(peer, shared.range[peer], &theirs));
-      void* copy = arena.alloc(bytes);
-      ZCOLL_EXPECT_OK(comm, exec.copy(copy, theirs, bytes));
-      ZCOLL_EXPECT_OK(comm, exec.flush());
-      EXPECT_EQ(arena.download(copy, bytes), pattern(bytes, peer)) << bytes;
-      barrier(comm);
-    }
+    const int opensBefore = FakeIpc::opens;
+    const size_t bytes = 200000;
+    char* base = nullptr;
+    ZCOLL_EXPECT_OK(comm, pm->ownWindow(bytes, &base, &shared.range[rank]));
+    EXPECT_EQ(shared.range[rank].mappable, 1u);
+    char* again = nullptr;
+    ExposedRange ref;
+    EXPECT_FAILS_WITH(nullptr, zcollInternalError, "made at init",
+                      pm->ownWindow(262145, &again, &ref));
+    test::FakeDeviceExecutor exec;  // the rank's device writes its window
+    void* staged = arena.alloc(bytes);
+    arena.upload(staged, pattern(bytes, rank));
+    ZCOLL_EXPECT_OK(comm, exec.copy(base, staged, bytes));
+    ZCOLL_EXPECT_OK(comm, exec.flush());
+    barrier(comm);
+    const char* theirs = nullptr;
+    ZCOLL_EXPECT_OK(comm, pm->mapWindow(peer, shared.range[peer], &theirs));
+    void* copy = arena.alloc(bytes);
+    ZCOLL_EXPECT_OK(comm, exec.copy(copy, theirs, bytes));
+    ZCOLL_EXPECT_OK(comm, exec.flush());
+    EXPECT_EQ(arena.download(copy, bytes), pattern(bytes, peer));
+    EXPECT_EQ(FakeIpc::opens, opensBefore) << "a window is mapped at init, not by a call";
+    barrier(comm);
+  });
+}
+
+TEST(CudaIpcPeerMemory, NoWindowMeansAWindowLimitOfZero) {
+  ScopedEnv window("ZCOLL_DEVICE_WINDOW_BYTES", "0");
+  FakeDevice device;
+  runRanks(twoRanks(), [&](int, zcollComm_t comm) {
+    PeerMemory* pm = devicePeerMemory(comm);
+    ASSERT_NE(pm, nullptr);
+    EXPECT_EQ(pm->windowLimit({0, 1}), 0u);
+    char* base = nullptr;
+    ExposedRange ref;
+    EXPECT_FAILS_WITH(nullptr, zcollInternalError, "made at init", pm->ownWindow(1, &base, &ref));
   });
 }
 

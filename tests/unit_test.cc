@@ -21,6 +21,7 @@
 #include "exec/reduce_kernels.h"
 #include "topology/node_layout.h"
 #include "transport/addresses.h"
+#include "transport/block_pool.h"
 #include "transport/registry.h"
 #include "transport/select.h"
 #include "transport/self_transport.h"
@@ -290,6 +291,29 @@ TEST(TransportAddressesTest, PackedByNameAndCheckedOnUnpack) {
               std::string::npos) << threadLastError();
     EXPECT_TRUE(b.rows.empty());
   }
+}
+
+TEST(BlockPool, AHeaderInFrontDoesNotDoubleAPowerOfTwoMessage) {
+  // staged keeps [8-byte header][message] blocks: a 1 MiB message took a 2 MiB block when the
+  // header was counted into the power-of-two rounding (issue 30, "the staging ring doubles").
+  std::vector<size_t> sizes;
+  BlockPool pool([&](size_t bytes, void** out) {
+                   sizes.push_back(bytes);
+                   *out = std::malloc(bytes);
+                   return zcollSuccess;
+                 },
+                 [](void* p) { std::free(p); }, 8);
+  BlockPool::Block a, b, c;
+  ASSERT_EQ(pool.take(size_t(1) << 20, &a), zcollSuccess);
+  EXPECT_EQ(a.bytes, size_t(1) << 20);
+  ASSERT_EQ(pool.take((size_t(1) << 20) + 1, &b), zcollSuccess);
+  EXPECT_EQ(b.bytes, size_t(2) << 20);
+  pool.giveBack(a);
+  ASSERT_EQ(pool.take(1000, &c), zcollSuccess);  // the free 1 MiB block serves it
+  EXPECT_EQ(c.ptr, a.ptr);
+  EXPECT_EQ(sizes, (std::vector<size_t>{(size_t(1) << 20) + 8, (size_t(2) << 20) + 8}));
+  pool.giveBack(b);
+  pool.giveBack(c);
 }
 
 TEST(TransportSelect, SelfReachesOnlyThisRank) {

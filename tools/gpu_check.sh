@@ -7,8 +7,9 @@
 #
 #   tools/gpu_check.sh STEP OUT
 #     1  configure + build (CUDA for sm_90 unless CUDA_ARCH says), then quant_cuda_test,
-#        reduce_cuda_test, cuda_ipc_test, executor_test (CudaExecutorTest.*) and device_path_test
-#        (CudaDevicePath.*)
+#        reduce_cuda_test, cuda_ipc_test (a copy waiting for a call's fence, a host-only job in a
+#        child process leaving no CUDA context), executor_test (CudaExecutorTest.*) and
+#        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads)
 #     2  the multi-process device checks (tests/scripts/device_processes.sh) and the launch queue
 #        depth probe (tools/gpu_probe.cu queue)
 #     3  a device-to-device copy bound (tools/gpu_probe.cu d2d), then perf/peers/device.sh: the perf
@@ -27,7 +28,9 @@
 #   GPU_BUILD   the build folder (default build-gpu/); the prefix goes to GPU_BUILD/deps
 #   CUDA_ARCH   CMAKE_CUDA_ARCHITECTURES (default 90: H100 and H200)
 #   STEP_BUDGET seconds for the whole step (default 470, under the 8 minutes asked)
-#   GPU_CHECK_TARGETS  build only these targets (default: all)
+#   GPU_CHECK_TARGETS  build only these targets (default: all; for a short step 1 under the
+#               device tool's 15 minutes: "quant_cuda_test reduce_cuda_test cuda_ipc_test
+#               executor_test device_path_test")
 #   GPU_CHECK_ALLOW_NO_GPU=1  run step 1 without a GPU (the CUDA tests skip; to test the kit
 #               itself on a CPU machine); otherwise a step without a GPU exits 3 saying so
 # Exit: 0 every check of the step passed; 1 a check failed; 2 usage; 3 the step cannot run here

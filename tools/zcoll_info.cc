@@ -65,8 +65,9 @@ void printBuild() {
   std::printf("  executors: %s\n", zcoll::executorSummary().c_str());
   const zcoll::DeviceComponent* device = zcoll::deviceComponent();
   if (device != nullptr)
-    std::printf("  device buffers: %s, on the call's stream; sent through pinned host staging "
-                "(no cuda_ipc transport yet)\n", device->name);
+    std::printf("  device buffers: %s, on the call's stream; to node peers by cuda_ipc where "
+                "both devices share memory, else through host staging (--routes shows each "
+                "peer's)\n", device->name);
   else
     std::printf("  device buffers: none recognised here (no CUDA device, or CUDA not built)\n");
   std::string why;

@@ -43,7 +43,18 @@
  *    (e.g. cudaStreamNonBlocking); a call queued on a stream that another communicator of the
  *    process has calls in flight on is refused (zcollInvalidUsage). A stream being captured into
  *    a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
- *    support, see zcoll_info) device pointers are not recognised: pass host buffers.
+ *    support, see zcoll_info) device pointers are not recognised: pass host buffers. Buffers on
+ *    another device than the communicator's (the one current at its creation) are refused with
+ *    zcollInvalidUsage naming both devices; the buffers of one call on two devices with
+ *    zcollInvalidArgument. A process that has not used CUDA (no current context, no active
+ *    primary context) is never asked about its pointers, so a job on host buffers creates no
+ *    CUDA context on a machine with GPUs. While its calls are queued zcoll allocates, frees and
+ *    maps no device or pinned memory (all of it is made when the communicator is created,
+ *    or allocated in stream order): those synchronize the device implicitly and would deadlock
+ *    against a queued call's stream. A communicator's device memory is freed when it is
+ *    destroyed, as soon as no stream of the process waits for a call (later otherwise); memory a
+ *    call's abandoned device work may still use (after zcollCommAbort or a timeout with the
+ *    device stuck) is never freed.
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
  *    otherwise), and every rank passes the same kind to a call (checked with
  *    ZCOLL_CHECK_CALLS=on, below).
@@ -323,8 +334,10 @@ ZCOLL_API zcollResult_t zcollCommDestroy(zcollComm_t comm);
 
 /* Puts the communicator in the error state, makes any call running on it (in another thread)
  * return zcollRemoteError within ZCOLL_ABORT_WAIT_MS, then frees it. Enqueued device calls
- * that have not finished are dropped and their streams released (outputs undefined). Safe from
- * any thread. A call and the abort are ordered at one point inside zcoll, just before the call
+ * that have not finished are dropped and their streams released (outputs undefined); zcoll does
+ * not wait for their device work (even work that never ends, such as a stream stuck behind a
+ * kernel of the caller's): it is abandoned, with the device memory it may use. Safe from any
+ * thread. A call and the abort are ordered at one point inside zcoll, just before the call
  * leaves: a call still inside zcoll when the abort takes effect returns zcollRemoteError even if
  * its transfers had all completed (its outputs are then undefined), so a call that returns
  * zcollSuccess completed before the abort. The handle stays allocated until every call that was

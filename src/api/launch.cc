@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "api/guard.h"
+#include "base/stream_holds.h"
 #include "core/progress.h"
 
 namespace zcoll {
@@ -49,28 +51,6 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
 }  // namespace
 
 namespace {
-
-// The waits of one communicator's queued calls (enqueueOnStreams): a ring of host-mapped words,
-// one per call in flight. Call `seq` waits on words[seq % kMaxDeviceCallsInFlight] >= seq and
-// the progress thread stores seq there when the call is over. Kept per comm address for the
-// life of the process (a stream may still wait on a word after the comm is gone; a comm made
-// later at the same address goes on with the same, still increasing, sequence).
-struct CallWaits {
-  std::mutex mu;
-  std::condition_variable changed;
-  uint32_t* words = nullptr;
-  uint32_t seq = 0;
-  int inFlight = 0;
-};
-
-CallWaits& waitsOf(const zcollComm* comm) {
-  static std::mutex mu;
-  static auto* all = new std::map<const zcollComm*, std::unique_ptr<CallWaits>>;  // never freed
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<CallWaits>& w = (*all)[comm];
-  if (!w) w = std::make_unique<CallWaits>();
-  return *w;
-}
 
 // Streams with queued calls in flight, process-wide: which comm, how many calls.
 struct StreamUse {
@@ -120,30 +100,30 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
     if (caller->sharedStreamKey(&k) && std::find(keys.begin(), keys.end(), k) == keys.end())
       keys.push_back(k);
   }
+  if (comm->waitWords == nullptr)
+    return fail(zcollInternalError, "%s: this communicator has no wait words for queued device "
+                "calls (its rank had no device when it was made)", fn);
   ZCOLL_CHECK(claimStreams(comm, fn, keys));
   // A place among the comm's calls in flight (bounded: the caller waits, up to the comm's
   // timeout, for the oldest to finish) and its wait word.
-  CallWaits& w = waitsOf(comm);
+  WaitWords& w = *comm->waitWords;
   uint32_t seq = 0;
-  uint32_t* word = nullptr;
   {
     std::unique_lock<std::mutex> lock(w.mu);
-    Result r = zcollSuccess;
-    if (w.words == nullptr) r = callers[0]->allocWaitWords(kMaxDeviceCallsInFlight, &w.words);
-    if (r == zcollSuccess &&
-        !w.changed.wait_for(lock, std::chrono::seconds(comm->timeoutSec),
-                            [&] { return w.inFlight < kMaxDeviceCallsInFlight; }))
-      r = fail(zcollTimeout, "%s: %d device calls of this communicator are in flight (the "
-               "most it queues) and none finished within the timeout (%d s, ZCOLL_TIMEOUT)", fn,
-               kMaxDeviceCallsInFlight, comm->timeoutSec);
-    if (r != zcollSuccess) {
+    if (!w.changed.wait_for(lock, std::chrono::seconds(comm->timeoutSec),
+                            [&] { return w.inFlight < kMaxDeviceCallsInFlight; })) {
       releaseStreams(keys);
-      return r;
+      return fail(zcollTimeout, "%s: %d device calls of this communicator are in flight (the "
+                  "most it queues) and none finished within the timeout (%d s, ZCOLL_TIMEOUT)",
+                  fn, kMaxDeviceCallsInFlight, comm->timeoutSec);
     }
     ++w.inFlight;
     seq = ++w.seq;
-    word = &w.words[seq % kMaxDeviceCallsInFlight];
   }
+  uint32_t* word = w.word(seq);
+  // The callers' streams will be held (base/stream_holds.h): nothing that synchronizes the
+  // device implicitly may run until the word is stored.
+  streams::hold();
   // Releases the callers' streams (a store the device sees: the progress thread only flips a
   // word) and the call's place; once, whatever happens to the call.
   auto done = std::make_shared<std::atomic<bool>>(false);
@@ -156,6 +136,7 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
     }
     w.changed.notify_all();
     releaseStreams(keys);
+    streams::release();
   };
   // Every side executor before any wait: callers may share a stream, and a side stream made
   // after a wait would start after the call it belongs to.
@@ -167,14 +148,23 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
       release();
       return r;
     }
+    side->limitWaits(comm->deviceWaitLimits());
     sides.push_back(std::move(side));
   }
   for (Executor* caller : callers) {
     Result r = caller->waitValue(word, seq);
+    // A mark after the wait: the words are freed only once every stream got past its last one.
+    std::shared_ptr<StreamMark> mark;
+    if (r == zcollSuccess) r = caller->markStream(&mark);
     if (r != zcollSuccess) {
       release();  // a stream that waits must never wait for nothing
       return r;
     }
+    uintptr_t key = 0;
+    if (!caller->sharedStreamKey(&key))  // the thread's own stream (cudaStreamPerThread)
+      key = static_cast<uintptr_t>(std::hash<std::thread::id>()(std::this_thread::get_id())) | 1;
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.noteMark(key, std::move(mark));
   }
   auto op = [comm, work = std::move(work), sides]() -> Result {
     Result r = sides[0]->bindThread();
@@ -192,17 +182,25 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
   return queued;
 }
 
-Result checkDeviceRoutes(const zcollComm* comm, const char* fn) {
-  if (comm->deviceRouted(comm->rank)) return zcollSuccess;  // all peers or none have one
-  return fail(zcollUnsupported, "%s: device buffers, but this communicator has no way to move "
-              "them: %s (initialize the device, e.g. cudaSetDevice, before creating the "
-              "communicator, as NCCL binds a communicator to it)", fn,
-              comm->deviceRouteWhy.empty() ? "" : comm->deviceRouteWhy[comm->rank].c_str());
+Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn) {
+  if (!comm->deviceRouted(comm->rank))  // all peers or none have one
+    return fail(zcollUnsupported, "%s: device buffers, but this communicator has no way to move "
+                "them: %s (initialize the device, e.g. cudaSetDevice, before creating the "
+                "communicator, as NCCL binds a communicator to it)", fn,
+                comm->deviceRouteWhy.empty() ? "" : comm->deviceRouteWhy[comm->rank].c_str());
+  const int mine = comm->peers[comm->rank].device.ordinal;
+  if (exec.device() != mine)
+    return fail(zcollInvalidUsage, "%s: the buffers are on device %d, but this communicator "
+                "works on device %d (the current device when it was made); use a communicator "
+                "of device %d, as NCCL binds one to each device", fn, exec.device(), mine,
+                exec.device());
+  exec.limitWaits(comm->deviceWaitLimits());
+  return zcollSuccess;
 }
 
 Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallDescriptor& d,
                   CallWork work) {
-  if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceRoutes(comm, fn));
+  if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn));
   if (inGroup()) {
     tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work)});
     return zcollSuccess;

@@ -41,18 +41,16 @@ thread_local int tGroupDepth = 0;
 thread_local std::vector<P2pOp> tQueued;
 thread_local Result tGroupError = zcollSuccess;  // first failure while queueing
 
-// Posts `op`. A device buffer's stream is flushed first: the work queued before the call may
-// still write the buffer to send, or use the buffer to receive into. Its bytes take the peer's
-// device route (core/progress.h).
+// Posts `op`. A device buffer's bytes are moved only after the work queued before the call on
+// its stream (it may still write the buffer to send, or use the buffer to receive into): a
+// fence or a flush (core/progress.h). Its bytes take the peer's device route.
 Result post(const P2pOp& op, Request* req) {
   zcollComm* c = op.comm;
-  const MemKind kind = op.exec->memKind();
-  if (kind != MemKind::kHost && op.bytes > 0) ZCOLL_CHECK(op.exec->flush());
   if (op.isSend)
     return postSend(c, op.peer, op.buf, op.bytes, makeP2pTag(c->sendSeq[op.peer]++, c->rank),
-                    req, kind);
+                    req, op.exec);
   return postRecv(c, op.peer, op.buf, op.bytes, makeP2pTag(c->recvSeq[op.peer]++, op.peer), req,
-                  kind);
+                  op.exec);
 }
 
 // Posts every operation, then waits per communicator.
@@ -186,7 +184,7 @@ zcollResult_t p2pCall(const char* fn, bool isSend, const void* buf, size_t count
     ZCOLL_CHECK(checkBuffer(buf, count, isSend ? "sendbuff" : "recvbuff", fn));
     CallExecutor ce;
     ZCOLL_CHECK(checkCallMemory(count ? buf : nullptr, nullptr, stream, fn, &ce));
-    if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceRoutes(comm, fn));
+    if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn));
     P2pOp op{comm,    isSend, const_cast<void*>(buf), count * dtypeSize(dtype), peer,
              nullptr, ce.exec};
     op.ownedExec = std::move(ce.owned);

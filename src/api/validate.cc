@@ -36,22 +36,29 @@ Result checkCallMemory(const void* const* bufs, const char* const* names, int n,
                        zcollStream_t stream, const char* fn, CallExecutor* out) {
   int first = -1;
   MemKind kind = MemKind::kHost;
+  int device = -1;
   for (int i = 0; i < n; ++i) {
     if (bufs[i] == nullptr) continue;
-    const MemKind k = memoryKind(bufs[i]);
+    int holder = -1;
+    const MemKind k = memoryKind(bufs[i], &holder);
     if (first < 0) {
       first = i;
       kind = k;
+      device = holder;
     } else if (k != kind) {
       return fail(zcollInvalidArgument, "%s: %s is %s memory but %s is %s memory; pass every "
                   "buffer of a call on one side", fn, names[first], kindName(kind), names[i],
                   kindName(k));
+    } else if (k == MemKind::kDevice && holder != device) {
+      return fail(zcollInvalidArgument, "%s: %s is memory of device %d but %s of device %d; "
+                  "every buffer of a call must be on the communicator's device", fn,
+                  names[first], device, names[i], holder);
     }
   }
   if (first < 0) return zcollSuccess;  // no buffer to move: nothing runs (host executor)
   if (kind == MemKind::kHost && stream != nullptr)
     return fail(zcollInvalidArgument, "%s: stream must be NULL for host buffers", fn);
-  return makeExecutor(kind, stream, &out->owned, &out->exec);
+  return makeExecutor(kind, stream, device, &out->owned, &out->exec);
 }
 
 Result checkCallMemory(const void* send, const void* recv, zcollStream_t stream, const char* fn,

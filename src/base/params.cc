@@ -93,13 +93,18 @@ const std::vector<ParamDesc> kParams = {
      "default keeps peer copies off the CPU interconnect between packages, as NCCL does on "
      "Intel machines. Read at init."},
     {"ZCOLL_CUDA_IPC_USER_BUFFERS", ParamType::kInt, "0",
-     "1: cuda_ipc peers read a sender's own device buffer (no copy), and the algorithms that "
-     "read their peers in place (shm_read, hpZ's *_shm_read) read and write the node peers' "
-     "device buffers through cuda_ipc too; a buffer's allocation stays mapped in the peers "
-     "until the communicator is destroyed, so it must not be freed before, as with NCCL's "
-     "registered buffers. 0: the sender copies into a block of zcoll's that peers map once "
-     "(one device-local copy; safe for any buffer), and those algorithms move device buffers "
-     "by messages (qgZ's two_hop_shm_read still reads zcoll's own windows in place). Read at "
+     "1: cuda_ipc peers read a sender's own device buffer (no copy; the buffer's allocation "
+     "stays mapped in the peers until the communicator is destroyed, so it must not be freed "
+     "before, as with NCCL's registered buffers), for calls that return complete "
+     "(ZCOLL_DEVICE_CALLS=sync, or CUDA_DEVICE_MAX_CONNECTIONS=1) and while no queued call of "
+     "the receiver's process holds a stream (mapping synchronizes the device); otherwise, and "
+     "with 0, the sender copies into slots of zcoll's that peers mapped at init (one "
+     "device-local copy; safe for any buffer). Read at init."},
+    {"ZCOLL_DEVICE_WINDOW_BYTES", ParamType::kInt, "33554432",
+     "Bytes of device memory each rank with cuda_ipc peers allocates at init as its window: "
+     "zcoll's own memory that its node peers map once and read in place (qgZ's "
+     "two_hop_shm_read on device buffers keeps its quantized pieces there, when a call's two "
+     "pieces fit the smallest window of the node; else it exchanges them). 0: none. Read at "
      "init."},
     {"ZCOLL_TRANSPORT", ParamType::kString, "",
      "Force the transport for every non-self peer: shm (shared memory; every peer must be on "

@@ -9,7 +9,8 @@
 //   bits 60-40  sequence (21 bits, wraps; operations complete in order, so no aliasing)
 //   bits 39-16  source rank (24 bits; in an acknowledgement, the rank that acknowledges)
 //   bits 15-0   step within the operation (point-to-point: 0; 0xffff, 0xfffb: peer notices;
-//               0xfffc-0xfffd: a shrink's exchange)
+//               0xfffc-0xfffd: a shrink's exchange; 0xfffa: a transport's close handshake;
+//               0xfffe: a transport's exchange at init)
 #pragma once
 
 #include <cstdint>
@@ -63,10 +64,15 @@ inline uint64_t makeAckTag(uint64_t tag, int acker) {
   return (tag & ~kSourceMask) | kControlBit | kAckBit | (uint64_t(uint32_t(acker)) << 16);
 }
 
-// The words a transport's connect trades with its peers at init over the host routes (core/init.cc
-// exchangeWords, ConnectArgs::exchange; cuda_ipc's probe verdicts).
+// What a transport's connect trades with its peers at init over the host routes (core/init.cc
+// exchangeWith, ConnectArgs::exchange; cuda_ipc's probe verdicts and slot handles).
 inline uint64_t makeConnectExchangeTag(int src) {
   return (uint64_t{1} << 63) | kControlBit | (uint64_t(uint32_t(src)) << 16) | 0xfffeu;
+}
+// What a transport trades with its peers when it closes (cuda_ipc: "I closed my mappings of your
+// memory", so the exporter may free it), over the host routes, which close after it.
+inline uint64_t makeTransportCloseTag(int src) {
+  return (uint64_t{1} << 63) | kControlBit | (uint64_t(uint32_t(src)) << 16) | 0xfffau;
 }
 
 }  // namespace zcoll

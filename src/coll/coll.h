@@ -67,10 +67,12 @@ class Stage {
 
   // A local copy by the executor, counted as self-path bytes (no-op when dst == src).
   Result copy(void* dst, const void* src, size_t bytes) const;
-  // Posts after the executor's work issued so far is done (it may be writing `buf`). A device
-  // call's bytes take the peer's device route (cuda_ipc or staged, core/progress.h).
+  // Posts; the bytes are read only after the executor's work issued so far (it may be writing
+  // `buf`): a fence the device transport's copies wait for, or a flush (core/progress.h). A
+  // device call's bytes take the peer's device route (cuda_ipc or staged).
   Result send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const;
-  // Posts after the executor's work issued so far is done (it may be reading `buf`).
+  // Posts; the bytes land only after the executor's work issued so far (it may be reading
+  // `buf`), as for send.
   Result recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const;
   // A small message of the algorithm's own in host memory (a buffer's description, a token),
   // over the peer's host route whatever the call's memory kind, posted once the executor's work

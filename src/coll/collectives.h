@@ -58,7 +58,7 @@ enum class Condition {
   kSeveralEqualNodes,   // more than one node, every node with the same number of ranks
   kUnevenNodes,         // nodes with different numbers of ranks
   // Every peer reads this rank's buffers in place (coll/in_place.h) for the call's memory kind:
-  // host, every peer on shm; device, every peer on cuda_ipc with caller buffers exposed.
+  // host, every peer on shm; device, every peer on cuda_ipc exposing caller buffers (none yet).
   kEveryPeerSharesMemory,
   // Every peer of this rank's node maps its windows for the call's memory kind (shm; cuda_ipc).
   kEveryNodePeerSharesMemory,

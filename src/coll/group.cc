@@ -32,27 +32,24 @@ Stage::Stage(zcollComm* comm, Executor& exec)
     : comm_(comm), exec_(&exec), seq_(comm->collSeq++) {}
 
 Result Stage::send(int peer, const void* buf, size_t bytes, uint32_t step, Request* req) const {
-  ZCOLL_CHECK(exec_->flush());
-  return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req,
-                  exec_->memKind());
+  return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req, exec_);
 }
 
 Result Stage::recv(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const {
-  ZCOLL_CHECK(exec_->flush());
-  return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req,
-                  exec_->memKind());
+  return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req, exec_);
 }
 
 Result Stage::sendControl(int peer, const void* buf, size_t bytes, uint32_t step,
                           Request* req) const {
   ZCOLL_CHECK(exec_->flush());
   return postSend(comm_, peer, buf, bytes, makeCollTag(seq_, comm_->rank, step), req,
-                  MemKind::kHost);
+                  &hostExecutor());
 }
 
 Result Stage::recvControl(int peer, void* buf, size_t bytes, uint32_t step, Request* req) const {
   ZCOLL_CHECK(exec_->flush());
-  return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req, MemKind::kHost);
+  return postRecv(comm_, peer, buf, bytes, makeCollTag(seq_, peer, step), req,
+                  &hostExecutor());
 }
 
 Result Stage::wait(Request* reqs, size_t n) const { return waitAll(comm_, reqs, n); }

@@ -45,7 +45,9 @@ PeerMemory* peerMemoryOf(const zcollComm* comm, const Group& g, MemKind kind) {
     if (reached == nullptr || (pm != nullptr && reached != pm)) return nullptr;
     pm = reached;
   }
-  return pm;
+  // Every member must reach every other the same way, or some would read in place while others
+  // exchange (cuda_ipc's pairs need not form a clique: GPUs within a path class of one another).
+  return pm != nullptr && pm->pairsConnected(g.ranks) ? pm : nullptr;
 }
 
 bool readsCallerBuffersInPlace(const zcollComm* comm, const Group& g, const Executor& exec) {

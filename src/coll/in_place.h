@@ -24,7 +24,8 @@
 namespace zcoll {
 
 // The PeerMemory through which this rank reaches every other member of g for memory of `kind`
-// (host: the host routes, all shm; device: the device routes, all cuda_ipc), or null.
+// (host: the host routes, all shm; device: the device routes, all cuda_ipc), and through which
+// every two members reach each other (so every member gets the same answer), or null.
 PeerMemory* peerMemoryOf(const zcollComm* comm, const Group& g, MemKind kind);
 // Whether the call's caller buffers (of exec's kind) can be read in place from every other
 // member of g: peerMemoryOf is set and exposes caller buffers.

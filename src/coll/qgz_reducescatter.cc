@@ -76,9 +76,13 @@ Plan makePlan(zcollComm* comm, const QgzArgs& a) {
   p.inter = a.quant.inter;
   p.first = (p.local == 1 && p.nodes > 1) ? p.inter : p.intra;
   p.nodeG = makeGroup(comm, lay.nodeGroup(comm->rank));
-  if (a.shmRead && p.local > 1) p.peers = peerMemoryOf(comm, p.nodeG, a.exec->memKind());
-  p.inPlace = p.peers != nullptr;
   p.pieceElems = qgzPieceElems(a.count, a.pipelineDepth, p.first.blockSize);
+  if (a.shmRead && p.local > 1) p.peers = peerMemoryOf(comm, p.nodeG, a.exec->memKind());
+  // Step 1's two regions must fit the windows the node's ranks can offer (a device's is fixed
+  // at init): the same answer on every rank of the node.
+  const size_t regions = 2 * quant::quantizedBytes(p.pieceElems, p.first) * p.w;
+  if (p.peers != nullptr && regions > p.peers->windowLimit(p.nodeG.ranks)) p.peers = nullptr;
+  p.inPlace = p.peers != nullptr;
   p.pieces = static_cast<int>((a.count + p.pieceElems - 1) / p.pieceElems);
   p.railG = makeGroup(comm, lay.railGroup(comm->rank));
   p.slotOf.resize(p.w);

@@ -11,6 +11,7 @@
 #include "core/flight_recorder.h"
 #include "exec/engine.h"
 #include "exec/scratch.h"
+#include "exec/wait_words.h"
 #include "topology/node_layout.h"
 #include "topology/topology.h"
 #include "transport/device_ipc.h"
@@ -111,6 +112,9 @@ struct zcollComm {
   std::atomic<bool> revoked{false};  // zcollCommRevoke: broken on purpose, kept for a shrink
   uint32_t shrinkAttempts = 0;       // zcollCommShrink calls on this comm (their tags)
   std::atomic<int> activeCalls{0};
+  // A device call gave up waiting for its stream (an abort, or its timeout) with work still
+  // queued there: the device memory that work may use (scratch) is never freed.
+  std::atomic<bool> deviceWorkAbandoned{false};
 
   uint32_t collSeq = 0;
   std::vector<uint32_t> sendSeq;  // point-to-point, per peer
@@ -120,6 +124,9 @@ struct zcollComm {
   zcoll::FlightRecorder recorder;  // the last operations (core/flight_recorder.h)
   zcoll::Scratch scratch;        // host scratch
   zcoll::Scratch deviceScratch;  // scratch of the device calls (exec/executor.h MemoryOps)
+  // The words queued device calls hold their callers' streams on (exec/wait_words.h), made at
+  // init when this rank has a device and queues device calls; null otherwise.
+  std::unique_ptr<zcoll::WaitWords> waitWords;
 
   std::mutex lastErrorMu;
   std::string lastError;
@@ -145,6 +152,10 @@ struct zcollComm {
     return !deviceRoute.empty() && deviceRoute[peer] != nullptr;
   }
   int node() const { return layout.nodeOf[rank]; }
+  // How long a device call's waits for its streams may last (Executor::limitWaits).
+  zcoll::WaitLimits deviceWaitLimits() {
+    return zcoll::WaitLimits{&aborting, timeoutSec * 1000, &deviceWorkAbandoned};
+  }
   bool sameMachine(int peer) const { return peers[peer].machineHash == peers[rank].machineHash; }
   zcollPath_t pathTo(int peer) const {
     if (peer == rank) return zcollPathSelf;

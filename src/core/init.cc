@@ -92,6 +92,7 @@ Result createTransports(zcollComm* comm, const DeviceIdentity& device, bool with
                                     c != nullptr ? c->makeIpc : nullptr, &settings));
   settings.copyWaitMs = static_cast<int>(std::min<int64_t>(int64_t{comm->timeoutSec} * 1000,
                                                            INT32_MAX));
+  settings.deviceCallsQueued = comm->deviceCallsAsync;
   ZCOLL_CHECK(createTransports(settings, &comm->transportList));
   *packed = packedAddresses(comm->transportList);
   return zcollSuccess;
@@ -207,15 +208,20 @@ void chooseSpinCount(zcollComm* comm) {
 
 // ---- Phase 4: device routes (once the host routes work) ------------------------------------
 
-// Each pair with[r] sends its own word and receives the peer's, over the host routes.
-Result exchangeWords(zcollComm* comm, const std::vector<char>& with,
-                     const std::vector<uint64_t>& mine, std::vector<uint64_t>* theirs) {
+// Each pair with[r] sends its own `bytes` and receives the peer's, over the host routes.
+Result exchangeWith(zcollComm* comm, const std::vector<char>& with, size_t bytes,
+                    const std::vector<std::string>& mine, std::vector<std::string>* theirs) {
   RequestList reqs(2 * comm->nranks);
+  theirs->assign(comm->nranks, std::string());
   for (int r = 0; r < comm->nranks; ++r) {
     if (!with[r]) continue;
-    ZCOLL_CHECK(postRecv(comm, r, &(*theirs)[r], sizeof(uint64_t), makeConnectExchangeTag(r),
+    if (mine[r].size() != bytes)
+      return fail(zcollInternalError, "exchange at init: %zu bytes for rank %d, not %zu",
+                  mine[r].size(), r, bytes);
+    (*theirs)[r].assign(bytes, '\0');
+    ZCOLL_CHECK(postRecv(comm, r, &(*theirs)[r][0], bytes, makeConnectExchangeTag(r),
                          reqs.next()));
-    ZCOLL_CHECK(postSend(comm, r, &mine[r], sizeof(uint64_t), makeConnectExchangeTag(comm->rank),
+    ZCOLL_CHECK(postSend(comm, r, mine[r].data(), bytes, makeConnectExchangeTag(comm->rank),
                          reqs.next()));
   }
   return waitAll(comm, reqs.data(), reqs.size());
@@ -234,9 +240,10 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
     a.peers.resize(n);
     std::iota(a.peers.begin(), a.peers.end(), 0);
     a.hostRoutes = comm->route;
-    a.exchange = [comm](const std::vector<char>& with, const std::vector<uint64_t>& mine,
-                        std::vector<uint64_t>* theirs) {
-      return exchangeWords(comm, with, mine, theirs);
+    a.aborting = &comm->aborting;
+    a.exchange = [comm](const std::vector<char>& with, size_t bytes,
+                        const std::vector<std::string>& mine, std::vector<std::string>* theirs) {
+      return exchangeWith(comm, with, bytes, mine, theirs);
     };
     ZCOLL_CHECK(t->connect(a));
   }
@@ -277,6 +284,16 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
   return zcollSuccess;
 }
 
+// The words its queued device calls will hold their streams on (exec/wait_words.h): made now,
+// while no call of this comm holds a stream, for a rank with a device whose calls are queued.
+Result makeWaitWords(zcollComm* comm) {
+  const DeviceComponent* device = deviceComponent();
+  if (!comm->deviceCallsAsync || device == nullptr || !comm->peers[comm->rank].device.present ||
+      device->allocWaitWords == nullptr)
+    return zcollSuccess;
+  return WaitWords::make(*device, comm->timeoutSec * 1000, &comm->waitWords);
+}
+
 Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   std::vector<TransportAddresses> addresses(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r)
@@ -295,6 +312,14 @@ Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   // connected to it; the barrier also completes transport wire-up.
   ZCOLL_CHECK(barrierDissemination(comm));
   ZCOLL_CHECK(chooseDeviceRoutes(comm, addresses));
+  ZCOLL_CHECK(makeWaitWords(comm));
+  // Device memory is allocated and mapped above only while no stream of the process is held
+  // (base/stream_holds.h). Ranks of one process (threads) must not start their calls, which
+  // hold streams, before every rank is past that: a rank still allocating would wait for a
+  // call that waits for it.
+  bool anyDevice = false;
+  for (const PeerInfo& p : comm->peers) anyDevice = anyDevice || p.device.present;
+  if (anyDevice) ZCOLL_CHECK(barrierDissemination(comm));
   ZCOLL_CHECK(armPeerNotices(comm));
   ZCOLL_INFO(LogSubsys::kInit,
              "%s rank %d/%d pid %d on %s: node %d/%d, local rank %d/%d, topology: %s",
@@ -533,7 +558,15 @@ void destroyComm(zcollComm* comm, int flushMs) {
   for (size_t i = list.size(); i-- > 0;) list[i]->close(std::max(flushMs, kNoticeWaitMs));
   while (!list.empty()) list.pop_back();
   comm->scratch.release();
-  comm->deviceScratch.release();
+  if (comm->deviceWorkAbandoned.load()) {
+    // A call gave up on its stream with work still queued there (an abort, a timeout): that
+    // work may still use the device scratch, so it stays allocated.
+    ZCOLL_WARN(LogSubsys::kInit, "%s: device work abandoned by an abort or timeout may still "
+               "run: its scratch stays allocated", comm->name.c_str());
+    comm->deviceScratch.abandon();
+  } else {
+    comm->deviceScratch.release();
+  }
   comm->magic = kCommDeadMagic;
   delete comm;
 }

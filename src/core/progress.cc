@@ -100,25 +100,48 @@ static Result routeFor(const zcollComm* comm, int peer, MemKind kind, size_t byt
   return zcollSuccess;
 }
 
+namespace {
+
+// Orders a message of a call on `exec` after the call's work issued so far: a fence for a
+// transport whose copies wait for one (*after), else the executor flushed.
+Result orderAfterWork(Executor* exec, const Transport* t, size_t bytes,
+                      std::shared_ptr<DeviceFence>* after) {
+  if (exec == nullptr || bytes == 0) return zcollSuccess;
+  if (t->waitsForFences()) return exec->fence(after);
+  return exec->flush();
+}
+
+MemKind kindOf(const Executor* exec) {
+  return exec != nullptr ? exec->memKind() : MemKind::kHost;
+}
+
+}  // namespace
+
 Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64_t tag,
-                Request* req, MemKind kind) {
+                Request* req, Executor* exec) {
   ZCOLL_CHECK(checkPeer(comm, peer));
   Transport* t = nullptr;
-  ZCOLL_CHECK(routeFor(comm, peer, kind, bytes, &t));
+  ZCOLL_CHECK(routeFor(comm, peer, kindOf(exec), bytes, &t));
+  std::shared_ptr<DeviceFence> after;
+  ZCOLL_CHECK(orderAfterWork(exec, t, bytes, &after));
   countTransfer(comm, peer, bytes, true);
-  Result r = t->postSend(peer, buf, bytes, tag, req);
+  Result r = after ? t->postSendAfter(peer, buf, bytes, tag, req, std::move(after))
+                   : t->postSend(peer, buf, bytes, tag, req);
   req->receive = false;  // a Request may be reused across directions
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;
 }
 
 Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
-                MemKind kind) {
+                Executor* exec) {
   ZCOLL_CHECK(checkPeer(comm, peer));
   Transport* t = nullptr;
-  ZCOLL_CHECK(routeFor(comm, peer, kind, bytes, &t));
+  ZCOLL_CHECK(routeFor(comm, peer, kindOf(exec), bytes, &t));
+  std::shared_ptr<DeviceFence> after;
+  ZCOLL_CHECK(orderAfterWork(exec, t, bytes, &after));
   countTransfer(comm, peer, bytes, false);
-  Result r = t->postRecv(peer, buf, bytes, tag, req);
+  Result r = after ? t->postRecvAfter(peer, buf, bytes, tag, req, std::move(after))
+                   : t->postRecv(peer, buf, bytes, tag, req);
   req->receive = true;
   if (r != zcollSuccess) r = postFailed(comm, peer, r);
   return r;

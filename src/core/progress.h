@@ -9,14 +9,17 @@
 
 namespace zcoll {
 
-// `kind` is the memory kind of the call (its executor's): a device call's non-empty message
-// goes over the peer's device route (comm->deviceRoute: cuda_ipc or staged; zcollUnsupported
-// when this rank has none), every other message over its host route. Both ends of a message
-// must pass the same kind.
+// `exec` is the call's executor (null: host memory, nothing to order): a device call's
+// non-empty message goes over the peer's device route (comm->deviceRoute: cuda_ipc or staged;
+// zcollUnsupported when this rank has none), every other message over its host route. Both ends
+// of a message must be calls of one memory kind. The message's bytes must not be touched before
+// the executor's work issued so far is done (it may write the buffer to send, or still read the
+// buffer to receive into): a device route whose copies wait for a fence gets one
+// (Executor::fence, Transport::postSendAfter), any other route waits for it here (flush).
 Result postSend(zcollComm* comm, int peer, const void* buf, size_t bytes, uint64_t tag,
-                Request* req, MemKind kind = MemKind::kHost);
+                Request* req, Executor* exec = nullptr);
 Result postRecv(zcollComm* comm, int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
-                MemKind kind = MemKind::kHost);
+                Executor* exec = nullptr);
 
 
 // Counts `bytes` moved to (sending) or from `peer` outside postSend/postRecv (one-sided reads)

@@ -30,10 +30,14 @@ bool singleHardwareQueue() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-MemKind memoryKind(const void* ptr) {
+MemKind memoryKind(const void* ptr, int* device) {
   if (ptr == nullptr) return MemKind::kHost;
   const DeviceComponent* c = deviceComponent();
-  return c != nullptr && c->owns(ptr) ? MemKind::kDevice : MemKind::kHost;
+  if (c == nullptr || (c->inUse != nullptr && !c->inUse())) return MemKind::kHost;
+  int holder = -1;
+  if (!c->owns(ptr, &holder)) return MemKind::kHost;
+  if (device != nullptr) *device = holder;
+  return MemKind::kDevice;
 }
 
 }  // namespace zcoll

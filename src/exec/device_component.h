@@ -5,6 +5,8 @@
 // do to run the whole device path on a CPU with a stand-in device.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "base/result.h"
@@ -20,10 +22,17 @@ enum class MemKind { kHost, kDevice };
 
 struct DeviceComponent {
   const char* name;
-  // Whether `ptr` is memory of this device (called with non-NULL pointers only).
-  bool (*owns)(const void* ptr);
-  // The executor for a call whose buffers are this device's, work ordered on `stream`.
-  Result (*makeExecutor)(zcollStream_t stream, std::unique_ptr<Executor>* out);
+  // Whether this process has begun using the device (CUDA: a context is current on the calling
+  // thread, or some device's primary context is active), asked before `owns`: a job that never
+  // touched the device (host buffers only, on a machine with GPUs) must not get a context on
+  // GPU 0 from a pointer query, which CUDA creates on demand. It must create nothing itself.
+  // Once true it stays true (the component may remember it). NULL: always in use.
+  bool (*inUse)();
+  // Whether `ptr` is memory of this device kind (called with non-NULL pointers only, once inUse
+  // said yes); *device then names the device that holds it (its ordinal in this process).
+  bool (*owns)(const void* ptr, int* device);
+  // The executor for a call whose buffers are on `device`, work ordered on `stream`.
+  Result (*makeExecutor)(zcollStream_t stream, int device, std::unique_ptr<Executor>* out);
   // The device the calling thread works on (CUDA: its current device), for the topology
   // exchange at init (transport/device_ipc.h). NULL: the component names no device.
   Result (*describeDevice)(DeviceIdentity* out);
@@ -31,6 +40,12 @@ struct DeviceComponent {
   // transport (transport/device_ipc.h). NULL: the component cannot; device bytes between ranks
   // then always travel through host staging.
   Result (*makeIpc)(std::unique_ptr<DeviceIpc>* out);
+  // `n` zeroed 32-bit words of host memory the device reads (CUDA: cudaHostAlloc, mapped and
+  // portable) for the stream memory waits of queued calls (exec/wait_words.h), and their free.
+  // Both synchronize the device implicitly: called only when no stream is held
+  // (base/stream_holds.h). NULL: no stream memory waits (device calls then fail to queue).
+  Result (*allocWaitWords)(size_t n, uint32_t** out);
+  void (*freeWaitWords)(uint32_t* words);
 };
 
 // The component this build brings: CUDA's when built with CUDA and a device is present, else
@@ -49,8 +64,9 @@ void setDeviceComponent(const DeviceComponent* c);
 // a communicator is made: its device calls then run on the caller's thread (api/launch.h).
 bool singleHardwareQueue();
 
-// kDevice when the device component owns `ptr`; kHost otherwise (no component, NULL, memory the
-// device does not know).
-MemKind memoryKind(const void* ptr);
+// kDevice when the device component owns `ptr` (*device: the device holding it, when given);
+// kHost otherwise (no component, NULL, memory the device does not know, or a device this process
+// has not begun to use: the component is not even asked then, DeviceComponent::inUse).
+MemKind memoryKind(const void* ptr, int* device = nullptr);
 
 }  // namespace zcoll

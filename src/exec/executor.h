@@ -8,18 +8,23 @@
 // Semantics of every operation are those of the functions they wrap (exec/reduce_kernels.h,
 // quant/quant.h); every executor produces the same bytes for the same inputs. Ordering: the
 // operations of one executor run in issue order. An executor may run them asynchronously
-// (CUDA); flush() returns once everything issued so far is done, and Stage::send and
-// Stage::recv flush before they post, so a transport never reads a buffer an operation is still
-// writing, nor writes one an operation is still reading.
+// (CUDA); flush() returns once everything issued so far is done. Before a send or a receive is
+// posted (core/progress.h postSend/postRecv with the executor), either the device transport's
+// copies wait for a fence of the executor's work (fence()), or the executor is flushed, so a
+// transport never reads a buffer an operation is still writing, nor writes one an operation is
+// still reading.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "base/device_fence.h"
 #include "base/result.h"
 #include "exec/device_component.h"
+#include "exec/wait_words.h"
 #include "quant/quant.h"
 #include "zcoll/zcoll.h"
 
@@ -29,19 +34,28 @@ namespace zcoll {
 // (`alloc`: device memory for CUDA). The pinned host memory device bytes travel through belongs
 // to the device transports (transport/device_ipc.h). One static object per kind, so memory can
 // outlive the executor that asked for it. alloc returns 64-byte aligned memory or an error with
-// a message.
+// a message. For device memory, alloc and release run inside calls whose callers' streams wait
+// for them, so they must not synchronize the device implicitly (CUDA: stream-ordered allocation,
+// never cudaMalloc/cudaFree; base/stream_holds.h).
 struct MemoryOps {
   const char* name;
   Result (*alloc)(size_t bytes, void** out);
   void (*release)(void* p);
-  // release() waits for the whole device (cudaFree does). It must then not run while a queued
-  // call holds a stream (api/launch.h): the progress thread would wait for a stream that waits
-  // for it. Scratch of such a kind is kept until its owner goes (exec/scratch.h).
-  bool releaseWaitsForDevice = false;
+  // release() is not ordered after work still queued on a call's stream (CUDA: a free in stream
+  // order on another stream): a region outgrown during a call is kept until its owner goes
+  // (exec/scratch.h), when no call runs.
+  bool deferRelease = false;
 };
 
 // Aligned host memory (the host executor's MemoryOps).
 const MemoryOps& hostMemory();
+
+// How long flush() may wait, and what stops it (Executor::limitWaits).
+struct WaitLimits {
+  const std::atomic<bool>* stop = nullptr;
+  int timeoutMs = 0;
+  std::atomic<bool>* abandoned = nullptr;
+};
 
 class Executor {
  public:
@@ -83,6 +97,13 @@ class Executor {
 
   // Returns once every operation issued so far has completed.
   virtual Result flush() = 0;
+  // A fence after every operation issued so far (base/device_fence.h; CUDA: an event recorded on
+  // the stream), for a device transport's copies to wait for instead of flush(). Null when there
+  // is nothing to wait for (the host executor: its operations are done when they return).
+  virtual Result fence(std::shared_ptr<DeviceFence>* out) {
+    out->reset();
+    return zcollSuccess;
+  }
 
   // Stream ordering, for calls that return once enqueued (api/launch.h). Device executors
   // implement them; the host executor, whose operations are done when they return, refuses.
@@ -91,17 +112,15 @@ class Executor {
   // operation issued on this one so far (CUDA: an event recorded here, waited for there). The
   // engine's progress thread runs the call's work on it while the caller's stream waits (waitValue).
   virtual Result makeSideExecutor(std::unique_ptr<Executor>* out);
-  // Host-mapped words for waitValue: `n` zeroed 32-bit words in host memory that the host
-  // writes and the device reads (CUDA: cudaHostAlloc, mapped and portable). Never freed: a
-  // stream may still wait on one after its owner is gone (api/launch.cc keeps them per comm
-  // address and reuses them).
-  virtual Result allocWaitWords(size_t n, uint32_t** out);
   // Operations issued on this executor after this call start only once
   // (int32_t)(*word - value) >= 0, a cyclic greater-or-equal (CUDA: cuStreamWaitValue32 with
-  // CU_STREAM_WAIT_VALUE_GEQ on a word from allocWaitWords). The host releases it by storing
+  // CU_STREAM_WAIT_VALUE_GEQ on a word of exec/wait_words.h). The host releases it by storing
   // `value` (or a later one) into *word. Such a wait must never be queued in front of work it
   // waits for that is not yet submitted on a queue it may share (src/README.md).
   virtual Result waitValue(const uint32_t* word, uint32_t value);
+  // A mark queued on this executor's stream now (CUDA: an event recorded): passed() once the
+  // stream got past it, so past every wait queued before it (exec/wait_words.h).
+  virtual Result markStream(std::shared_ptr<StreamMark>* out);
   // The identity of this executor's stream when threads of the process may share it (CUDA:
   // every stream but cudaStreamPerThread; the legacy default stream is 0). Ranks of one process
   // must not share a stream (zcoll.h); api/launch.cc refuses a call that would.
@@ -113,17 +132,25 @@ class Executor {
   // current one, so scratch is allocated and kernels launch there). The progress thread calls
   // it before running a call's work.
   virtual Result bindThread() { return zcollSuccess; }
+  // The device this executor works on (its ordinal in this process), -1 for the host.
+  virtual int device() const { return -1; }
+  // Bounds flush(): it gives up once *limits.stop is set (the communicator is being aborted), or
+  // after limits.timeoutMs, instead of waiting for a device that may never finish (a stream
+  // behind work that never ends), leaving the work queued and setting *limits.abandoned: what
+  // that work uses must then never be freed (core/init.cc destroyComm). Unset: unbounded.
+  virtual void limitWaits(const WaitLimits& limits) { (void)limits; }
 };
 
 // The host executor: synchronous, on the calling thread, stateless (one shared instance).
 Executor& hostExecutor();
 
-// The executor for a call whose buffers are of `kind`, work ordered on `stream` (device kinds).
+// The executor for a call whose buffers are of `kind`, on `device` (device kinds: the ordinal that
+// holds them), work ordered on `stream`.
 // Host: hostExecutor(). Device: the device component's executor (exec/device_component.h: CUDA's when
 // CUDA support is built and a device is present), else zcollUnsupported with a message saying
 // which is missing.
-Result makeExecutor(MemKind kind, zcollStream_t stream, std::unique_ptr<Executor>* owned,
-                    Executor** out);
+Result makeExecutor(MemKind kind, zcollStream_t stream, int device,
+                    std::unique_ptr<Executor>* owned, Executor** out);
 
 // One line for zcoll_info: the executors this build and machine offer ("host, cuda (2 devices)",
 // "host; cuda: built, no device (cudaErrorNoDevice)", "host; cuda: not built").

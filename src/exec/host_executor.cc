@@ -91,8 +91,8 @@ Result Executor::makeSideExecutor(std::unique_ptr<Executor>*) {
   return fail(zcollInternalError, "the %s executor has no stream to order work on", name());
 }
 
-Result Executor::allocWaitWords(size_t, uint32_t**) {
-  return fail(zcollInternalError, "the %s executor has no device to map wait words for", name());
+Result Executor::markStream(std::shared_ptr<StreamMark>*) {
+  return fail(zcollInternalError, "the %s executor has no stream to mark", name());
 }
 
 Result Executor::waitValue(const uint32_t*, uint32_t) {

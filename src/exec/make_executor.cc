@@ -10,8 +10,8 @@
 
 namespace zcoll {
 
-Result makeExecutor(MemKind kind, zcollStream_t stream, std::unique_ptr<Executor>* owned,
-                    Executor** out) {
+Result makeExecutor(MemKind kind, zcollStream_t stream, int deviceOrdinal,
+                    std::unique_ptr<Executor>* owned, Executor** out) {
   if (kind == MemKind::kHost) {
     *out = &hostExecutor();
     return zcollSuccess;
@@ -26,7 +26,7 @@ Result makeExecutor(MemKind kind, zcollStream_t stream, std::unique_ptr<Executor
                 "time)");
 #endif
   }
-  ZCOLL_CHECK(device->makeExecutor(stream, owned));
+  ZCOLL_CHECK(device->makeExecutor(stream, deviceOrdinal, owned));
   *out = owned->get();
   return zcollSuccess;
 }

@@ -8,8 +8,8 @@ Result Scratch::get(size_t bytes, const MemoryOps& mem, void** out) {
   if (bytes == 0) bytes = 1;
   if (bytes > size_ || mem_ != &mem) {
     size_t want = bytes + bytes / 4;  // room to grow a little without reallocating
-    if (mem_ == &mem && mem.releaseWaitsForDevice) want = std::max(want, 2 * size_);
-    if (ptr_ != nullptr && mem_->releaseWaitsForDevice)
+    if (mem_ == &mem && mem.deferRelease) want = std::max(want, 2 * size_);
+    if (ptr_ != nullptr && mem_->deferRelease)
       outgrown_.push_back({mem_, ptr_});
     else if (ptr_ != nullptr)
       mem_->release(ptr_);
@@ -26,6 +26,13 @@ Result Scratch::get(size_t bytes, const MemoryOps& mem, void** out) {
   }
   *out = ptr_;
   return zcollSuccess;
+}
+
+void Scratch::abandon() {
+  outgrown_.clear();
+  ptr_ = nullptr;
+  mem_ = nullptr;
+  size_ = 0;
 }
 
 void Scratch::release() {

@@ -1,10 +1,11 @@
 // A communicator's scratch memory of one kind: one region, grown on demand and reused across
-// calls, since allocating per call would put malloc (or cudaMalloc) and page faults on the hot
-// path. One region per call: an algorithm carves what it needs out of it. A region outgrown is
-// freed at once, or, for memory whose release waits for the device (cudaFree), kept until
-// release(): a call running on the progress thread must not wait for the device while its
-// caller's stream waits for it. Such regions grow at least twofold, so what is kept stays below
-// the size of the current one.
+// calls, since allocating per call would put malloc (or a device allocation) and page faults on
+// the hot path. One region per call: an algorithm carves what it needs out of it. A region
+// outgrown is freed at once, or, for memory whose release is not ordered after the call's own
+// queued work (MemoryOps::deferRelease: CUDA's stream-ordered free on zcoll's stream), kept until
+// release(), when no call runs. Such regions grow at least twofold, so what is kept stays below
+// the size of the current one. Device scratch is allocated in stream order (never cudaMalloc,
+// which would synchronize the device while the caller's stream waits for the call).
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,8 @@ class Scratch {
   Result get(size_t bytes, const MemoryOps& mem, void** out);
   // Frees every region (call it where no queued call can hold a stream: comm destroy).
   void release();
+  // Forgets every region without freeing it: work that may never end still uses them.
+  void abandon();
 
  private:
   struct Region {
@@ -35,7 +38,7 @@ class Scratch {
   const MemoryOps* mem_ = nullptr;
   void* ptr_ = nullptr;
   size_t size_ = 0;
-  std::vector<Region> outgrown_;  // kept until release() (releaseWaitsForDevice)
+  std::vector<Region> outgrown_;  // kept until release() (deferRelease)
 };
 
 }  // namespace zcoll

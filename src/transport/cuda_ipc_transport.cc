@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 
 #include "base/log.h"
+#include "base/process.h"
+#include "base/stream_holds.h"
 #include "base/tags.h"
 #include "topology/topology.h"
 
@@ -24,14 +27,19 @@ constexpr int kCloseDrainMs = 2000;
 constexpr uint64_t kDescriptorMagic = 0x7a636f6c6c697063ULL;  // "zcollipc"
 constexpr size_t kProbeBytes = 64;
 
-// What the sender tells the receiver: where to read, and how much.
+// What the sender tells the receiver: where to read this piece, how much, and the message's
+// size (checked against the receive's on every piece).
 struct Descriptor {
   uint64_t magic;
   uint64_t bytes;
+  uint64_t total;
   IpcHandle handle;
 };
 
-enum class Phase { kDescriptor, kCopying, kAcknowledging };
+// A piece's state. Send: copying into its slot, then sent (awaiting its acknowledgement), then
+// acknowledged. Receive: awaiting its descriptor, copying, acknowledging, done.
+enum class PieceState { kCopying, kSent, kAcked, kAwaitDescriptor, kReading, kAcknowledging,
+                        kDone };
 
 Result waitForCopy(DeviceIpc& ipc, uint64_t ticket, int waitMs) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
@@ -57,44 +65,53 @@ std::string hex(const void* p, size_t n) {
 
 }  // namespace
 
+struct CudaIpcTransport::Piece {
+  PieceState state;
+  Descriptor desc{};
+  Request descReq, ackReq;  // on the peer's host route
+  uint64_t ack = 0;         // the acknowledgement word: 0, kUseSlots, or a zcollResult_t
+  uint64_t ticket = 0;      // its device copy
+  int slot = -1;            // send: the slot it went through; -1: the user's own buffer
+  size_t offset = 0, bytes = 0;  // its place in the message
+};
+
 struct CudaIpcTransport::Op {
   Request* req = nullptr;  // the caller's; null once cancelled
   bool send = false;
   int peer = -1;
   uint64_t tag = 0;
-  Phase phase = Phase::kDescriptor;
-  Descriptor desc{};
-  Request descReq, ackReq;  // on the peer's host route
-  uint64_t ack = 0;         // the acknowledgement word: 0, or the zcollResult_t that failed it
-  Result outcome = zcollSuccess;  // a receive's result, reported once its acknowledgement left
-  void* dst = nullptr;  // a receive's buffer and size
-  size_t capacity = 0;
-  uint64_t ticket = 0;
-  BlockPool::Block block;  // a send's shared block holding a copy of its buffer
+  char* buf = nullptr;  // the caller's buffer (send: read only)
+  size_t bytes = 0;
+  std::deque<Piece> pieces;  // in order; a deque keeps their requests in place as it grows
+  size_t next = 0;           // send: bytes handed to pieces; receive: bytes described so far
+  size_t done = 0;           // bytes acknowledged (send) or copied (receive)
+  Result outcome = zcollSuccess;  // a receive's failure, reported once its acknowledgement left
+  bool failed = false;            // ... and no more pieces are read
+  std::shared_ptr<DeviceFence> after;  // the call's work before the post (null: none)
 };
 
 // ---- Setup --------------------------------------------------------------------------------
 
 CudaIpcTransport::CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
-                                   int copyWaitMs)
+                                   int copyWaitMs, size_t windowBytes)
     : ipc_(std::move(ipc)),
       maxPath_(maxPath),
       userBuffers_(userBuffers),
       copyWaitMs_(copyWaitMs),
-      blocks_([this](size_t bytes, void** out) { return ipc_->allocShared(bytes, out); },
-              [this](void* p) { ipc_->freeShared(p); }) {}
+      windowRequested_(windowBytes) {}
 
 Result CudaIpcTransport::create(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
-                                int copyWaitMs, std::unique_ptr<CudaIpcTransport>* out) {
+                                int copyWaitMs, std::unique_ptr<CudaIpcTransport>* out,
+                                size_t windowBytes) {
   std::unique_ptr<CudaIpcTransport> t(
-      new CudaIpcTransport(std::move(ipc), maxPath, userBuffers, copyWaitMs));
+      new CudaIpcTransport(std::move(ipc), maxPath, userBuffers, copyWaitMs, windowBytes));
   ZCOLL_CHECK(t->makeProbe());
   *out = std::move(t);
   return zcollSuccess;
 }
 
 std::unique_ptr<CudaIpcTransport> CudaIpcTransport::off() {
-  return std::unique_ptr<CudaIpcTransport>(new CudaIpcTransport(nullptr, 0, false, 0));
+  return std::unique_ptr<CudaIpcTransport>(new CudaIpcTransport(nullptr, 0, false, 0, 0));
 }
 
 Result CudaIpcTransport::createFor(const TransportSettings& s, const std::vector<Transport*>&,
@@ -115,8 +132,12 @@ Result CudaIpcTransport::createFor(const TransportSettings& s, const std::vector
     std::unique_ptr<DeviceIpc> ipc;
     if (me.ipc && s.makeIpc != nullptr) {
       r = s.makeIpc(&ipc);
+      // Queued calls hold their callers' streams while they run: a receiver could not open a
+      // user buffer's mapping then (base/stream_holds.h), so they do not offer user buffers.
+      const bool userBuffers = s.cudaIpcUserBuffers && !s.deviceCallsQueued;
       if (r == zcollSuccess)
-        r = create(std::move(ipc), s.cudaIpcMaxPath, s.cudaIpcUserBuffers, s.copyWaitMs, &t);
+        r = create(std::move(ipc), s.cudaIpcMaxPath, userBuffers, s.copyWaitMs, &t,
+                   s.deviceWindowBytes);
     } else {
       fail(zcollUnsupported, "the %s device cannot share its memory with other processes",
            me.kind);
@@ -143,7 +164,9 @@ Result CudaIpcTransport::makeProbe() {
     uint32_t v = rd();
     std::memcpy(pattern + i, &v, 4);
   }
-  ZCOLL_CHECK(ipc_->allocShared(kProbeBytes, &probeBlock_));
+  ZCOLL_CHECK(streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: allocating its probe block", [&] {
+    return ipc_->allocShared(kProbeBytes, &probeBlock_);
+  }));
   uint64_t ticket = 0;
   ZCOLL_CHECK(ipc_->startCopy(probeBlock_, pattern, kProbeBytes, &ticket));
   ZCOLL_CHECK(waitForCopy(*ipc_, ticket, copyWaitMs_));
@@ -154,15 +177,24 @@ Result CudaIpcTransport::makeProbe() {
   return zcollSuccess;
 }
 
+// Without close() (a communicator that failed to come up): its host routes may be gone, so
+// nothing is traded; slots a peer may have mapped stay allocated.
 CudaIpcTransport::~CudaIpcTransport() {
-  if (ipc_ == nullptr) return;  // off: nothing was posted or allocated
-  std::vector<Op*> posted = active_;  // cancel() takes each out of active_
-  for (Op* op : posted) cancel(op->req);
-  settleCancelled(0);
-  (void)ipc_->drain(kCloseDrainMs);
-  blocks_.release();
-  for (const Window& w : windows_) ipc_->freeShared(w.ptr);
-  if (probeBlock_ != nullptr) ipc_->freeShared(probeBlock_);
+  if (ipc_ == nullptr || closed_) return;
+  closed_ = true;
+  if (ipc_->drain(kCloseDrainMs) != zcollSuccess) {
+    (void)ipc_.release();  // a copy may still run: nothing goes
+    return;
+  }
+  (void)streams::whenNoneHeld(0, "cuda_ipc: closing its mappings", [&] {
+    ipc_->unmapAll();
+    return zcollSuccess;
+  });
+  for (PeerSlots& ps : slots_)
+    if (ps.peerMapped) ps.area = nullptr;  // kept
+  for (char by : windowMappedBy_)
+    if (by) windowKept_ = true;
+  freeOwnSlots();
 }
 
 bool CudaIpcTransport::canConnect(const PeerReach& peer, std::string* why) const {
@@ -196,9 +228,17 @@ bool CudaIpcTransport::probe(const std::string& peerAddress, std::string* why) {
   const void* src = nullptr;
   unsigned char seen[kProbeBytes] = {};
   uint64_t ticket = 0;
-  Result r = ipc_->map(h, &src);
-  if (r == zcollSuccess) r = ipc_->startCopy(seen, src, kProbeBytes, &ticket);
+  Result r = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's probe block",
+                                   [&] { return ipc_->map(h, &src); });
+  if (r == zcollSuccess)
+    r = ipc_->startCopy(seen, src, kProbeBytes, &ticket, DeviceIpc::Lane::kIn);
   if (r == zcollSuccess) r = waitForCopy(*ipc_, ticket, copyWaitMs_);
+  // Closed at once: the peer frees its probe block when it closes, after the verdicts that
+  // follow every probe.
+  (void)streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: closing a peer's probe block", [&] {
+    ipc_->unmap(h);
+    return zcollSuccess;
+  });
   if (r != zcollSuccess)
     return *why = std::string("probe failed: ") + zcollGetLastError(nullptr), false;
   if (std::memcmp(seen, peerAddress.data() + sizeof(IpcHandle), kProbeBytes) != 0)
@@ -239,6 +279,39 @@ PeerReach devicePeerReach(const ConnectArgs& a, int peer, const TopoDetail& topo
 
 }  // namespace
 
+// Allocates and exports this rank's slots for each peer of `pairs` (a failure leaves that
+// peer's area null: its handle is then all zero, and the peer says no).
+Result CudaIpcTransport::makeSlots(const ConnectArgs& a, const std::vector<char>& pairs) {
+  return streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: allocating its slots", [&]() -> Result {
+    for (size_t r = 0; r < pairs.size(); ++r) {
+      if (!pairs[r]) continue;
+      PeerSlots& ps = slots_[r];
+      Result res = ipc_->allocShared(kSlotsPerPeer * kSlotBytes, &ps.area);
+      if (res == zcollSuccess) res = ipc_->exportRange(ps.area, kSlotsPerPeer * kSlotBytes,
+                                                       &ps.handle);
+      if (res != zcollSuccess) {
+        ZCOLL_WARN(LogSubsys::kNet, "%s rank %d: cuda_ipc slots for rank %zu: %s", a.commName,
+                   a.rank, r, zcollGetLastError(nullptr));
+        if (ps.area != nullptr) ipc_->freeShared(ps.area);
+        ps = PeerSlots{};
+        continue;
+      }
+      for (int i = kSlotsPerPeer; i-- > 0;) ps.free.push_back(i);
+    }
+    return zcollSuccess;
+  });
+}
+
+namespace {
+
+std::vector<std::string> asBytes(const std::vector<char>& flags) {
+  std::vector<std::string> out(flags.size());
+  for (size_t r = 0; r < flags.size(); ++r) out[r] = std::string(1, flags[r] ? '\1' : '\0');
+  return out;
+}
+
+}  // namespace
+
 Result CudaIpcTransport::connect(const ConnectArgs& a) {
   if (a.kind != kDeviceMemory) return zcollSuccess;
   const int n = static_cast<int>(a.devices.size());
@@ -251,8 +324,7 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
   if (ipc_ != nullptr)
     ZCOLL_INFO(LogSubsys::kTopo, "%s rank %d device %s:%d, PCI %s: %s", a.commName, a.rank,
                me.kind, me.ordinal, me.busId, describeGpuPlace(topo, me.busId).c_str());
-  std::vector<char> trades(n, 0);
-  std::vector<uint64_t> mine(n, 0), theirs(n, 0);
+  std::vector<char> trades(n, 0), mine(n, 0);
   why_.assign(n, "");
   for (int r = 0; r < n; ++r) {
     trades[r] = tradesVerdict(a, r);
@@ -263,85 +335,294 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
     }
     mine[r] = canConnect(devicePeerReach(a, r, topo), &why_[r]) && probe(a.addresses[r], &why_[r]);
   }
-  // Each pair that trades verdicts sends its own and receives the peer's.
-  ZCOLL_CHECK(a.exchange(trades, mine, &theirs));
+  // Round 1: each pair that trades verdicts sends its own and receives the peer's.
+  std::vector<std::string> theirs;
+  ZCOLL_CHECK(a.exchange(trades, 1, asBytes(mine), &theirs));
+  std::vector<char> pairs(n, 0);
+  for (int r = 0; r < n; ++r) pairs[r] = mine[r] && theirs[r] == std::string(1, '\1');
+  // Round 2: the pairs trade the handles of the slots each made for the other (and of their
+  // windows), and map them.
+  slots_.assign(n, PeerSlots{});
+  peerWindow_.assign(n, nullptr);
+  peerWindowBytes_.assign(n, 0);
+  if (ipc_ != nullptr) ZCOLL_CHECK(makeSlots(a, pairs));
+  if (ipc_ != nullptr && std::find(pairs.begin(), pairs.end(), 1) != pairs.end())
+    ZCOLL_CHECK(makeWindow(a));
+  std::vector<char> mapped(n, 0);
+  ZCOLL_CHECK(tradeHandles(a, pairs, &mapped));
+  // Round 3: whether each side mapped the other's slots, and its window.
+  mappedPeer_ = mapped;
+  std::vector<std::string> flags(n);
+  for (int r = 0; r < n; ++r)
+    flags[r] = std::string{static_cast<char>(mapped[r] ? 1 : 0),
+                           static_cast<char>(peerWindow_[r] != nullptr ? 1 : 0)};
+  ZCOLL_CHECK(a.exchange(pairs, 2, flags, &theirs));
+  windowMappedBy_.assign(n, 0);
+  for (int r = 0; r < n; ++r)
+    if (pairs[r]) {
+      windowMappedBy_[r] = theirs[r][1] == 1;
+      theirs[r].resize(1);
+    }
   agreed_.assign(n, 0);
   for (int r = 0; r < n; ++r) {
-    agreed_[r] = mine[r] && theirs[r];
+    const bool peerMapped = pairs[r] && theirs[r] == std::string(1, '\1');
+    slots_[r].peerMapped = peerMapped;
+    agreed_[r] = mapped[r] && peerMapped;
     if (agreed_[r]) continue;
     if (r == a.rank) why_[r] = "this rank";
     else if (!trades[r]) why_[r] = "not a node peer with a shareable device";
-    else if (mine[r]) why_[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
+    else if (mine[r] && !pairs[r]) why_[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
+    else if (mapped[r]) why_[r] = "rank " + std::to_string(r) + " could not map this rank's slots";
     if (forced_ && r != a.rank && a.sameMachine[r] &&
         a.layout->nodeOf[r] == a.layout->nodeOf[a.rank])
       return fail(zcollSystemError, "ZCOLL_DEVICE_TRANSPORT=cuda_ipc: no cuda_ipc to rank %d: %s",
                   r, why_[r].c_str());
   }
   hosts_ = a.hostRoutes;
+  aborting_ = a.aborting;
+  pids_ = a.pids;
   rank_ = a.rank;
+  ZCOLL_CHECK(tradePairs(a, trades));
   connected_ = true;
   return zcollSuccess;
 }
 
+// This rank's window, once it has a pair: allocated and exported while no stream is held. A
+// window that cannot be made is no error: the peers then exchange what they would have read.
+Result CudaIpcTransport::makeWindow(const ConnectArgs& a) {
+  if (windowRequested_ == 0) return zcollSuccess;
+  return streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: allocating its window", [&]() -> Result {
+    void* w = nullptr;
+    Result r = ipc_->allocShared(windowRequested_, &w);
+    if (r == zcollSuccess) r = ipc_->exportRange(w, windowRequested_, &windowHandle_);
+    if (r != zcollSuccess) {
+      ZCOLL_WARN(LogSubsys::kNet, "%s rank %d: no cuda_ipc window of %zu bytes: %s",
+                 a.commName, a.rank, windowRequested_, zcollGetLastError(nullptr));
+      if (w != nullptr) ipc_->freeShared(w);
+      windowHandle_ = IpcHandle{};
+      return zcollSuccess;
+    }
+    window_ = w;
+    windowBytes_ = windowRequested_;
+    return zcollSuccess;
+  });
+}
+
+// Round 2 of connect: each pair trades {slots handle, window handle, window bytes} and maps the
+// peer's slots (*mapped) and window (peerWindow_).
+Result CudaIpcTransport::tradeHandles(const ConnectArgs& a, const std::vector<char>& pairs,
+                                      std::vector<char>* mapped) {
+  const int n = static_cast<int>(pairs.size());
+  constexpr size_t kBytes = 2 * sizeof(IpcHandle) + sizeof(uint64_t);
+  std::vector<std::string> handles(n), theirs;
+  for (int r = 0; r < n; ++r) {
+    const uint64_t bytes = windowBytes_;
+    handles[r].assign(reinterpret_cast<const char*>(&slots_[r].handle), sizeof(IpcHandle));
+    handles[r].append(reinterpret_cast<const char*>(&windowHandle_), sizeof(IpcHandle));
+    handles[r].append(reinterpret_cast<const char*>(&bytes), sizeof(bytes));
+  }
+  ZCOLL_CHECK(a.exchange(pairs, kBytes, handles, &theirs));
+  for (int r = 0; r < n; ++r) {
+    if (!pairs[r]) continue;
+    IpcHandle h, wh;
+    uint64_t wbytes = 0;
+    std::memcpy(&h, theirs[r].data(), sizeof(h));
+    std::memcpy(&wh, theirs[r].data() + sizeof(h), sizeof(wh));
+    std::memcpy(&wbytes, theirs[r].data() + 2 * sizeof(h), sizeof(wbytes));
+    if (slots_[r].area == nullptr) {
+      why_[r] = "this rank could not allocate its slots for it";
+      continue;
+    }
+    if (h.base == 0) continue;  // the peer could not allocate its slots: it says why
+    const void* at = nullptr;
+    Result m = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's slots",
+                                     [&] { return ipc_->map(h, &at); });
+    (*mapped)[r] = m == zcollSuccess;
+    if (!(*mapped)[r]) {
+      why_[r] = std::string("mapping its slots failed: ") + zcollGetLastError(nullptr);
+      continue;
+    }
+    if (wh.base != 0 && wbytes > 0) mapPeerWindow(r, wh, wbytes);
+  }
+  return zcollSuccess;
+}
+
+void CudaIpcTransport::mapPeerWindow(int peer, const IpcHandle& h, uint64_t bytes) {
+  const void* at = nullptr;
+  Result m = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's window",
+                                   [&] { return ipc_->map(h, &at); });
+  if (m != zcollSuccess) {
+    ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: mapping rank %d's window failed: %s", peer,
+               zcollGetLastError(nullptr));
+    return;
+  }
+  peerWindow_[peer] = static_cast<const char*>(at);
+  peerWindowBytes_[peer] = bytes;
+}
+
+// Round 4 of connect: every rank of the node it traded verdicts with learns this rank's row of
+// pairs and windows, and this rank theirs, so a group's answer is the same on each of its ranks.
+Result CudaIpcTransport::tradePairs(const ConnectArgs& a, const std::vector<char>& trades) {
+  const int n = static_cast<int>(trades.size());
+  std::string row(n, '\0');
+  for (int r = 0; r < n; ++r) {
+    const bool pair = r < static_cast<int>(agreed_.size()) && agreed_[r];
+    const bool window = pair && peerWindow_[r] != nullptr && windowMappedBy_[r];
+    row[r] = static_cast<char>((pair ? kPairBit : 0) | (window ? kWindowBit : 0));
+  }
+  std::vector<std::string> mine(n, row), theirs;
+  ZCOLL_CHECK(a.exchange(trades, static_cast<size_t>(n), mine, &theirs));
+  rows_.assign(n, std::string());
+  rows_[a.rank] = row;
+  for (int r = 0; r < n; ++r)
+    if (trades[r]) rows_[r] = theirs[r];
+  return zcollSuccess;
+}
+
+// ---- Closing ------------------------------------------------------------------------------
+
+// Sends each peer whose slots this rank may have mapped whether it closed them (1) or not (0),
+// and learns the same from each peer it made slots for, within about `waitMs`; a peer whose
+// process ended counts as closed. Then frees its own slots where that is safe.
+void CudaIpcTransport::tradeClosed(int waitMs) {
+  const bool closedMine = ipc_ != nullptr &&
+                          streams::whenNoneHeld(waitMs, "cuda_ipc: closing its mappings", [&] {
+                            ipc_->unmapAll();
+                            return zcollSuccess;
+                          }) == zcollSuccess;
+  const int n = static_cast<int>(slots_.size());
+  std::vector<uint64_t> said(n, closedMine ? 1 : 0), heard(n, 0);
+  std::vector<Request> sends(n), recvs(n);
+  // Each side of a pair knows both flags (round 3 of connect), so every send has its receive.
+  for (int r = 0; r < n; ++r) {
+    if (r == rank_ || static_cast<size_t>(r) >= hosts_.size() || hosts_[r] == nullptr) continue;
+    if (slots_[r].peerMapped)
+      (void)hosts_[r]->postRecv(r, &heard[r], sizeof(uint64_t), makeTransportCloseTag(r),
+                                &recvs[r]);
+    if (mappedPeer_[r])
+      (void)hosts_[r]->postSend(r, &said[r], sizeof(uint64_t), makeTransportCloseTag(rank_),
+                                &sends[r]);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+  auto peerGone = [&](int r) {
+    return hosts_[r]->peerFailed(r) ||
+           (static_cast<size_t>(r) < pids_.size() && pids_[r] != getpid() &&
+            processGone(pids_[r]));
+  };
+  for (;;) {
+    bool waiting = false;
+    for (int r = 0; r < n; ++r) {
+      if (recvs[r].transport != nullptr && !recvs[r].complete() && !peerGone(r)) waiting = true;
+      if (sends[r].transport != nullptr && !sends[r].complete() && !peerGone(r)) waiting = true;
+    }
+    if (!waiting || std::chrono::steady_clock::now() >= deadline) break;
+    for (Transport* h : hosts_)
+      if (h != nullptr) (void)h->progress();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  for (int r = 0; r < n; ++r) {
+    const bool peerClosed = !slots_[r].peerMapped ||
+                            (recvs[r].complete() && recvs[r].status == zcollSuccess &&
+                             heard[r] == 1) ||
+                            (hosts_.size() > static_cast<size_t>(r) && hosts_[r] != nullptr &&
+                             r != rank_ && peerGone(r));
+    if (recvs[r].transport != nullptr && !recvs[r].complete()) hosts_[r]->cancel(&recvs[r]);
+    if (sends[r].transport != nullptr && !sends[r].complete()) hosts_[r]->cancel(&sends[r]);
+    if (!peerClosed && windowMappedBy_.size() > static_cast<size_t>(r) && windowMappedBy_[r])
+      windowKept_ = true;  // the peer may still map this rank's window
+    if (slots_[r].area == nullptr) continue;
+    if (!peerClosed) {
+      ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: rank %d did not say it closed its mapping of this "
+                 "rank's slots; they stay allocated (freeing them first is undefined in CUDA)", r);
+      slots_[r].area = nullptr;  // kept
+    }
+  }
+}
+
+void CudaIpcTransport::freeOwnSlots() {
+  std::vector<void*> blocks;
+  for (PeerSlots& ps : slots_) {
+    if (ps.area != nullptr) blocks.push_back(ps.area);
+    ps.area = nullptr;
+  }
+  if (window_ != nullptr && !windowKept_) blocks.push_back(window_);
+  window_ = nullptr;
+  if (probeBlock_ != nullptr) blocks.push_back(probeBlock_);
+  probeBlock_ = nullptr;
+  // They go once no stream is held (cudaFree synchronizes implicitly), and the copy engine with
+  // them (its end frees what is left the same way).
+  std::shared_ptr<DeviceIpc> ipc(std::move(ipc_));
+  streams::deferUntilNoneHeld([ipc, blocks] {
+    for (void* p : blocks) ipc->freeShared(p);
+  });
+}
+
+void CudaIpcTransport::close(int flushMs) {
+  if (ipc_ == nullptr || closed_) return;  // off, or closed already
+  closed_ = true;
+  std::vector<Op*> posted = active_;  // cancel() takes each out of active_
+  for (Op* op : posted) cancel(op->req);
+  settleCancelled(flushMs);
+  if (ipc_->drain(copyDrainMs(kCloseDrainMs)) != zcollSuccess) {
+    // A copy may still read or write peers' slots or ours: nothing is closed or freed.
+    ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: copies still running after %d ms at close; mappings "
+               "and slots stay", kCloseDrainMs);
+    (void)ipc_.release();
+    return;
+  }
+  tradeClosed(flushMs);
+  freeOwnSlots();
+}
+
 // ---- Posting ------------------------------------------------------------------------------
 
-void CudaIpcTransport::giveBackBlock(Op* op) {
-  blocks_.giveBack(op->block);
-  op->block = BlockPool::Block{};
-}
-
-// The handle a send's descriptor carries. By default a shared block of zcoll's holding a copy
-// of the buffer (one device-local copy): peers map zcoll's blocks once and keep them mapped,
-// while a user buffer stays mapped in its peers after the user frees it, which CUDA leaves
-// undefined, and zcoll cannot see the free. With user buffers on (ZCOLL_CUDA_IPC_USER_BUFFERS,
-// for buffers that live as long as the comm, as NCCL's registered ones) the buffer itself is
-// exported, no copy; memory that cannot be exported still goes through a block.
-Result CudaIpcTransport::exportSend(Op* op, const void* buf, size_t bytes) {
-  if (userBuffers_ && ipc_->exportRange(buf, bytes, &op->desc.handle) == zcollSuccess)
-    return zcollSuccess;
-  ZCOLL_CHECK(blocks_.take(bytes, &op->block));
-  uint64_t ticket = 0;
-  ZCOLL_CHECK(ipc_->startCopy(op->block.ptr, buf, bytes, &ticket));
-  ZCOLL_CHECK(waitForCopy(*ipc_, ticket, copyWaitMs_));
-  return ipc_->exportRange(op->block.ptr, bytes, &op->desc.handle);
-}
-
-Result CudaIpcTransport::postSend(int peer, const void* buf, size_t bytes, uint64_t tag,
-                                  Request* req) {
+Result CudaIpcTransport::postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag,
+                                       Request* req, std::shared_ptr<DeviceFence> after) {
   auto op = std::make_unique<Op>();
   op->req = req;
   op->send = true;
   op->peer = peer;
   op->tag = tag;
-  op->desc.magic = kDescriptorMagic;
-  op->desc.bytes = bytes;
-  Result r = bytes > 0 ? exportSend(op.get(), buf, bytes) : zcollSuccess;
-  if (r == zcollSuccess)
-    r = hosts_[peer]->postRecv(peer, &op->ack, sizeof(op->ack), makeAckTag(tag, peer),
-                               &op->ackReq);
-  if (r == zcollSuccess)
-    r = hosts_[peer]->postSend(peer, &op->desc, sizeof(op->desc), makeDescriptorTag(tag),
-                               &op->descReq);
-  if (r != zcollSuccess) {
-    if (!op->ackReq.complete() && op->ackReq.transport != nullptr)
-      hosts_[peer]->cancel(&op->ackReq);
-    giveBackBlock(op.get());
-    return r;
+  op->buf = static_cast<char*>(const_cast<void*>(buf));
+  op->bytes = bytes;
+  op->after = std::move(after);
+  if (userBuffers_ && bytes > 0) {
+    // The allocation that holds the buffer, offered first (one piece, no copy), once the call's
+    // work before the post is done: a copy of no bytes after the fence names that moment.
+    Piece p;
+    p.state = PieceState::kCopying;
+    p.bytes = bytes;
+    p.desc = Descriptor{kDescriptorMagic, bytes, bytes, IpcHandle{}};
+    if (ipc_->exportRange(buf, bytes, &p.desc.handle) == zcollSuccess) {
+      ZCOLL_CHECK(ipc_->startCopy(nullptr, nullptr, 0, &p.ticket, DeviceIpc::Lane::kOut,
+                                  op->after.get()));
+      op->pieces.push_back(p);
+      op->next = bytes;
+    }
   }
   req->bind(this, op.get(), peer, bytes);
   active_.push_back(op.release());
   return zcollSuccess;
 }
 
-Result CudaIpcTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) {
+Result CudaIpcTransport::postDescriptorRecv(Op* op) {
+  op->pieces.emplace_back();
+  Piece& p = op->pieces.back();
+  p.state = PieceState::kAwaitDescriptor;
+  return hosts_[op->peer]->postRecv(op->peer, &p.desc, sizeof(p.desc), makeDescriptorTag(op->tag),
+                                    &p.descReq);
+}
+
+Result CudaIpcTransport::postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag,
+                                       Request* req, std::shared_ptr<DeviceFence> after) {
   auto op = std::make_unique<Op>();
+  op->after = std::move(after);
   op->req = req;
   op->peer = peer;
   op->tag = tag;
-  op->dst = buf;
-  op->capacity = bytes;
-  ZCOLL_CHECK(hosts_[peer]->postRecv(peer, &op->desc, sizeof(op->desc), makeDescriptorTag(tag),
-                                     &op->descReq));
+  op->buf = static_cast<char*>(buf);
+  op->bytes = bytes;
+  ZCOLL_CHECK(postDescriptorRecv(op.get()));
   req->bind(this, op.get(), peer, bytes);
   active_.push_back(op.release());
   return zcollSuccess;
@@ -350,94 +631,187 @@ Result CudaIpcTransport::postRecv(int peer, void* buf, size_t bytes, uint64_t ta
 // ---- Progress -----------------------------------------------------------------------------
 
 void CudaIpcTransport::finish(Op* op, Result status) {
-  giveBackBlock(op);
   if (op->req != nullptr) op->req->finish(status);
   delete op;
 }
 
-// Sends the receive's acknowledgement; the receive completes with `outcome` once it has left.
-Result CudaIpcTransport::acknowledge(Op* op, Result outcome) {
-  op->outcome = outcome;
-  op->ack = static_cast<uint64_t>(outcome);
-  op->phase = Phase::kAcknowledging;
-  return hosts_[op->peer]->postSend(op->peer, &op->ack, sizeof(op->ack),
-                                    makeAckTag(op->tag, rank_), &op->ackReq);
-}
-
-// A descriptor arrived: check it, map the sender's memory and start the copy.
-Result CudaIpcTransport::startRead(Op* op) {
-  if (op->desc.magic != kDescriptorMagic)
-    return fail(zcollRemoteError, "cuda_ipc: rank %d sent a malformed descriptor", op->peer);
-  if (op->desc.bytes != op->capacity)
-    return acknowledge(op, fail(zcollInvalidUsage, "rank %d sent %llu bytes to a %zu-byte "
-                                "receive (mismatched counts or types across ranks?)", op->peer,
-                                static_cast<unsigned long long>(op->desc.bytes), op->capacity));
-  if (op->desc.bytes == 0) return acknowledge(op, zcollSuccess);
-  const void* src = nullptr;
-  Result r = ipc_->map(op->desc.handle, &src);
-  if (r == zcollSuccess) r = ipc_->startCopy(op->dst, src, op->desc.bytes, &op->ticket);
-  if (r != zcollSuccess) return acknowledge(op, r);
-  op->phase = Phase::kCopying;
+// A send's next piece: copied into a free slot of the peer's (none free: it waits).
+Result CudaIpcTransport::startPiece(Op* op) {
+  PeerSlots& ps = slots_[op->peer];
+  if (ps.free.empty()) return zcollSuccess;
+  Piece p;
+  p.state = PieceState::kCopying;
+  p.slot = ps.free.back();
+  p.offset = op->next;
+  p.bytes = std::min(kSlotBytes, op->bytes - op->next);
+  char* slot = static_cast<char*>(ps.area) + static_cast<size_t>(p.slot) * kSlotBytes;
+  ZCOLL_CHECK(ipc_->startCopy(slot, op->buf + p.offset, p.bytes, &p.ticket,
+                              DeviceIpc::Lane::kOut, op->after.get()));
+  ps.free.pop_back();
+  p.desc = Descriptor{kDescriptorMagic, p.bytes, op->bytes, ps.handle};
+  p.desc.handle.offset = static_cast<uint64_t>(p.slot) * kSlotBytes;
+  op->pieces.push_back(p);
+  op->next += p.bytes;
   return zcollSuccess;
 }
 
-// Moves `op` on as far as its requests allow; *finished once it is complete (and deleted).
-Result CudaIpcTransport::advance(Op* op, bool* finished) {
-  *finished = false;
-  if (op->send) {
-    // Complete on the acknowledgement, or on a descriptor that could not be sent.
-    Result status = zcollSuccess;
-    if (op->descReq.complete() && op->descReq.status != zcollSuccess) {
-      status = op->descReq.status;
-    } else if (op->ackReq.complete()) {
-      status = op->ackReq.status;
-      if (status == zcollSuccess && op->ack != 0)
-        status = fail(zcollRemoteError, "cuda_ipc: rank %d could not take the %llu bytes this "
-                      "rank sent (error %llu there; see its log)", op->peer,
-                      static_cast<unsigned long long>(op->desc.bytes),
-                      static_cast<unsigned long long>(op->ack));
-    } else {
-      return zcollSuccess;
+// Copies pieces into free slots (when `maySlot`: no earlier send to the peer still waits for
+// one), sends each piece's descriptor once its copy is done, in order, and frees each slot on
+// its acknowledgement. Complete when every byte was acknowledged.
+Result CudaIpcTransport::advanceSend(Op* op, bool maySlot, bool* finished) {
+  while (maySlot && op->next < op->bytes && !slots_[op->peer].free.empty())
+    ZCOLL_CHECK(startPiece(op));
+  Transport* host = hosts_[op->peer];
+  bool inOrder = true;  // descriptors leave in piece order
+  for (Piece& p : op->pieces) {
+    if (p.state == PieceState::kCopying && inOrder) {
+      bool copied = false;
+      ZCOLL_CHECK(ipc_->copyDone(p.ticket, &copied));
+      if (!copied) {
+        inOrder = false;
+        continue;
+      }
+      ZCOLL_CHECK(host->postRecv(op->peer, &p.ack, sizeof(p.ack), makeAckTag(op->tag, op->peer),
+                                 &p.ackReq));
+      ZCOLL_CHECK(host->postSend(op->peer, &p.desc, sizeof(p.desc), makeDescriptorTag(op->tag),
+                                 &p.descReq));
+      p.state = PieceState::kSent;
     }
-    if (!op->descReq.complete()) return zcollSuccess;  // the host route still holds it
-    finish(op, status);
-    *finished = true;
+    if (p.state != PieceState::kSent) continue;
+    if (p.descReq.complete()) ZCOLL_CHECK(p.descReq.status);
+    if (!p.ackReq.complete()) continue;
+    ZCOLL_CHECK(p.ackReq.status);
+    if (p.ack == kUseSlots && p.slot < 0) {  // the user buffer was refused: through the slots
+      p.state = PieceState::kAcked;
+      op->next = 0;
+      continue;
+    }
+    if (p.ack != 0)
+      return fail(zcollRemoteError, "cuda_ipc: rank %d could not take the %llu bytes this rank "
+                  "sent (error %llu there; see its log)", op->peer,
+                  static_cast<unsigned long long>(op->bytes),
+                  static_cast<unsigned long long>(p.ack));
+    p.state = PieceState::kAcked;
+    if (p.slot >= 0) slots_[op->peer].free.push_back(p.slot);
+    op->done += p.bytes;
+  }
+  if (op->done < op->bytes) return zcollSuccess;
+  for (const Piece& p : op->pieces)
+    if (!p.descReq.complete()) return zcollSuccess;  // the host route still holds one
+  finish(op, zcollSuccess);
+  *finished = true;
+  return zcollSuccess;
+}
+
+// Sends a piece's acknowledgement; once it has left the piece is done (with `outcome`: a
+// failure fails the receive and ends its reading).
+Result CudaIpcTransport::acknowledge(Op* op, Piece* p, Result outcome) {
+  if (outcome != zcollSuccess && op->outcome == zcollSuccess) {
+    op->outcome = outcome;
+    op->failed = true;
+  }
+  p->ack = outcome == zcollSuccess ? 0 : static_cast<uint64_t>(outcome);
+  p->state = PieceState::kAcknowledging;
+  return hosts_[op->peer]->postSend(op->peer, &p->ack, sizeof(p->ack),
+                                    makeAckTag(op->tag, rank_), &p->ackReq);
+}
+
+// A descriptor arrived: check it, map the memory it names and start the copy; the next piece's
+// descriptor is awaited at once.
+Result CudaIpcTransport::readPiece(Op* op, Piece* p) {
+  const Descriptor& d = p->desc;
+  if (d.magic != kDescriptorMagic)
+    return fail(zcollRemoteError, "cuda_ipc: rank %d sent a malformed descriptor", op->peer);
+  if (d.total != op->bytes)
+    return acknowledge(op, p, fail(zcollInvalidUsage, "rank %d sent %llu bytes to a %zu-byte "
+                                   "receive (mismatched counts or types across ranks?)", op->peer,
+                                   static_cast<unsigned long long>(d.total), op->bytes));
+  if (d.bytes == 0 || d.bytes > op->bytes - op->next)
+    return fail(zcollRemoteError, "cuda_ipc: rank %d described a piece of %llu bytes at %zu of "
+                "%zu", op->peer, static_cast<unsigned long long>(d.bytes), op->next, op->bytes);
+  const void* src = nullptr;
+  Result r = zcollSuccess;
+  if (!ipc_->mapped(d.handle)) {
+    // A user buffer not mapped yet: opening synchronizes the device, so only while no stream of
+    // this process is held; else the sender goes through its slots.
+    const bool opened = streams::ifNoneHeld([&] { r = ipc_->map(d.handle, &src); });
+    if (!opened) {
+      p->ack = kUseSlots;
+      p->state = PieceState::kAcknowledging;
+      ZCOLL_CHECK(hosts_[op->peer]->postSend(op->peer, &p->ack, sizeof(p->ack),
+                                             makeAckTag(op->tag, rank_), &p->ackReq));
+      return postDescriptorRecv(op);
+    }
+  } else {
+    r = ipc_->map(d.handle, &src);
+  }
+  if (r == zcollSuccess)
+    r = ipc_->startCopy(op->buf + op->next, src, d.bytes, &p->ticket, DeviceIpc::Lane::kIn,
+                        op->after.get());
+  if (r != zcollSuccess) return acknowledge(op, p, r);
+  p->offset = op->next;
+  p->bytes = d.bytes;
+  p->state = PieceState::kReading;
+  op->next += d.bytes;
+  return op->next < op->bytes ? postDescriptorRecv(op) : zcollSuccess;
+}
+
+// Reads each piece as its descriptor arrives, acknowledges each once its copy is done; complete
+// when every byte was copied and every acknowledgement has left.
+Result CudaIpcTransport::advanceRecv(Op* op, bool* finished) {
+  for (size_t i = 0; i < op->pieces.size(); ++i) {
+    Piece& p = op->pieces[i];
+    if (p.state == PieceState::kAwaitDescriptor && !op->failed) {
+      if (!p.descReq.complete()) break;
+      ZCOLL_CHECK(p.descReq.status);
+      ZCOLL_CHECK(readPiece(op, &p));
+    }
+    if (p.state == PieceState::kReading) {
+      bool copied = false;
+      Result r = ipc_->copyDone(p.ticket, &copied);
+      if (r == zcollSuccess && !copied) continue;
+      if (r == zcollSuccess) op->done += p.bytes;
+      ZCOLL_CHECK(acknowledge(op, &p, r));
+    }
+    if (p.state == PieceState::kAcknowledging && p.ackReq.complete()) {
+      p.state = PieceState::kDone;
+      if (op->outcome == zcollSuccess) op->outcome = p.ackReq.status;
+      if (p.ackReq.status != zcollSuccess) op->failed = true;
+    }
+  }
+  for (const Piece& p : op->pieces) {
+    if (p.state == PieceState::kDone) continue;
+    if (op->failed && p.state == PieceState::kAwaitDescriptor) continue;  // cancelled at finish
     return zcollSuccess;
   }
-  Result r = zcollSuccess;
-  switch (op->phase) {
-    case Phase::kDescriptor:
-      if (!op->descReq.complete()) return zcollSuccess;
-      r = op->descReq.status != zcollSuccess ? op->descReq.status : startRead(op);
-      break;
-    case Phase::kCopying: {
-      bool done = false;
-      r = ipc_->copyDone(op->ticket, &done);
-      if (r == zcollSuccess && done) r = acknowledge(op, zcollSuccess);
-      else if (r != zcollSuccess) r = acknowledge(op, r);
-      break;
-    }
-    case Phase::kAcknowledging:
-      if (!op->ackReq.complete()) return zcollSuccess;
-      r = op->outcome != zcollSuccess ? op->outcome : op->ackReq.status;
-      finish(op, r);
-      *finished = true;
-      return zcollSuccess;
-  }
-  if (r != zcollSuccess) {  // nothing (more) to acknowledge: the receive fails now
-    if (op->phase == Phase::kAcknowledging && !op->ackReq.complete() &&
-        op->ackReq.transport != nullptr)
-      hosts_[op->peer]->cancel(&op->ackReq);
-    finish(op, r);
-    *finished = true;
-  }
+  if (!op->failed && op->done < op->bytes) return zcollSuccess;
+  for (Piece& p : op->pieces)
+    if (p.state == PieceState::kAwaitDescriptor && !p.descReq.complete())
+      hosts_[op->peer]->cancel(&p.descReq);
+  finish(op, op->outcome);
+  *finished = true;
   return zcollSuccess;
 }
 
 Result CudaIpcTransport::progress() {
+  // Sends take their peer's slots in posting order: one still waiting for a slot holds back the
+  // later sends to that peer, so pieces of messages with one tag leave in order.
+  std::vector<char> slotWaiting(hosts_.size(), 0);
   for (size_t i = 0; i < active_.size();) {
+    Op* op = active_[i];
+    const int peer = op->peer;
     bool finished = false;
-    ZCOLL_CHECK(advance(active_[i], &finished));
+    Result r = op->send ? advanceSend(op, !slotWaiting[peer], &finished)
+                        : advanceRecv(op, &finished);
+    if (r != zcollSuccess) {  // this message fails; the transport itself is fine
+      if (op->req != nullptr) {
+        Request* req = op->req;
+        cancel(req);  // gives its pieces back safely
+        req->finish(r);
+        continue;  // cancel() took it out of active_
+      }
+    }
+    if (!finished && op->send && op->next < op->bytes) slotWaiting[peer] = 1;
     if (finished) {
       active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
@@ -454,6 +828,23 @@ bool CudaIpcTransport::peerFailed(int peer) const {
 
 // ---- Cancelling ---------------------------------------------------------------------------
 
+// Gives a send's slots back: those of pieces acknowledged or never described; a piece described
+// and not acknowledged may still be read by the peer: its slot is lost unless `settled`.
+void CudaIpcTransport::releaseSlots(Op* op, bool settled) {
+  PeerSlots& ps = slots_[op->peer];
+  for (Piece& p : op->pieces) {
+    if (p.slot < 0 || p.state == PieceState::kAcked) continue;
+    const bool maybeRead = p.state == PieceState::kSent && p.descReq.complete() &&
+                           p.descReq.status == zcollSuccess && !settled;
+    if (maybeRead) {
+      ++ps.lost;
+    } else {
+      ps.free.push_back(p.slot);
+    }
+    p.slot = -1;
+  }
+}
+
 void CudaIpcTransport::cancel(Request* req) {
   auto* op = static_cast<Op*>(req->impl);
   if (op == nullptr) return;
@@ -461,14 +852,26 @@ void CudaIpcTransport::cancel(Request* req) {
   req->impl = nullptr;
   op->req = nullptr;
   Transport* host = hosts_[op->peer];
-  if (!op->descReq.complete()) host->cancel(&op->descReq);
-  if (op->send && op->descReq.complete() && op->descReq.status == zcollSuccess &&
-      !op->ackReq.complete()) {
-    cancelled_.push_back(op);  // the peer may be reading our buffer: settleCancelled waits
+  bool peerMayRead = false;
+  bool copying = false;
+  for (Piece& p : op->pieces) {
+    if (!p.descReq.complete() && p.descReq.transport != nullptr) host->cancel(&p.descReq);
+    const bool described = op->send && p.state == PieceState::kSent && p.descReq.complete() &&
+                           p.descReq.status == zcollSuccess && !p.ackReq.complete();
+    if (described) {
+      peerMayRead = true;  // its acknowledgement is awaited by settleCancelled
+      continue;
+    }
+    if (!p.ackReq.complete() && p.ackReq.transport != nullptr) host->cancel(&p.ackReq);
+    if (p.state == PieceState::kCopying || p.state == PieceState::kReading) copying = true;
+  }
+  // A copy may write the caller's buffer (a receive) or a slot (a send): wait for it.
+  const bool drained = !copying || ipc_->drain(copyDrainMs(kCloseDrainMs)) == zcollSuccess;
+  if (peerMayRead) {
+    cancelled_.push_back(op);
     return;
   }
-  if (!op->ackReq.complete() && op->ackReq.transport != nullptr) host->cancel(&op->ackReq);
-  if (op->phase == Phase::kCopying) (void)ipc_->drain(kCloseDrainMs);  // it writes req's buffer
+  if (op->send) releaseSlots(op, drained);
   finish(op, zcollRemoteError);
 }
 
@@ -479,12 +882,28 @@ void CudaIpcTransport::settleCancelled(int waitMs) {
       Op* op = cancelled_[i];
       Transport* host = hosts_[op->peer];
       (void)host->progress();
-      bool settled = op->ackReq.complete() || host->peerFailed(op->peer);
+      bool settled = host->peerFailed(op->peer);
+      if (!settled) {
+        settled = true;
+        for (const Piece& p : op->pieces)
+          if (p.state == PieceState::kSent && p.ackReq.transport != nullptr &&
+              !p.ackReq.complete())
+            settled = false;
+      }
       if (!settled && std::chrono::steady_clock::now() < deadline) {
         ++i;
         continue;
       }
-      if (!op->ackReq.complete()) host->cancel(&op->ackReq);
+      // Acknowledged pieces' slots are free again; the others may still be read: lost.
+      for (Piece& p : op->pieces) {
+        if (p.state == PieceState::kSent && p.ackReq.complete()) p.state = PieceState::kAcked;
+        if (!p.ackReq.complete() && p.ackReq.transport != nullptr) host->cancel(&p.ackReq);
+        if (p.state == PieceState::kAcked && p.slot >= 0) {
+          slots_[op->peer].free.push_back(p.slot);
+          p.slot = -1;
+        }
+      }
+      releaseSlots(op, host->peerFailed(op->peer));
       finish(op, zcollRemoteError);
       cancelled_.erase(cancelled_.begin() + static_cast<std::ptrdiff_t>(i));
     }
@@ -496,41 +915,40 @@ void CudaIpcTransport::settleCancelled(int waitMs) {
 
 static_assert(sizeof(IpcHandle) <= sizeof(ExposedRange::handle), "a handle fits a range");
 
-namespace {
-
-ExposedRange rangeOf(const void* ptr, size_t bytes, const IpcHandle* handle) {
-  ExposedRange r;
-  r.addr = reinterpret_cast<uintptr_t>(ptr);
-  r.bytes = bytes;
-  if (handle != nullptr) {
-    r.mappable = 1;
-    std::memcpy(r.handle, handle, sizeof(*handle));
-  }
-  return r;
+bool CudaIpcTransport::pairBit(int a, int b, unsigned bit) const {
+  if (a < 0 || static_cast<size_t>(a) >= rows_.size() || rows_[a].empty()) return false;
+  if (b < 0 || static_cast<size_t>(b) >= rows_[a].size()) return false;
+  return (static_cast<unsigned char>(rows_[a][b]) & bit) != 0;
 }
 
-}  // namespace
+bool CudaIpcTransport::pairsConnected(const std::vector<int>& ranks) const {
+  for (int a : ranks)
+    for (int b : ranks)
+      if (a != b && !pairBit(a, b, kPairBit)) return false;
+  return true;
+}
+
+size_t CudaIpcTransport::windowLimit(const std::vector<int>& ranks) const {
+  size_t limit = windowBytes_;
+  for (int a : ranks) {
+    if (a == rank_) continue;
+    if (static_cast<size_t>(a) >= peerWindowBytes_.size()) return 0;
+    limit = std::min(limit, peerWindowBytes_[a]);
+    for (int b : ranks)
+      if (a != b && !pairBit(a, b, kWindowBit)) return 0;
+  }
+  return limit;
+}
 
 Result CudaIpcTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {
-  IpcHandle h{};
-  const bool exported =
-      userBuffers_ && bytes > 0 && ipc_->exportRange(ptr, bytes, &h) == zcollSuccess;
-  *out = rangeOf(ptr, bytes, exported ? &h : nullptr);
-  return zcollSuccess;
+  *out = ExposedRange{};
+  out->addr = reinterpret_cast<uintptr_t>(ptr);
+  out->bytes = bytes;
+  return zcollSuccess;  // not mappable: caller buffers are not exposed (peerMemory's contract)
 }
 
-Result CudaIpcTransport::map(int peer, const ExposedRange& r, bool writable, PeerView* view) {
+Result CudaIpcTransport::map(int, const ExposedRange&, bool, PeerView* view) {
   *view = PeerView{};
-  if (!r.mappable) return zcollSuccess;
-  IpcHandle h;
-  std::memcpy(&h, r.handle, sizeof(h));
-  const void* at = nullptr;
-  Result res = ipc_->map(h, &at);
-  if (res != zcollSuccess)
-    return fail(res, "cuda_ipc: mapping rank %d's memory: %s", peer, zcollGetLastError(nullptr));
-  view->at = static_cast<const char*>(at);
-  // An IPC mapping is readable and writable (cudaIpcOpenMemHandle maps with both).
-  if (writable) view->writable = const_cast<char*>(view->at);
   return zcollSuccess;
 }
 
@@ -540,30 +958,22 @@ Result CudaIpcTransport::read(int peer, const ExposedRange&, size_t, void*, size
 }
 
 Result CudaIpcTransport::ownWindow(size_t bytes, char** base, ExposedRange* ref) {
-  if (windows_.empty() || windows_.back().bytes < bytes) {
-    Window w;
-    w.bytes = std::max<size_t>(64 * 1024, windows_.empty() ? 0 : 2 * windows_.back().bytes);
-    while (w.bytes < bytes) w.bytes *= 2;
-    ZCOLL_CHECK(ipc_->allocShared(w.bytes, &w.ptr));
-    Result r = ipc_->exportRange(w.ptr, w.bytes, &w.handle);
-    if (r != zcollSuccess) {
-      ipc_->freeShared(w.ptr);
-      return r;
-    }
-    windows_.push_back(w);
-  }
-  const Window& w = windows_.back();
-  *base = static_cast<char*>(w.ptr);
-  *ref = rangeOf(w.ptr, w.bytes, &w.handle);
+  if (window_ == nullptr || bytes > windowBytes_)
+    return fail(zcollInternalError, "cuda_ipc: a window of %zu bytes asked for, %zu made at init",
+                bytes, windowBytes_);
+  *base = static_cast<char*>(window_);
+  *ref = ExposedRange{};
+  ref->addr = reinterpret_cast<uintptr_t>(window_);
+  ref->bytes = windowBytes_;
+  ref->mappable = 1;
+  std::memcpy(ref->handle, &windowHandle_, sizeof(windowHandle_));
   return zcollSuccess;
 }
 
-Result CudaIpcTransport::mapWindow(int peer, const ExposedRange& ref, const char** base) {
-  PeerView view;
-  ZCOLL_CHECK(map(peer, ref, false, &view));
-  if (view.at == nullptr)
-    return fail(zcollInternalError, "cuda_ipc: rank %d sent a window that cannot be mapped", peer);
-  *base = view.at;
+Result CudaIpcTransport::mapWindow(int peer, const ExposedRange&, const char** base) {
+  if (peer < 0 || static_cast<size_t>(peer) >= peerWindow_.size() || !peerWindow_[peer])
+    return fail(zcollInternalError, "cuda_ipc: rank %d's window is not mapped here", peer);
+  *base = peerWindow_[peer];
   return zcollSuccess;
 }
 

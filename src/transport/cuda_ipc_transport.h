@@ -2,33 +2,53 @@
 // inside one GPU), never through host memory. Written over DeviceIpc (transport/device_ipc.h),
 // so the protocol runs on a CPU with the tests' stand-in device; CUDA's is cuda/cuda_ipc.cc.
 //
-// Protocol, one rendezvous per message, the receiver reading (the shape of the shm transport's
-// single-copy rendezvous):
-//   sender    copies its buffer into a shared block of zcoll's (device memory peers map once)
-//             and exports the block (handle + offset), or, with user buffers on, exports the
-//             allocation that holds the buffer itself (no copy), posts a receive for
-//             the acknowledgement, and sends a Descriptor {magic, bytes, handle} tagged
+// Memory, fixed at init (defect 3 of issue 30): allocating device memory and opening or closing
+// an IPC mapping synchronize the device implicitly, so none of it may happen inside a call whose
+// caller's stream waits for it (base/stream_holds.h). So, when it connects, each rank allocates
+// for each peer it reaches kSlotsPerPeer slots of kSlotBytes (one allocation per peer, exported
+// once), the pair trade the handles over the host route and each maps its peer's at once. A call
+// then only copies. When the communicator is destroyed each rank closes its mappings of its
+// peers' slots, tells them so, and frees its own slots once every peer has closed its mapping
+// of them (CUDA: freeing first is undefined behavior), or leaves them allocated when a peer
+// never says so (a peer whose process ended has no mapping left).
+//
+// Protocol, one rendezvous per piece, the receiver reading (the shape of the shm transport's
+// single-copy rendezvous): a message is sent in pieces of at most kSlotBytes, in order.
+//   sender    copies piece k of its buffer into a free slot of the peer's (on the DeviceIpc copy
+//             stream), posts a receive for its acknowledgement, and sends a Descriptor {magic,
+//             piece bytes, message bytes, handle + offset of the slot} tagged
 //             makeDescriptorTag(tag) over the peer's host route (shm or ucx);
-//   receiver  receives the descriptor, maps the allocation (cached), copies the bytes into its
-//             buffer on the DeviceIpc copy stream and, once the copy is done, acknowledges with
-//             one word (0, or the zcollResult_t that failed it) on makeAckTag(tag, itself);
-//   sender    completes on the acknowledgement: its buffer is free again.
+//   receiver  receives the descriptor (posting the next piece's receive at once), copies the
+//             piece from the slot into its buffer on the DeviceIpc copy stream and, once the copy
+//             is done, acknowledges with one word (0, or the zcollResult_t that failed it) on
+//             makeAckTag(tag, itself);
+//   sender    frees the slot on the acknowledgement; the send completes with the last one.
+// With two slots per peer a piece is copied into a slot while the peer reads the other. Slots
+// are per peer and used in message order, so one peer's progress never waits on another's.
+// With user buffers (ZCOLL_CUDA_IPC_USER_BUFFERS=1, for buffers that live as long as the comm,
+// as NCCL's registered ones) the sender first offers the allocation that holds its buffer
+// itself (one piece, no copy); the receiver takes it only if that allocation is mapped already
+// or no stream of its process is held (opening is then safe), and otherwise acknowledges with
+// kUseSlots, and the sender sends the message through its slots. Queued device calls hold their
+// callers' streams while they run, so they never offer user buffers.
+//
 // Both ends decide per message by the memory kind of their call (core/progress.h): a send and
 // its receive must both be device calls. The descriptor's tag has a bit no host message has,
 // so a device send never meets a host receive (or the reverse): a mismatch times out on both
 // sides (ZCOLL_TIMEOUT) instead of delivering a descriptor as data.
 //
-// Ordering: Stage::send and Stage::recv flush the call's executor before posting, so the
-// sender's buffer holds its bytes and nothing of the receiver's call still uses its buffer; a
-// receive completes only when its copy is done, so the work the executor issues after
-// Stage::wait sees the bytes.
+// Ordering: a message's copies wait for the fence of its call's work up to the post (a sender's
+// copies into slots, and the moment a user buffer is offered, on the outbound copy lane; a
+// receiver's copies on the inbound one), so the sender's buffer holds its bytes and nothing of
+// the receiver's call still uses its buffer when they run; a receive completes only when its
+// last copy is done, so the work the executor issues after Stage::wait sees the bytes.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "transport/block_pool.h"
 #include "transport/device_ipc.h"
 #include "transport/peer_memory.h"
 #include "transport/registry.h"
@@ -36,15 +56,24 @@
 
 namespace zcoll {
 
-class CudaIpcTransport final : public Transport, public PeerMemory {
+class CudaIpcTransport final : public FencedTransport, public PeerMemory {
  public:
+  static constexpr size_t kSlotBytes = size_t(2) << 20;
+  static constexpr int kSlotsPerPeer = 2;
+  // An acknowledgement that refuses a user buffer (the receiver would have to open a mapping
+  // while a stream is held): send the message through the slots instead.
+  static constexpr uint64_t kUseSlots = ~uint64_t{0};
+
   // `maxPath`: the farthest GPU path class (topology.h GpuPath) this transport takes
-  // (ZCOLL_CUDA_IPC_LEVEL); `userBuffers`: peers read senders' own buffers, not a copy in a
-  // shared block (ZCOLL_CUDA_IPC_USER_BUFFERS); `copyWaitMs`: the longest wait for one of its
-  // own device copies (TransportSettings::copyWaitMs). Allocates and fills the probe block peers
-  // read at init.
+  // (ZCOLL_CUDA_IPC_LEVEL); `userBuffers`: offer senders' own buffers first
+  // (ZCOLL_CUDA_IPC_USER_BUFFERS, unless calls are queued); `copyWaitMs`: the longest wait for
+  // one of its own device copies and for allocating while streams are held
+  // (TransportSettings::copyWaitMs). Allocates and fills the probe block peers read at init.
+  // `windowBytes`: this rank's window (ZCOLL_DEVICE_WINDOW_BYTES; 0: none), allocated at
+  // connect when it has cuda_ipc peers.
   static Result create(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
-                       int copyWaitMs, std::unique_ptr<CudaIpcTransport>* out);
+                       int copyWaitMs, std::unique_ptr<CudaIpcTransport>* out,
+                       size_t windowBytes = 0);
   // The table's row (transport/registry.h), with peers: on when this rank's device can share
   // its memory (the device component offers IPC) and ZCOLL_DEVICE_TRANSPORT allows it; off
   // (no device work, only its part in choosing device routes: connect) with a device otherwise,
@@ -68,15 +97,24 @@ class CudaIpcTransport final : public Transport, public PeerMemory {
   bool probe(const std::string& peerAddress, std::string* why);
   // Device routes, in phases: each node peer on this machine whose device and this rank's are
   // of one kind and can share memory (decided from what every rank exchanged, so both sides of
-  // a pair agree on it) is judged (canConnect, then a read of its probe block), the two ranks
-  // of each such pair trade verdicts over the host routes (args.exchange), and the pair uses
-  // cuda_ipc only if both said yes, so an asymmetric failure can never leave one side waiting.
-  // ZCOLL_DEVICE_TRANSPORT=cuda_ipc fails for a node peer without it. The host routes then
-  // carry the descriptors and acknowledgements.
+  // a pair agree on it) is judged (canConnect, then a read of its probe block); the two ranks
+  // of each such pair trade verdicts over the host routes (args.exchange); each pair where both
+  // said yes trades the handles of the slots each made for the other, maps the peer's, and
+  // trades whether that worked. The pair uses cuda_ipc only if both said yes every time, so an
+  // asymmetric failure can never leave one side waiting. ZCOLL_DEVICE_TRANSPORT=cuda_ipc fails
+  // for a node peer without it. The host routes then carry the descriptors and acknowledgements.
   Result connect(const ConnectArgs& args) override;
+  // Closes this rank's mappings of its peers' slots, trades "closed" with each peer, and frees
+  // its own slots (once no stream is held) where the peer closed its mapping or is gone.
+  void close(int flushMs) override;
 
-  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
-  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
+  // Its copies wait for the call's fence (Transport::waitsForFences): a send's pieces are copied
+  // into slots, and a user buffer offered, only after the call's work before the post; a
+  // receive's copies land after it.
+  Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override;
+  Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override;
   Result progress() override;
   bool pending() const override { return !active_.empty(); }
   bool peerFailed(int peer) const override;
@@ -86,37 +124,50 @@ class CudaIpcTransport final : public Transport, public PeerMemory {
   void settleCancelled(int waitMs) override;
 
   // ---- PeerMemory (device memory of the node peers it connected) ----
-  // Offered when on. Caller buffers are exposed only with ZCOLL_CUDA_IPC_USER_BUFFERS=1 (the
-  // mapping stays in the peers after the call, as a send's export does: see exportSend), and
-  // only where the memory can be exported (not stream-ordered or virtual-memory allocations:
-  // mappable 0, and nothing reads it unmapped, so the algorithms fall back to messages). A
-  // mapping is the DeviceIpc's, kept until the transport closes; the call's kernels read and
-  // write it in this device's address space. Windows are shared blocks, grown by replacing them
-  // with one at least twice as large; the replaced ones are kept (a peer may still map them)
-  // until the transport is destroyed.
-  PeerMemory* peerMemory() override { return ipc_ != nullptr ? this : nullptr; }
-  bool exposesCallerBuffers() const override { return userBuffers_; }
+  // Offered once connected, for windows only: this rank's window (windowBytes, allocated and
+  // exported at connect, with the slots) is mapped by each peer of a pair at connect, and a call
+  // only reads it. Caller buffers are not exposed (expose gives mappable 0): mapping them would
+  // open an IPC mapping inside a call. Nothing is read unmapped. Which pairs are connected, and
+  // whose windows each maps, is traded among the node's ranks at connect (round 4), so every
+  // rank of a group answers pairsConnected and windowLimit alike.
+  PeerMemory* peerMemory() override { return ipc_ != nullptr && connected_ ? this : nullptr; }
+  bool exposesCallerBuffers() const override { return false; }
   bool readsUnmapped() const override { return false; }
   size_t handleBytes() const override { return sizeof(IpcHandle); }
+  bool pairsConnected(const std::vector<int>& ranks) const override;
+  size_t windowLimit(const std::vector<int>& ranks) const override;
   Result expose(const void* ptr, size_t bytes, ExposedRange* out) override;
   Result map(int peer, const ExposedRange& r, bool writable, PeerView* view) override;
   Result read(int peer, const ExposedRange& r, size_t offset, void* dst, size_t bytes) override;
   Result ownWindow(size_t bytes, char** base, ExposedRange* ref) override;
   Result mapWindow(int peer, const ExposedRange& ref, const char** base) override;
 
-  struct Op;  // one message in flight (cuda_ipc_transport.cc)
+  struct Op;     // one message in flight (cuda_ipc_transport.cc)
+  struct Piece;  // one piece of it
 
  private:
-  CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers, int copyWaitMs);
+  CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers, int copyWaitMs,
+                   size_t windowBytes);
   // A transport that only takes part in choosing device routes (ipc_ null).
   static std::unique_ptr<CudaIpcTransport> off();
   Result makeProbe();
-  Result exportSend(Op* op, const void* buf, size_t bytes);
-  Result advance(Op* op, bool* finished);
-  Result startRead(Op* op);
-  Result acknowledge(Op* op, Result outcome);
+  Result makeSlots(const ConnectArgs& a, const std::vector<char>& pairs);
+  Result makeWindow(const ConnectArgs& a);
+  Result tradeHandles(const ConnectArgs& a, const std::vector<char>& pairs,
+                      std::vector<char>* mapped);
+  void mapPeerWindow(int peer, const IpcHandle& h, uint64_t bytes);
+  Result tradePairs(const ConnectArgs& a, const std::vector<char>& trades);
+  bool pairBit(int a, int b, unsigned bit) const;
+  Result advanceSend(Op* op, bool maySlot, bool* finished);
+  Result advanceRecv(Op* op, bool* finished);
+  Result startPiece(Op* op);
+  Result readPiece(Op* op, Piece* p);
+  Result acknowledge(Op* op, Piece* p, Result outcome);
+  Result postDescriptorRecv(Op* op);
   void finish(Op* op, Result status);
-  void giveBackBlock(Op* op);
+  void releaseSlots(Op* op, bool settled);
+  void tradeClosed(int waitMs);
+  void freeOwnSlots();
 
   std::unique_ptr<DeviceIpc> ipc_;  // null: off on this rank
   int maxPath_;
@@ -124,21 +175,45 @@ class CudaIpcTransport final : public Transport, public PeerMemory {
   int copyWaitMs_;
   bool forced_ = false;              // ZCOLL_DEVICE_TRANSPORT=cuda_ipc
   bool connected_ = false;           // connect ran: canConnect answers from agreed_ and why_
+  bool closed_ = false;
   std::vector<char> agreed_;         // per rank: both ranks of the pair said yes
   std::vector<std::string> why_;     // per rank: why (not)
   int rank_ = -1;
+  const std::atomic<bool>* aborting_ = nullptr;  // the comm's (ConnectArgs::aborting)
+  // How long to wait for this transport's own copies when cancelling or closing: not at all
+  // once the comm is being aborted (they may wait for work that never ends).
+  int copyDrainMs(int normalMs) const {
+    return aborting_ != nullptr && aborting_->load() ? 0 : normalMs;
+  }
   std::vector<Transport*> hosts_;  // per rank: the control route
+  std::vector<int> pids_;          // per rank
   std::string address_;
   void* probeBlock_ = nullptr;
-  std::vector<Op*> active_;     // posted, not complete
-  std::vector<Op*> cancelled_;  // sends whose peer may still read: awaiting their acknowledgement
-  BlockPool blocks_;            // shared blocks that sends copy their buffers into
-  struct Window {
-    void* ptr = nullptr;
-    size_t bytes = 0;
+  // Per rank: the slots this rank made for it (its allocation and handle) and their use.
+  struct PeerSlots {
+    void* area = nullptr;        // kSlotsPerPeer * kSlotBytes of device memory, or null
     IpcHandle handle{};
+    bool peerMapped = false;     // the peer may have mapped it: freed only once it says closed
+    std::vector<int> free;       // slot indices free for a piece
+    int lost = 0;                // slots a cancelled piece may still be read from: never reused
   };
-  std::vector<Window> windows_;  // this rank's window, the current one last
+  std::vector<PeerSlots> slots_;
+  std::vector<char> mappedPeer_;  // per rank: this rank mapped that rank's slots for it
+  std::vector<Op*> active_;     // posted, not complete
+  std::vector<Op*> cancelled_;  // sends whose peer may still read: awaiting acknowledgements
+  // The window (PeerMemory): this rank's, and each peer's as mapped here.
+  size_t windowRequested_ = 0;
+  void* window_ = nullptr;
+  size_t windowBytes_ = 0;
+  IpcHandle windowHandle_{};
+  bool windowKept_ = false;            // a peer may still map it: never freed
+  std::vector<const char*> peerWindow_;  // per rank, null where not mapped
+  std::vector<size_t> peerWindowBytes_;
+  std::vector<char> windowMappedBy_;   // per rank: that rank mapped this rank's window
+  // Per rank of the node known here (this one and every rank it traded with), its row: for each
+  // rank, kPairBit when the two are connected, kWindowBit when each maps the other's window.
+  static constexpr unsigned kPairBit = 1, kWindowBit = 2;
+  std::vector<std::string> rows_;
 };
 
 }  // namespace zcoll

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/device_fence.h"
 #include "base/result.h"
 
 namespace zcoll {
@@ -50,24 +51,44 @@ class DeviceIpc {
   virtual Result exportRange(const void* ptr, size_t bytes, IpcHandle* out) = 0;
 
   // The address, in this process, of the range a peer exported. The allocation is mapped on
-  // first use and stays mapped until this object dies (cudaIpcOpenMemHandle costs
+  // first use and stays mapped until unmapAll() or this object's end (cudaIpcOpenMemHandle costs
   // milliseconds); a new allocation has a new handle (CUDA promises it), so a mapping is never
   // reused for other memory. At most a few thousand mappings are kept; older ones are closed
-  // (after drain()) when the cache is full.
+  // (after drain()) when the cache is full. Opening (and that closing) synchronizes the device
+  // implicitly: a map() that is not mapped() must run only while no stream is held
+  // (base/stream_holds.h).
   virtual Result map(const IpcHandle& h, const void** out) = 0;
+  // Whether map(h) would find h's allocation mapped already (or this process's own): no open.
+  virtual bool mapped(const IpcHandle& h) = 0;
+  // Closes the mapping of h's allocation if map() opened one (after the copies started so
+  // far); synchronizes the device implicitly, as opening does.
+  virtual void unmap(const IpcHandle& h) = 0;
+  // Closes every mapping map() opened (after the copies started so far), as an importer must
+  // before the exporter frees the memory (CUDA: freeing first is undefined behavior). Closing
+  // synchronizes the device implicitly, as opening does.
+  virtual void unmapAll() = 0;
 
-  // Starts dst[0, bytes) = src[0, bytes) on this object's own copy stream: each pointer is
-  // device memory of this process, memory mapped by map(), or host memory. Copies run in the
-  // order they were started. *ticket names the copy for copyDone().
-  virtual Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) = 0;
-  // Whether copy `ticket` (and so every copy started before it) is done. A failed copy is an
-  // error (zcollCudaError for CUDA, with the runtime's message).
+  // The copy streams: one for bytes leaving this rank (a send's copies) and one for bytes
+  // arriving (a receive's), so a rank's sends and receives do not queue behind each other
+  // (device to host and host to device run on different copy engines).
+  enum class Lane { kOut, kIn };
+  // Starts dst[0, bytes) = src[0, bytes) on `lane`, after `after` when given (the work of the
+  // call that posted the message, up to the post: base/device_fence.h): each pointer is device
+  // memory of this process, memory mapped by map(), or host memory. Copies of one lane run in
+  // the order they were started; bytes 0 with a fence names the moment the fence is passed.
+  // *ticket names the copy for copyDone().
+  virtual Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket,
+                           Lane lane = Lane::kOut, const DeviceFence* after = nullptr) = 0;
+  // Whether copy `ticket` (and so every copy started before it on its lane) is done. A failed
+  // copy is an error (zcollCudaError for CUDA, with the runtime's message).
   virtual Result copyDone(uint64_t ticket, bool* done) = 0;
   // Waits until every copy started so far is done, at most about `waitMs`: zcollTimeout after.
   virtual Result drain(int waitMs) = 0;
 
   // Device memory of this process that exportRange accepts (cudaMalloc for CUDA), for the
-  // init probe and the blocks cuda_ipc sends from. Freed by freeShared or when this object dies.
+  // init probe and cuda_ipc's slots. Freed by freeShared or when this object dies. These and
+  // allocHost/freeHost synchronize the device implicitly: they run only while no stream is held
+  // (base/stream_holds.h).
   virtual Result allocShared(size_t bytes, void** out) = 0;
   virtual void freeShared(void* p) = 0;
   // Host memory this device copies to and from fastest (pinned: cudaHostAlloc), for the staged

@@ -8,9 +8,10 @@
 //   host    shm (transport/shm_transport.h): an ordinary buffer is read with process_vm_readv
 //           (one kernel copy; no mapping exists), a buffer in zcollMemAllocHost memory is mapped
 //           once and read with loads (transport/peer_regions.h), windows are memfds;
-//   device  cuda_ipc (transport/cuda_ipc_transport.h): ranges and windows are exported as IPC
-//           handles and mapped into this device's address space, where the call's kernels read
-//           them (NVLink or PCIe peer access, or the same GPU); nothing can be read unmapped.
+//   device  cuda_ipc (transport/cuda_ipc_transport.h): memory exported as IPC handles and mapped
+//           into this device's address space at init, where the call's kernels read it (NVLink
+//           or PCIe peer access, or the same GPU); nothing can be read unmapped, and nothing is
+//           mapped inside a call (base/stream_holds.h): windows are fixed at init.
 // The communicator offers it per group and memory kind (coll/in_place.h: peerMemoryOf): only
 // when every peer of the group is routed through the same implementation for that kind.
 //
@@ -22,16 +23,18 @@
 // - A mapping of a caller's buffer may outlive the call (mapped once, kept: mapping costs a
 //   first-touch fault per page on the host and milliseconds on a GPU), so an implementation
 //   exposes caller buffers only where a later free cannot leave a peer reading other memory:
-//   host memory by (owner pid, allocation generation, count of frees), device memory only when
-//   the user declared its buffers long-lived (ZCOLL_CUDA_IPC_USER_BUFFERS=1: CUDA leaves a freed
-//   allocation that a peer still maps undefined, and zcoll cannot see the free).
-// - Windows are zcoll's own memory, kept for the communicator's life, grown and never shrunk;
-//   an owner writes its window only while no peer reads it (messages order the two).
+//   host memory by (owner pid, allocation generation, count of frees); device memory not yet
+//   (a mapping opened inside a call could deadlock the device, and CUDA leaves a freed
+//   allocation that a peer still maps undefined, which zcoll cannot see).
+// - Windows are zcoll's own memory, kept for the communicator's life (shm: grown on demand;
+//   cuda_ipc: fixed at init, windowLimit); an owner writes its window only while no peer reads
+//   it (messages order the two).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "base/result.h"
 
@@ -62,13 +65,21 @@ class PeerMemory {
   virtual ~PeerMemory() = default;
 
   // Whether expose() lets peers reach a caller's buffer (map or read it). False where only
-  // zcoll's windows can be shared (cuda_ipc without ZCOLL_CUDA_IPC_USER_BUFFERS): the algorithms
+  // zcoll's windows can be shared (cuda_ipc): the algorithms
   // then move caller buffers by messages.
   virtual bool exposesCallerBuffers() const = 0;
   // Whether a range that is not mappable can still be copied out with read() (host: CMA).
   virtual bool readsUnmapped() const = 0;
   // How many bytes of ExposedRange::handle its descriptions use (what travels).
   virtual size_t handleBytes() const = 0;
+  // Whether every two of these comm ranks (this one among them) reach each other through this
+  // implementation, as each of them sees it: an algorithm decides on reading in place from this,
+  // so the answer must be the same on every rank of the group (shm: a node's ranks that share
+  // memory form one clique; cuda_ipc: the pairs traded at connect).
+  virtual bool pairsConnected(const std::vector<int>& ranks) const = 0;
+  // The most bytes ownWindow may be asked for when these ranks (this one among them) read each
+  // other's windows: the same on every rank of the group. SIZE_MAX where windows grow on demand.
+  virtual size_t windowLimit(const std::vector<int>& ranks) const = 0;
 
   // Describes [ptr, ptr + bytes) of this process for its peers. Never fails for memory of its
   // kind: a range it cannot offer for mapping comes out with mappable = 0.

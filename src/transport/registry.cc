@@ -98,6 +98,11 @@ Result readTransportSettings(const std::string& commName, const DeviceIdentity& 
     return fail(zcollInvalidArgument, "ZCOLL_CUDA_IPC_USER_BUFFERS=%lld: use 0 or 1",
                 static_cast<long long>(user));
   out->cudaIpcUserBuffers = user == 1;
+  const int64_t window = paramInt("ZCOLL_DEVICE_WINDOW_BYTES");
+  if (window < 0 || window > (int64_t(1) << 40))
+    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_WINDOW_BYTES=%lld: use 0 (none) to 2^40",
+                static_cast<long long>(window));
+  out->deviceWindowBytes = static_cast<size_t>(window);
   const std::string level = paramString("ZCOLL_CUDA_IPC_LEVEL");
   bool levelKnown = false;
   for (GpuPath p : {GpuPath::kNVL, GpuPath::kPIX, GpuPath::kPXB, GpuPath::kPHB, GpuPath::kSYS})

@@ -29,11 +29,15 @@ struct TransportSettings {
   std::string deviceMode;  // ZCOLL_DEVICE_TRANSPORT: "", cuda_ipc or staged
   int cudaIpcMaxPath = 0;  // ZCOLL_CUDA_IPC_LEVEL, a topology.h GpuPath
   bool cudaIpcUserBuffers = false;  // ZCOLL_CUDA_IPC_USER_BUFFERS
+  size_t deviceWindowBytes = 0;     // ZCOLL_DEVICE_WINDOW_BYTES: cuda_ipc's window (peer_memory.h)
   DeviceIdentity device{};          // this rank's device (present 0 without one)
   // The longest wait for a device copy of zcoll's own (a send's block, a staged chunk, the
   // probe): the communicator's timeout. A copy queued behind a busy device may take seconds;
   // only a device that stopped should fail it.
   int copyWaitMs = 300 * 1000;
+  // Device calls are queued on streams (ZCOLL_DEVICE_CALLS=async, several hardware queues): a
+  // call's transfers then run while its caller's stream waits for it (api/launch.h).
+  bool deviceCallsQueued = true;
   // The device memory component's IPC and copy engine (exec/device_component.h), null when it
   // offers none.
   Result (*makeIpc)(std::unique_ptr<DeviceIpc>* out) = nullptr;

@@ -109,6 +109,7 @@ Result ShmTransport::connect(const ConnectArgs& args) {
   const std::vector<int>& pids = args.pids;
   const uint32_t localRanks = static_cast<uint32_t>(layout.localSize(myRank));
   myLocal_ = layout.localOf[myRank];
+  myRank_ = myRank;
   ZCOLL_CHECK(own_.map(localRanks));
   peers_ = std::vector<Peer>(pids.size());
   for (int r : peers) {
@@ -355,6 +356,14 @@ static_assert(sizeof(shm::WindowRef) <= sizeof(ExposedRange::handle), "a window 
 
 size_t ShmTransport::handleBytes() const {
   return std::max(sizeof(shm::RegionRef), sizeof(shm::WindowRef));
+}
+
+bool ShmTransport::pairsConnected(const std::vector<int>& ranks) const {
+  for (int r : ranks)
+    if (r != myRank_ && (r < 0 || static_cast<size_t>(r) >= peers_.size() ||
+                         !peers_[r].connected))
+      return false;
+  return true;
 }
 
 Result ShmTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {

@@ -68,6 +68,11 @@ class ShmTransport final : public Transport, public PeerMemory {
   bool exposesCallerBuffers() const override { return true; }
   bool readsUnmapped() const override { return true; }
   size_t handleBytes() const override;
+  // Every rank of a node that can share memory, as the same user, reaches every other such rank
+  // (canConnect decides from what every rank published): one clique, so this rank's own routes
+  // answer for the group. Windows grow on demand.
+  bool pairsConnected(const std::vector<int>& ranks) const override;
+  size_t windowLimit(const std::vector<int>&) const override { return SIZE_MAX; }
   Result expose(const void* ptr, size_t bytes, ExposedRange* out) override;
   Result map(int peer, const ExposedRange& r, bool writable, PeerView* view) override;
   Result read(int peer, const ExposedRange& r, size_t offset, void* dst, size_t bytes) override;
@@ -168,6 +173,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   shm::Segment own_;
   shm::OwnWindow window_;
   int myLocal_ = -1;
+  int myRank_ = -1;
   std::vector<PeerAddress> addresses_;
   std::vector<Peer> peers_;        // by comm rank
   std::vector<int> connected_;     // comm ranks with connected == true

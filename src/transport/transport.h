@@ -9,12 +9,15 @@
 // tag from the same peer match in posting order.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "base/device_fence.h"
 #include "base/result.h"
 #include "topology/node_layout.h"
 #include "transport/device_ipc.h"
@@ -97,10 +100,14 @@ struct ConnectArgs {
   const NodeLayout* layout = nullptr;
   std::vector<DeviceIdentity> devices;  // per rank
   std::vector<Transport*> hostRoutes;   // device: per rank, its host route (working by then)
-  // device: sends mine[r] to every rank r with with[r] set and receives theirs[r] from it, over
-  // the host routes (every such pair must call it on both sides).
-  std::function<Result(const std::vector<char>& with, const std::vector<uint64_t>& mine,
-                       std::vector<uint64_t>* theirs)>
+  // device: set once the communicator is being aborted: waits for the transport's own device
+  // copies (cancel, close) then give up at once, leaving the copies and what they use alone.
+  const std::atomic<bool>* aborting = nullptr;
+  // device: sends mine[r] (`bytes` long) to every rank r with with[r] set and receives theirs[r]
+  // (as long) from it, over the host routes (every such pair must call it on both sides, with
+  // the same `bytes`; successive calls match in order).
+  std::function<Result(const std::vector<char>& with, size_t bytes,
+                       const std::vector<std::string>& mine, std::vector<std::string>* theirs)>
       exchange;
 };
 
@@ -150,6 +157,20 @@ class Transport {
   // Post operations; `req` must stay alive until complete() or cancel().
   virtual Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) = 0;
   virtual Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) = 0;
+  // Device transports whose copies run on the device's copy engine: the copies of a message
+  // posted with postSendAfter/postRecvAfter wait for `after` (the call's device work up to the
+  // post, base/device_fence.h), so the caller need not wait for that work on the host.
+  virtual bool waitsForFences() const { return false; }
+  virtual Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag,
+                               Request* req, std::shared_ptr<DeviceFence> after) {
+    (void)after;
+    return postSend(peer, buf, bytes, tag, req);
+  }
+  virtual Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                               std::shared_ptr<DeviceFence> after) {
+    (void)after;
+    return postRecv(peer, buf, bytes, tag, req);
+  }
 
   // Advances outstanding operations. Returns an error only if the transport itself broke.
   virtual Result progress() = 0;
@@ -179,6 +200,24 @@ class Transport {
   // After cancels: makes sure no cancelled transfer still reads or writes a caller's buffer,
   // waiting at most about 2 x `waitMs` (a transport may close a peer's connection for it).
   virtual void settleCancelled(int waitMs) { (void)waitMs; }
+};
+
+// A device transport whose copies run on the device's copy engine and wait for the call's fence
+// (cuda_ipc, staged): every post goes through postSendAfter/postRecvAfter, without a fence
+// (after = null) when posted with plain postSend/postRecv.
+class FencedTransport : public Transport {
+ public:
+  Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) final {
+    return postSendAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) final {
+    return postRecvAfter(peer, buf, bytes, tag, req, nullptr);
+  }
+  bool waitsForFences() const final { return true; }
+  Result postSendAfter(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override = 0;
+  Result postRecvAfter(int peer, void* buf, size_t bytes, uint64_t tag, Request* req,
+                       std::shared_ptr<DeviceFence> after) override = 0;
 };
 
 }  // namespace zcoll

@@ -27,8 +27,11 @@
 #include <deque>
 #include <chrono>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -36,6 +39,7 @@
 
 #include "exec/device_component.h"
 #include "exec/executor.h"
+#include "exec/wait_words.h"
 #include "transport/device_ipc.h"
 
 namespace zcoll::test {
@@ -120,6 +124,11 @@ class DeferredExecutor : public Executor {
 class FakeStream;
 class FakeDeviceArena;
 
+// Memory zcoll shares between ranks (probe blocks, cuda_ipc's slots and windows), which init
+// allocates before a rank thread has an arena: one arena for the whole test. Every rank's
+// device maps it at init (cuda_ipc's connect), so every rank's streams reach it.
+inline FakeDeviceArena* gSharedArena = nullptr;
+
 // What the stand-in models of the hardware and driver, process-wide (as CUDA's are):
 //  - the legacy default stream (NULL): one per process, shared by every thread;
 //  - hardware queues: by default each stream runs on its own; with CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -135,9 +144,15 @@ class FakeDeviceArena;
 //    more blocks the submitting thread (as a full CUDA launch queue does), bounded by
 //    waitLimitMs (a violation past it).
 struct FakeHardware {
+  // Whether the stand-in device's stream memory waits are released (a wait's condition, while
+  // its operation has not run to its end).
+  using Released = std::function<bool()>;
   static inline std::atomic<bool> singleQueue{false};
   static inline std::atomic<int> waitLimitMs{20000};
   static inline std::atomic<int> queueDepth{1024};
+  // Every executor operation ("kernel") queued from now takes this long: work still running
+  // when a transport would touch its buffers.
+  static inline std::atomic<int> kernelDelayUs{0};
   static inline std::atomic<int> violations{0};
   static std::string lastViolation() {
     std::lock_guard<std::mutex> lock(mu());
@@ -150,6 +165,38 @@ struct FakeHardware {
     }
     ++violations;
   }
+  // Implicit synchronization (base/stream_holds.h): an allocation or free of device or pinned
+  // memory, or an IPC open or close, synchronizes the device in CUDA, so issued while a stream
+  // memory wait is not yet released it puts the work that would release it behind that wait: a
+  // deadlock on a GPU. The stand-in records it as a violation (the operation itself goes on).
+  static void implicitSync(const std::string& what) {
+    ++implicitSyncs;
+    std::lock_guard<std::mutex> lock(heldMu());
+    for (const auto& [id, released] : held())
+      if (!released()) {
+        violation(what + " while a stream memory wait was not yet released (on a GPU its implicit "
+                  "synchronization keeps the work that releases the wait behind it)");
+        return;
+      }
+  }
+  // Registers a stream memory wait queued and not yet run to its end; unregistered by the id.
+  static uint64_t holdWait(Released released) {
+    std::lock_guard<std::mutex> lock(heldMu());
+    const uint64_t id = ++nextHold();
+    held().emplace(id, std::move(released));
+    return id;
+  }
+  static void endWait(uint64_t id) {
+    std::lock_guard<std::mutex> lock(heldMu());
+    held().erase(id);
+  }
+  // Operations that synchronize the device implicitly, counted (implicitSync).
+  static inline std::atomic<int> implicitSyncs{0};
+  // A stream zcoll gives up (a side stream's executor ends) may still have work queued, as a
+  // CUDA stream given back to its pool may: it is kept, not waited for, until the FakeDevice
+  // ends (after the test released whatever that work waits for).
+  static void retire(std::unique_ptr<FakeStream> stream);
+  static void dropRetired();
   static std::mutex& hostFunctions() {  // held while a host function runs
     static std::mutex m;
     return m;
@@ -164,6 +211,19 @@ struct FakeHardware {
   static std::string& last() {
     static std::string s;
     return s;
+  }
+  static std::vector<std::unique_ptr<FakeStream>>& retired();
+  static std::mutex& heldMu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<uint64_t, Released>& held() {
+    static std::map<uint64_t, Released> h;
+    return h;
+  }
+  static uint64_t& nextHold() {
+    static uint64_t n = 0;
+    return n;
   }
 };
 
@@ -223,13 +283,59 @@ class FakeDeviceArena {
   ~FakeDeviceArena();
   // Makes this arena the calling thread's (tArena) for the scope's life.
   struct Scope;
+  // First fit among the ranges freed, else the next unused one; 64-byte aligned.
   void* alloc(size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
+    const size_t want = std::max<size_t>((bytes + 63) / 64 * 64, 64);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < want) continue;
+      const size_t at = it->first, left = it->second - want;
+      free_.erase(it);
+      if (left > 0) free_[at + want] = left;
+      sizes_[at] = want;
+      return base_ + at;
+    }
+    if (used_ + want > kReserve) return nullptr;
     const size_t at = used_;
-    used_ += (bytes + 63) / 64 * 64;
-    if (used_ > kReserve) return nullptr;
+    used_ += want;
+    sizes_[at] = want;
     return base_ + at;
   }
+  // Gives a range alloc() returned back (others are ignored), merged with free neighbours.
+  void free(void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sizes_.find(static_cast<size_t>(static_cast<char*>(p) - base_));
+    if (!contains(p) || it == sizes_.end()) return;
+    size_t at = it->first, bytes = it->second;
+    sizes_.erase(it);
+    auto next = free_.find(at + bytes);
+    if (next != free_.end()) {
+      bytes += next->second;
+      free_.erase(next);
+    }
+    auto prev = free_.lower_bound(at);
+    if (prev != free_.begin() && std::prev(prev)->first + std::prev(prev)->second == at) {
+      --prev;
+      at = prev->first;
+      bytes += prev->second;
+      free_.erase(prev);
+    }
+    free_[at] = bytes;
+  }
+  // The allocation that holds `p` (what CUDA's cuMemGetAddressRange gives): its start.
+  bool allocationOf(const void* p, void** start) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!contains(p)) return false;
+    const size_t off = static_cast<size_t>(static_cast<const char*>(p) - base_);
+    auto it = sizes_.upper_bound(off);
+    if (it == sizes_.begin()) return false;
+    --it;
+    if (off >= it->first + it->second) return false;
+    *start = base_ + it->first;
+    return true;
+  }
+  // The device this arena stands for (its ordinal), 0 unless a test says otherwise.
+  int device = 0;
   // Memory that DeviceIpc::exportRange refuses (CUDA: cudaMallocAsync, VMM allocations).
   void* allocUnexportable(size_t bytes) {
     void* p = alloc(bytes);
@@ -255,8 +361,9 @@ class FakeDeviceArena {
     return nullptr;
   }
   // Opened while any of its streams runs an operation (counted: streams run concurrently),
-  // with the arenas its device reaches: those it mapped (FakeIpc::map, CUDA's peer access to
-  // memory opened by cudaIpcOpenMemHandle) and the shared arena it allocated from.
+  // with the arenas its device reaches: the shared arena (zcoll's slots and windows, mapped by
+  // every rank at init) and those it mapped (FakeIpc::map, CUDA's peer access to memory opened
+  // by cudaIpcOpenMemHandle).
   void open() {
     openSelf();
     std::lock_guard<std::mutex> live(registryMu());  // no reached arena goes meanwhile
@@ -307,12 +414,18 @@ class FakeDeviceArena {
   // A copy taken under the lock: another arena's open() must not wait for this one's.
   std::vector<FakeDeviceArena*> reached() {
     std::lock_guard<std::mutex> lock(mu_);
-    return reached_;
+    std::vector<FakeDeviceArena*> all = reached_;
+    if (gSharedArena != nullptr && gSharedArena != this &&
+        std::find(all.begin(), all.end(), gSharedArena) == all.end())
+      all.push_back(gSharedArena);
+    return all;
   }
 
   std::mutex mu_;
   char* base_ = nullptr;
   size_t used_ = 0;
+  std::map<size_t, size_t> sizes_;  // offset -> bytes, of what alloc() handed out
+  std::map<size_t, size_t> free_;   // offset -> bytes, given back
   int opened_ = 0;
   std::vector<FakeDeviceArena*> reached_;
   std::vector<std::pair<char*, size_t>> unexportable_;
@@ -375,6 +488,23 @@ class FakeStream {
     changed_.wait(lock, [&] { return ran_ >= target; });
     return error_;
   }
+  // synchronize(), giving up (false) once `giveUp()` says so; polled every millisecond.
+  template <typename GiveUp>
+  bool synchronizeUntil(GiveUp giveUp, Result* error) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t target = submitted_;
+    while (ran_ < target) {
+      if (giveUp()) return false;
+      changed_.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    *error = error_;
+    return true;
+  }
+  // Operations queued so far (the n of ranUpTo for the newest).
+  uint64_t submittedCount() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return submitted_;
+  }
   // Everything queued has run.
   bool idle() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -418,6 +548,24 @@ inline void FakeQueue::loop() {
     if (op.arena) op.arena->close();
     op.stream->ran(r);
     lock.lock();
+  }
+}
+
+inline std::vector<std::unique_ptr<FakeStream>>& FakeHardware::retired() {
+  static auto* r = new std::vector<std::unique_ptr<FakeStream>>;  // drained by dropRetired
+  return *r;
+}
+
+inline void FakeHardware::retire(std::unique_ptr<FakeStream> stream) {
+  std::lock_guard<std::mutex> lock(mu());
+  retired().push_back(std::move(stream));
+}
+
+inline void FakeHardware::dropRetired() {
+  std::vector<std::unique_ptr<FakeStream>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu());
+    all.swap(retired());
   }
 }
 
@@ -475,11 +623,26 @@ struct FakeDeviceArena::Scope {
   ~Scope() { tArena = nullptr; }
 };
 
-inline Result fakeDeviceAlloc(size_t bytes, void** out) {
+// The stand-in's device scratch: a stream-ordered allocation (CUDA: cudaMallocFromPoolAsync on
+// zcoll's own stream, cuda/executor_cuda.cc), so no implicit synchronization (base/stream_holds.h).
+inline Result fakeStreamOrderedAlloc(size_t bytes, void** out) {
   *out = tArena->alloc(bytes);
   return *out ? zcollSuccess : fail(zcollSystemError, "fake device arena full");
 }
-inline void fakeDeviceRelease(void*) {}  // the arena goes as a whole
+inline void fakeStreamOrderedRelease(void* p) {
+  if (FakeDeviceArena* a = FakeDeviceArena::holding(p)) a->free(p);
+}
+
+// A recorded event as a device fence (base/device_fence.h): FakeIpc's copies wait for it.
+struct FakeFence final : DeviceFence {
+  std::shared_ptr<FakeEvent> event = std::make_shared<FakeEvent>();
+};
+
+// A recorded event as a stream mark (exec/wait_words.h).
+struct FakeMark final : StreamMark {
+  std::shared_ptr<FakeEvent> event = std::make_shared<FakeEvent>();
+  bool passed() override { return event->fired.load(); }
+};
 
 // The fake device's executor: its operations run on a stream (the call's, or a side stream it
 // owns); scratch from the arena.
@@ -490,13 +653,47 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   FakeDeviceExecutor(FakeStream* stream, FakeDeviceArena* arena,
                      std::unique_ptr<FakeStream> owned = nullptr)
       : owned_(std::move(owned)), stream_(stream), arena_(arena) {}
+  ~FakeDeviceExecutor() override {
+    if (owned_) FakeHardware::retire(std::move(owned_));  // not waited for (see retire)
+  }
   const char* name() const override { return "fake-device"; }
   MemKind memKind() const override { return MemKind::kDevice; }
   const MemoryOps& memory() const override {
-    static const MemoryOps ops{"fake-device", fakeDeviceAlloc, fakeDeviceRelease, true};
+    static const MemoryOps ops{"fake-device", fakeStreamOrderedAlloc, fakeStreamOrderedRelease,
+                               true};
     return ops;
   }
-  Result flush() override { return stream_->synchronize(); }
+  // Bounded as CUDA's (Executor::limitWaits): gives up on an abort or past the timeout.
+  Result flush() override {
+    ++flushes;
+    if (limits_.stop == nullptr && limits_.timeoutMs <= 0) return stream_->synchronize();
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.timeoutMs);
+    Result r = zcollSuccess;
+    const bool done = stream_->synchronizeUntil([&] {
+      return (limits_.stop != nullptr && limits_.stop->load()) ||
+             (limits_.timeoutMs > 0 && std::chrono::steady_clock::now() > deadline);
+    }, &r);
+    if (done) return r;
+    if (limits_.abandoned != nullptr) limits_.abandoned->store(true);
+    return fail(limits_.stop != nullptr && limits_.stop->load() ? zcollRemoteError : zcollTimeout,
+                "fake device: the stream's work did not finish; abandoned");
+  }
+  void limitWaits(const WaitLimits& limits) override { limits_ = limits; }
+  Result fence(std::shared_ptr<DeviceFence>* out) override {
+    auto f = std::make_shared<FakeFence>();
+    auto event = f->event;
+    stream_->submit([event] { event->fired = true; return zcollSuccess; }, false);
+    ++fences;
+    *out = std::move(f);
+    return zcollSuccess;
+  }
+  // Fences made and flushes done so far, by every fake executor.
+  static inline std::atomic<int> fences{0}, flushes{0};
+  int device() const override {
+    return device_ >= 0 ? device_ : arena_ != nullptr ? arena_->device : 0;
+  }
+  void onDevice(int device) { device_ = device; }
   // Side executors made so far, by every fake executor (a call queued makes at least one).
   static inline std::atomic<int> sidesMade{0};
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
@@ -509,18 +706,33 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     *out = std::make_unique<FakeDeviceExecutor>(s, arena_, std::move(side));
     return zcollSuccess;
   }
-  // Wait words: plain host memory (the stand-in's device reads it as CUDA's reads mapped
-  // host memory), never freed.
-  Result allocWaitWords(size_t n, uint32_t** out) override {
-    *out = static_cast<uint32_t*>(std::calloc(n, sizeof(uint32_t)));
-    return *out ? zcollSuccess : fail(zcollSystemError, "fake wait words: out of memory");
-  }
-  // cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ: a stream memory operation.
+  // cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ: a stream memory operation, held (for
+  // FakeHardware::implicitSync) from now until it has run to its end. A wait that reads a word
+  // after zcoll freed it is a violation (exec/wait_words.h promises it never happens).
   Result waitValue(const uint32_t* word, uint32_t value) override {
     ++waitsQueued;
-    stream_->submitWait([word, value] {
+    auto released = [word, value] {
+      if (wordFreed(word)) return true;
       return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0;
+    };
+    const uint64_t hold = FakeHardware::holdWait(released);
+    stream_->submitWait([word, released, hold] {
+      if (wordFreed(word)) {
+        FakeHardware::violation("a stream memory wait read its word after zcoll freed it");
+        FakeHardware::endWait(hold);
+        return true;
+      }
+      const bool ok = released();
+      if (ok) FakeHardware::endWait(hold);
+      return ok;
     }, "a stream memory wait (cuStreamWaitValue32)");
+    return zcollSuccess;
+  }
+  Result markStream(std::shared_ptr<StreamMark>* out) override {
+    auto mark = std::make_shared<FakeMark>();
+    auto event = mark->event;
+    stream_->submit([event] { event->fired = true; return zcollSuccess; }, false);
+    *out = std::move(mark);
     return zcollSuccess;
   }
   bool sharedStreamKey(uintptr_t* key) const override {
@@ -535,50 +747,129 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     return zcollSuccess;
   }
 
+  // Wait words (DeviceComponent::allocWaitWords): plain host memory (the stand-in's device reads
+  // it as CUDA's reads mapped host memory). Allocating and freeing them synchronize implicitly.
+  // Freed words are marked, not returned to the heap, so a wait reading one is caught.
+  static Result allocWords(size_t n, uint32_t** out) {
+    FakeHardware::implicitSync("cudaHostAlloc (wait words)");
+    *out = static_cast<uint32_t*>(std::calloc(n, sizeof(uint32_t)));
+    if (*out == nullptr) return fail(zcollSystemError, "fake wait words: out of memory");
+    ++wordsAllocated;
+    return zcollSuccess;
+  }
+  static void freeWords(uint32_t* words) {
+    FakeHardware::implicitSync("cudaFreeHost (wait words)");
+    std::lock_guard<std::mutex> lock(wordsMu());
+    freedWords().push_back(words);
+    ++wordsFreed;
+  }
+  static inline std::atomic<int> wordsAllocated{0}, wordsFreed{0};
+
  protected:
   Result defer(std::function<Result(Executor&)> op) override {
-    stream_->submit([op = std::move(op)] { return op(hostExecutor()); }, true, arena_);
+    const int delayUs = FakeHardware::kernelDelayUs;
+    stream_->submit([op = std::move(op), delayUs] {
+      if (delayUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(delayUs));
+      return op(hostExecutor());
+    }, true, arena_);
     return zcollSuccess;
   }
 
  private:
+  static std::mutex& wordsMu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<const uint32_t*>& freedWords() {
+    static std::vector<const uint32_t*> f;
+    return f;
+  }
+  // Whether `word` lies in a block of 64 words freed already.
+  static bool wordFreed(const uint32_t* word) {
+    std::lock_guard<std::mutex> lock(wordsMu());
+    for (const uint32_t* w : freedWords())
+      if (word >= w && word < w + WaitWords::kWords) return true;
+    return false;
+  }
   std::unique_ptr<FakeStream> owned_;  // a side stream; destroyed (drained) last
   FakeStream* stream_;
   FakeDeviceArena* arena_;
+  int device_ = -1;  // the buffers' device; -1: the arena's
+  WaitLimits limits_;
 };
 
 // Installs the fake device as the device component for its lifetime. Arena pointers of the
 // calling thread (FakeDeviceArena::Scope) are then device buffers to every entry point, and a
 // stream is a FakeStream* (NULL: the process's legacy default stream, shared by every thread).
-inline Result fakeDeviceExecutorOn(zcollStream_t stream, std::unique_ptr<Executor>* out) {
+inline Result fakeDeviceExecutorOn(zcollStream_t stream, int device,
+                                   std::unique_ptr<Executor>* out) {
   FakeStream* s = stream ? reinterpret_cast<FakeStream*>(stream) : FakeHardware::legacyStream();
-  *out = std::make_unique<FakeDeviceExecutor>(s, tArena);
+  auto e = std::make_unique<FakeDeviceExecutor>(s, tArena);
+  e->onDevice(device);
+  *out = std::move(e);
   return zcollSuccess;
 }
 
-inline bool fakeDeviceOwns(const void* p) { return tArena != nullptr && tArena->contains(p); }
 
-// Memory zcoll shares between ranks (probe blocks, blocks for sends from unexportable memory),
-// which init allocates before a rank thread has an arena: one arena for the whole test.
-inline FakeDeviceArena* gSharedArena = nullptr;
+// Whether the process "uses" the stand-in device yet (DeviceComponent::inUse; CUDA: a context
+// exists), and how often a pointer was asked about (owns): a job that has not used the device
+// must never be asked.
+struct FakeUse {
+  static inline std::atomic<bool> inUse{true};
+  static inline std::atomic<int> ownsAsked{0};
+};
 
+inline bool fakeDeviceInUse() { return FakeUse::inUse.load(); }
+
+inline bool fakeDeviceOwns(const void* p, int* device) {
+  ++FakeUse::ownsAsked;
+  FakeDeviceArena* a = FakeDeviceArena::holding(p);
+  if (a == nullptr || a == gSharedArena) return false;
+  *device = a->device;
+  return true;
+}
+
+// CUDA IPC between ranks. Ranks are threads here, but each FakeIpc stands for a process: a
+// handle exported by another FakeIpc is "opened" the first time it is mapped and "closed" by
+// unmapAll, and both synchronize implicitly (FakeHardware::implicitSync), as
+// cudaIpcOpenMemHandle/CloseMemHandle are taken to; so do allocShared/freeShared (cudaMalloc,
+// cudaFree) and allocHost/freeHost (cudaHostAlloc, cudaFreeHost). Freeing memory that another
+// FakeIpc still has open is a violation (CUDA: undefined behavior; importers close first).
 class FakeIpc final : public DeviceIpc {
  public:
-  FakeIpc() : copies_(nullptr) {}
-  ~FakeIpc() override { (void)copies_.synchronize(); }
+  FakeIpc() : out_(nullptr), in_(nullptr), id_(++nextId()) {}
+  ~FakeIpc() override {
+    (void)out_.synchronize();
+    (void)in_.synchronize();
+    std::lock_guard<std::mutex> lock(openMu());
+    for (const auto& o : opened_) openCount()[o] -= 1;
+  }
   const char* name() const override { return "fake-device"; }
   Result exportRange(const void* ptr, size_t, IpcHandle* out) override {
     FakeDeviceArena* a = FakeDeviceArena::holding(ptr);
-    if (a == nullptr || !a->exportable(ptr))
+    void* start = nullptr;
+    if (a == nullptr || !a->exportable(ptr) || !a->allocationOf(ptr, &start))
       return fail(zcollUnsupported, "fake device: %p cannot be exported", ptr);
     *out = IpcHandle{};
-    out->base = reinterpret_cast<uintptr_t>(ptr);
+    out->base = reinterpret_cast<uintptr_t>(start);
+    out->offset = static_cast<const char*>(ptr) - static_cast<char*>(start);
     out->pid = getpid();
+    out->reserved = id_;  // the exporting "process"
     return zcollSuccess;
+  }
+  bool mapped(const IpcHandle& h) override {
+    return h.reserved == id_ || opened_.count(h.base) != 0;
   }
   Result map(const IpcHandle& h, const void** out) override {
     if (h.pid != getpid())
       return fail(zcollInternalError, "fake device: a handle of pid %d", h.pid);
+    if (!mapped(h)) {
+      FakeHardware::implicitSync("cudaIpcOpenMemHandle");
+      opened_.insert(h.base);
+      std::lock_guard<std::mutex> lock(openMu());
+      openCount()[h.base] += 1;
+      ++opens;
+    }
     *out = reinterpret_cast<const void*>(h.base + h.offset);
     // The mapping is this rank's device's from now on (the calling thread's arena: the rank's,
     // or the one its progress thread bound).
@@ -587,10 +878,41 @@ class FakeIpc final : public DeviceIpc {
     ++mapsMade;
     return zcollSuccess;
   }
-  Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket) override {
+  void unmap(const IpcHandle& h) override {
+    if (opened_.erase(h.base) == 0) return;
+    (void)drain(FakeHardware::waitLimitMs);
+    FakeHardware::implicitSync("cudaIpcCloseMemHandle");
+    std::lock_guard<std::mutex> lock(openMu());
+    openCount()[h.base] -= 1;
+  }
+  void unmapAll() override {
+    (void)drain(FakeHardware::waitLimitMs);
+    for (uint64_t base : opened_) {
+      FakeHardware::implicitSync("cudaIpcCloseMemHandle");
+      std::lock_guard<std::mutex> lock(openMu());
+      openCount()[base] -= 1;
+    }
+    opened_.clear();
+  }
+  Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket, Lane lane,
+                   const DeviceFence* after) override {
     const int delayMs = copyDelayMs;
-    copies_.submit([=] {
+    std::shared_ptr<FakeEvent> fence;
+    if (after != nullptr) {
+      const auto* f = dynamic_cast<const FakeFence*>(after);
+      if (f == nullptr) return fail(zcollInternalError, "fake device: a fence of another kind");
+      fence = f->event;
+    }
+    FakeStream& stream = lane == Lane::kOut ? out_ : in_;
+    // After the call's work before the post (cudaStreamWaitEvent), then the copy.
+    if (fence) stream.submitWait([fence] { return fence->fired.load(); }, "a copy's fence wait");
+    ++copiesPending;
+    stream.submit([=] {
+      struct Done {
+        ~Done() { --copiesPending; }
+      } done;
       if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+      if (bytes == 0) return zcollSuccess;
       FakeDeviceArena* to = FakeDeviceArena::holding(dst);
       FakeDeviceArena* from = FakeDeviceArena::holding(src);
       if (to) to->open();
@@ -605,40 +927,97 @@ class FakeIpc final : public DeviceIpc {
       return zcollSuccess;
     }, false);
     *ticket = ++started_;
-    ++copiesStarted;
+    tickets_[*ticket] = {&stream, stream.submittedCount()};
+    if (bytes != 0) ++copiesStarted;
     return zcollSuccess;
   }
   Result copyDone(uint64_t ticket, bool* done) override {
+    auto it = tickets_.find(ticket);
+    if (it == tickets_.end())
+      return fail(zcollInvalidArgument, "fake device: ticket %llu was never issued",
+                  static_cast<unsigned long long>(ticket));
     Result error = zcollSuccess;
-    *done = copies_.ranUpTo(ticket, &error);
+    *done = it->second.first->ranUpTo(it->second.second, &error);
     return error;
   }
-  Result drain(int) override { return copies_.synchronize(); }
+  // Bounded as CUDA's: zcollTimeout once `waitMs` passed with copies still queued.
+  Result drain(int waitMs) override {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+    auto late = [&] { return std::chrono::steady_clock::now() > deadline; };
+    Result a = zcollSuccess, b = zcollSuccess;
+    if (!out_.synchronizeUntil(late, &a) || !in_.synchronizeUntil(late, &b))
+      return fail(zcollTimeout, "fake device: copies still queued after %d ms", waitMs);
+    return a != zcollSuccess ? a : b;
+  }
   Result allocShared(size_t bytes, void** out) override {
+    FakeHardware::implicitSync("cudaMalloc (cuda_ipc)");
     *out = gSharedArena->alloc(bytes);
     if (tArena != nullptr) tArena->noteReached(gSharedArena);  // its kernels write it
     return *out ? zcollSuccess : fail(zcollSystemError, "fake shared arena full");
   }
-  void freeShared(void*) override {}
-  Result allocHost(size_t bytes, void** out) override { return hostMemory().alloc(bytes, out); }
-  void freeHost(void* p) override { hostMemory().release(p); }
+  void freeShared(void* p) override {
+    FakeHardware::implicitSync("cudaFree (cuda_ipc)");
+    {
+      std::lock_guard<std::mutex> lock(openMu());
+      auto it = openCount().find(reinterpret_cast<uintptr_t>(p));
+      if (it != openCount().end() && it->second > 0)
+        FakeHardware::violation("cudaFree of memory another rank still has mapped (importers "
+                                "must close first)");
+    }
+    gSharedArena->free(p);
+  }
+  Result allocHost(size_t bytes, void** out) override {
+    FakeHardware::implicitSync("cudaHostAlloc (staging)");
+    return hostMemory().alloc(bytes, out);
+  }
+  void freeHost(void* p) override {
+    FakeHardware::implicitSync("cudaFreeHost (staging)");
+    hostMemory().release(p);
+  }
   // Copies started by every FakeIpc (the tests check that cuda_ipc carried their bytes).
   static inline std::atomic<int> copiesStarted{0};
   // Handles mapped by every FakeIpc (reads in place map the peers' memory).
   static inline std::atomic<int> mapsMade{0};
+  // A new device: nothing of it is mapped (a FakeIpc an earlier test leaked, as a transport
+  // does when its copies never end, keeps its counts no longer).
+  static void forgetMappings() {
+    std::lock_guard<std::mutex> lock(openMu());
+    openCount().clear();
+  }
+  // Copies started and not yet run, by every FakeIpc (some may wait for a fence).
+  static inline std::atomic<int> copiesPending{0};
+  // Handles opened by every FakeIpc.
+  static inline std::atomic<int> opens{0};
   // The next this many copies out of shared memory (the init probe) deliver zeros.
   static inline std::atomic<int> corruptSharedReads{0};
   // Every copy started from now takes this long (a device busy with other work).
   static inline std::atomic<int> copyDelayMs{0};
 
  private:
-  FakeStream copies_;
+  static std::atomic<int>& nextId() {  // ranks (threads) make theirs at once
+    static std::atomic<int> n{0};
+    return n;
+  }
+  static std::mutex& openMu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<uintptr_t, int>& openCount() {  // allocation -> FakeIpcs that have it open
+    static std::map<uintptr_t, int> c;
+    return c;
+  }
+  FakeStream out_, in_;  // the copy lanes (DeviceIpc::Lane)
+  const int id_;
   uint64_t started_ = 0;
+  std::map<uint64_t, std::pair<FakeStream*, uint64_t>> tickets_;  // ticket -> lane, its count
+  std::set<uint64_t> opened_;  // allocations of other FakeIpcs this one opened
 };
 
-// Every rank works on one device (the test machines' GPUs are shared the same way).
+// Every rank works on one device (the test machines' GPUs are shared the same way), described
+// only once the process uses it (CUDA: its primary context is active).
 inline Result fakeDescribeDevice(DeviceIdentity* out) {
   *out = DeviceIdentity{};
+  if (!FakeUse::inUse) return zcollSuccess;
   out->present = 1;
   out->ipc = 1;
   std::strncpy(out->kind, "fake-device", sizeof(out->kind) - 1);
@@ -658,20 +1037,26 @@ class FakeDevice {
     const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     FakeHardware::singleQueue = connections != nullptr && std::strcmp(connections, "1") == 0;
     FakeHardware::violations = 0;
+    FakeUse::inUse = true;
+    FakeIpc::forgetMappings();
     gSharedArena = &shared_;
     setDeviceComponent(&kComponent);
   }
   ~FakeDevice() {
+    FakeHardware::dropRetired();
     EXPECT_EQ(FakeHardware::violations.load(), 0)
         << "the stand-in device saw what would deadlock a GPU: " << FakeHardware::lastViolation();
     FakeHardware::singleQueue = false;
+    FakeUse::inUse = true;
     setDeviceComponent(nullptr);
     gSharedArena = nullptr;
   }
 
  private:
-  static constexpr DeviceComponent kComponent{"fake-device", fakeDeviceOwns, fakeDeviceExecutorOn,
-                                              fakeDescribeDevice, fakeMakeIpc};
+  static constexpr DeviceComponent kComponent{
+      "fake-device",      fakeDeviceInUse,        fakeDeviceOwns,
+      fakeDeviceExecutorOn, fakeDescribeDevice,   fakeMakeIpc,
+      FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords};
   FakeDeviceArena shared_;
 };
 
