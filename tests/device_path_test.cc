@@ -60,6 +60,11 @@ thread_local zcollStream_t tRankStream = nullptr;
 thread_local bool tDeviceCall = false;
 zcollStream_t callStream() { return tDeviceCall ? tRankStream : nullptr; }
 
+// While set on a rank thread, expectDeviceGivesHostBytes registers its device buffers as windows
+// of this comm (zcollCommWindowRegister, one per buffer, every rank alike) for the device call,
+// and deregisters them after it.
+thread_local zcollComm_t tWindowComm = nullptr;
+
 // Runs `call` on host copies of `bufs`, then on device copies in `arena` (a FakeDeviceArena, or
 // CudaMemory on a GPU); every buffer must end the same.
 template <typename Memory>
@@ -73,10 +78,16 @@ void expectDeviceGivesHostBytes(Memory& arena, const std::vector<Bytes>& bufs, c
     arena.upload(dp.back(), b);
   }
   ASSERT_EQ(call(hp), zcollSuccess) << what << " (host): " << zcollGetLastError(nullptr);
+  std::vector<zcollWindow_t> windows(tWindowComm != nullptr ? dp.size() : 0);
+  for (size_t i = 0; i < windows.size(); ++i)
+    ZCOLL_EXPECT_OK(tWindowComm, zcollCommWindowRegister(tWindowComm, dp[i], bufs[i].size(),
+                                                         &windows[i], ZCOLL_WIN_DEFAULT));
   tRankStream = arena.handle();
   tDeviceCall = true;
   const zcollResult_t onDevice = call(dp);
   tDeviceCall = false;
+  for (zcollWindow_t w : windows)
+    ZCOLL_EXPECT_OK(tWindowComm, zcollCommWindowDeregister(tWindowComm, w));
   ASSERT_EQ(onDevice, zcollSuccess) << what << " (device): " << zcollGetLastError(nullptr);
   for (size_t i = 0; i < bufs.size(); ++i)
     EXPECT_EQ(arena.download(dp[i], bufs[i].size()), host[i])
@@ -309,9 +320,10 @@ std::vector<InPlaceCase> inPlaceCases() {
 // On device buffers the algorithms that read their peers in place run over cuda_ipc's peer
 // memory: qgZ's two_hop_shm_read reads the node peers' windows (mapped at init) with the call's
 // own kernels, so its intra-node hop starts no cuda_ipc copy beyond init's; the others read
-// caller buffers, which cuda_ipc does not expose (no mapping is opened inside a call), so they
-// run their message-based twins. Every one gives the host call's bytes.
-TEST(DeviceReadsInPlace, QgzReadsWindowsInPlaceAndCallerBufferAlgorithmsUseMessages) {
+// caller buffers, which cuda_ipc exposes only once registered (zcollCommWindowRegister: mapped
+// then, never inside a call), so unregistered they run their message-based twins. Every one
+// gives the host call's bytes.
+TEST(DeviceReadsInPlace, QgzReadsWindowsInPlaceAndUnregisteredCallerBuffersUseMessages) {
   for (const RankSetup& s : {RankSetup{2, 1}, RankSetup{3, 1}}) {
     const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
     for (const InPlaceCase& c : inPlaceCases()) {
@@ -323,6 +335,128 @@ TEST(DeviceReadsInPlace, QgzReadsWindowsInPlaceAndCallerBufferAlgorithmsUseMessa
       else EXPECT_GT(copies, initOnly);
     }
   }
+}
+
+// Registered, every rank's buffers are read and written in place by the peers' kernels: the
+// host call's bytes, not one cuda_ipc copy beyond init's, and (the stand-in records it) no
+// mapping opened while a call held a stream.
+TEST(DeviceReadsInPlace, RegisteredBuffersAreReadInPlaceByEveryInPlaceAlgorithm) {
+  for (const RankSetup& s : {RankSetup{2, 1}, RankSetup{3, 1}}) {
+    const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
+    for (const InPlaceCase& c : inPlaceCases()) {
+      SCOPED_TRACE(std::string(c.param) + "=" + c.algorithm + ", " + std::to_string(s.nranks) +
+                   " ranks");
+      test::ScopedEnv forced(c.param, c.algorithm);
+      EXPECT_EQ(deviceCopiesOf(s, [&](FakeDeviceArena& a, int r, zcollComm_t comm) {
+        tWindowComm = comm;
+        c.run(a, r, comm);
+        tWindowComm = nullptr;
+      }), initOnly);
+    }
+  }
+}
+
+// One rank's buffer outside every window: every rank sees it in the publication and moves the
+// call by messages (the same bytes); deregistered windows are not read in place any more.
+TEST(DeviceReadsInPlace, ABufferOutsideTheWindowsSendsEveryRankToMessages) {
+  test::ScopedEnv forced("ZCOLL_ALGO_ALLGATHER", "shm_read");
+  const RankSetup s{3, 1};
+  const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
+  const size_t n = 4000, bytes = n * 4;
+  auto gather = [&](FakeDeviceArena& arena, zcollComm_t comm, void* send, void* recv) {
+    arena.upload(send, inputOf(comm->rank, n, zcollFloat32));
+    ZCOLL_EXPECT_OK(comm, zcollAllGather(send, recv, n, zcollFloat32, comm, arena.handle()));
+    const Bytes out = arena.download(recv, bytes * 3);
+    for (int r = 0; r < 3; ++r) {
+      const Bytes expected = inputOf(r, n, zcollFloat32);
+      EXPECT_TRUE(std::equal(expected.begin(), expected.end(), out.begin() + r * bytes))
+          << "rank " << comm->rank << ": block " << r;
+    }
+  };
+  const int oneOutside = deviceCopiesOf(s, [&](FakeDeviceArena& arena, int rank,
+                                               zcollComm_t comm) {
+    void* send = arena.alloc(bytes);
+    void* recv = arena.alloc(bytes * 3);
+    zcollWindow_t ws = nullptr, wr = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowRegister(comm, recv, bytes * 3, &wr, 0));
+    if (rank != 1) ZCOLL_EXPECT_OK(comm, zcollCommWindowRegister(comm, send, bytes, &ws, 0));
+    // rank 1 registers another buffer in that turn (registration is collective)
+    else ZCOLL_EXPECT_OK(comm, zcollCommWindowRegister(comm, arena.alloc(64), 64, &ws, 0));
+    gather(arena, comm, send, recv);
+  });
+  EXPECT_GT(oneOutside, initOnly);
+  const int deregistered = deviceCopiesOf(s, [&](FakeDeviceArena& arena, int, zcollComm_t comm) {
+    void* send = arena.alloc(bytes);
+    void* recv = arena.alloc(bytes * 3);
+    zcollWindow_t ws = nullptr, wr = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowRegister(comm, send, bytes, &ws, 0));
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowRegister(comm, recv, bytes * 3, &wr, 0));
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowDeregister(comm, ws));
+    gather(arena, comm, send, recv);
+  });
+  EXPECT_GT(deregistered, initOnly);
+}
+
+// Registration refuses bad arguments with a message, and a rank whose buffer cannot be shared
+// (stream-ordered memory) makes every rank fail naming it, with no registration left anywhere.
+TEST(DeviceWindows, BadArgumentsAndAnUnshareableBufferAreRefusedOnEveryRank) {
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    void* dev = arena.alloc(4096);
+    zcollWindow_t w = reinterpret_cast<zcollWindow_t>(&dev);  // must come back NULL on failure
+    EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "comm is NULL",
+                      zcollCommWindowRegister(nullptr, dev, 64, &w, 0));
+    EXPECT_EQ(w, nullptr);
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "win is NULL",
+                      zcollCommWindowRegister(comm, dev, 64, nullptr, 0));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "buff is NULL",
+                      zcollCommWindowRegister(comm, nullptr, 64, &w, 0));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "size is 0",
+                      zcollCommWindowRegister(comm, dev, 0, &w, 0));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "winFlags 7",
+                      zcollCommWindowRegister(comm, dev, 64, &w, 7));
+    std::vector<char> host(64);
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "host buffers need no window",
+                      zcollCommWindowRegister(comm, host.data(), 64, &w, 0));
+    zcollGroupStart();
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "group",
+                      zcollCommWindowRegister(comm, dev, 64, &w, 0));
+    zcollGroupEnd();
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "win is NULL",
+                      zcollCommWindowDeregister(comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "not a window of this communicator",
+                      zcollCommWindowDeregister(comm, reinterpret_cast<zcollWindow_t>(&dev)));
+    // Rank 1's buffer cannot be exported: both fail, rank 0 naming rank 1.
+    void* odd = rank == 1 ? arena.allocUnexportable(4096) : arena.alloc(4096);
+    const zcollResult_t r = zcollCommWindowRegister(comm, odd, 4096, &w, 0);
+    EXPECT_NE(r, zcollSuccess);
+    EXPECT_EQ(w, nullptr);
+    if (rank == 0) {
+      EXPECT_NE(std::string(zcollGetLastError(comm)).find("rank 1"), std::string::npos)
+          << zcollGetLastError(comm);
+    }
+    EXPECT_TRUE(comm->windows.empty());
+    // The comm is still usable: a good registration, used and deregistered twice.
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowRegister(comm, dev, 4096, &w, 0));
+    ASSERT_NE(w, nullptr);
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowDeregister(comm, w));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "deregistered already",
+                      zcollCommWindowDeregister(comm, w));
+  });
+}
+
+TEST(DeviceWindows, WithoutDeviceSupportRegistrationIsUnsupported) {
+  runRanks(RankSetup{2, 1}, [&](int, zcollComm_t comm) {
+    int supported = 1;
+    ASSERT_EQ(zcollGetDeviceSupport(&supported), zcollSuccess);
+    if (supported) GTEST_SKIP() << "this process has device support";
+    std::vector<char> buf(64);
+    zcollWindow_t w = nullptr;
+    EXPECT_FAILS_WITH(comm, zcollUnsupported, "no device support",
+                      zcollCommWindowRegister(comm, buf.data(), 64, &w, 0));
+  });
 }
 
 // A call whose two pieces do not fit the node's smallest window exchanges them instead, on

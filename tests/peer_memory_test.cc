@@ -162,7 +162,8 @@ TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedAndNothingIsReadUnmapped) {
     EXPECT_EQ(pm, comm->transportNamed("cuda_ipc")->peerMemory());
     EXPECT_FALSE(pm->exposesCallerBuffers());
     EXPECT_FALSE(pm->readsUnmapped());
-    EXPECT_EQ(rangeWireBytes(*pm), offsetof(ExposedRange, handle) + sizeof(IpcHandle));
+    // A range travels as {registration, offset}: the peers mapped the handle beforehand.
+    EXPECT_EQ(rangeWireBytes(*pm), offsetof(ExposedRange, handle) + 16);
     void* buf = arena.alloc(4096);
     ZCOLL_EXPECT_OK(comm, pm->expose(buf, 4096, &shared.range[rank]));
     EXPECT_EQ(shared.range[rank].mappable, 0u);
@@ -219,6 +220,47 @@ TEST(CudaIpcPeerMemory, WindowsAreMappedAtInitAndFixedInSize) {
     EXPECT_EQ(arena.download(copy, bytes), pattern(bytes, peer));
     EXPECT_EQ(FakeIpc::opens, opensBefore) << "a window is mapped at init, not by a call";
     barrier(comm);
+  });
+}
+
+// Caller memory is exposed inside registrations only (zcollCommWindowRegister): a range in one
+// travels as {registration, offset} and the peer finds it mapped at registration; a range
+// outside every registration is not mappable; after deregistration nothing is exposed.
+TEST(CudaIpcPeerMemory, RegisteredMemoryIsExposedAndFoundMappedWithoutOpeningAnything) {
+  FakeDevice device;
+  Shared shared;
+  runRanks(twoRanks(), [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    PeerMemory* pm = devicePeerMemory(comm);
+    ASSERT_NE(pm, nullptr);
+    char* buf = static_cast<char*>(arena.alloc(8192));
+    arena.upload(buf, pattern(8192, rank));
+    zcollWindow_t win = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowRegister(comm, buf, 8192, &win, ZCOLL_WIN_DEFAULT));
+    EXPECT_TRUE(pm->exposesCallerBuffers());
+    ZCOLL_EXPECT_OK(comm, pm->expose(buf + 1000, 4096, &shared.range[rank]));
+    EXPECT_EQ(shared.range[rank].mappable, 1u);
+    ExposedRange outside;
+    ZCOLL_EXPECT_OK(comm, pm->expose(buf + 8000, 4096, &outside));  // runs past the window
+    EXPECT_EQ(outside.mappable, 0u);
+    barrier(comm);
+    const int peer = 1 - rank;
+    const int opensBefore = FakeIpc::opens;
+    PeerView view;
+    ZCOLL_EXPECT_OK(comm, pm->map(peer, shared.range[peer], true, &view));
+    ASSERT_NE(view.at, nullptr);
+    EXPECT_EQ(FakeIpc::opens, opensBefore) << "a registered range is mapped already";
+    void* mine = arena.alloc(4096);
+    test::FakeDeviceExecutor exec;
+    ZCOLL_EXPECT_OK(comm, exec.copy(mine, view.at, 4096));
+    ZCOLL_EXPECT_OK(comm, exec.flush());
+    const std::vector<unsigned char> theirs = pattern(8192, peer);
+    EXPECT_EQ(arena.download(mine, 4096),
+              std::vector<unsigned char>(theirs.begin() + 1000, theirs.begin() + 5096));
+    barrier(comm);
+    ZCOLL_EXPECT_OK(comm, zcollCommWindowDeregister(comm, win));
+    EXPECT_FALSE(pm->exposesCallerBuffers());
   });
 }
 

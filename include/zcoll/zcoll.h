@@ -164,6 +164,43 @@ ZCOLL_API zcollResult_t zcollMemAllocHost(void** ptr, size_t size);
  * system gets the pages back then (docs/README.md, "Registered host memory"). */
 ZCOLL_API zcollResult_t zcollMemFreeHost(void* ptr);
 
+/* Windows: device buffers that a communicator's node peers read and write in place (NCCL 2.27's
+ * ncclCommWindowRegister / ncclCommWindowDeregister, same arguments and argument order).
+ *
+ * zcollCommWindowRegister registers [buff, buff + size) of device memory with `comm`: every node
+ * peer reached device to device (the cuda_ipc transport; `zcoll_info --routes`) maps it once,
+ * now, and from then on the algorithms that read their peers in place (all-gather,
+ * reduce-scatter and all-reduce `shm_read`, hpZ's `*_shm_read`; docs/ZEROPP.md) read and write
+ * it there with their own kernels, with no copy through zcoll's memory, when every rank's
+ * buffers of a call lie inside windows registered on that comm; a call where one rank's do not
+ * moves its bytes by messages on every rank (the results are the same either way). Mapping a
+ * peer's memory synchronizes the device, so it never happens inside a call: without windows no
+ * peer's device buffer is read in place. Collective over `comm`: every rank calls it, in the same
+ * order relative to the comm's other calls, each with its own buffer and size (they may differ);
+ * it blocks until every rank has registered and waits (bounded by the timeout) until no queued
+ * device call of this process holds a stream. *win names the window on this rank until
+ * zcollCommWindowDeregister or the comm's destruction. The buffer must stay allocated until
+ * then (peers read it; CUDA leaves freeing mapped memory undefined), must lie inside one
+ * allocation that can be shared (cudaMalloc or a caching allocator's segment of it; not
+ * cudaMallocAsync or virtual-memory allocations: zcollUnsupported) and on the comm's device
+ * (another device: zcollInvalidUsage). winFlags must be ZCOLL_WIN_DEFAULT. zcollInvalidArgument
+ * for a NULL comm, buff or win, a size of 0, other flags, or host memory (host buffers need no
+ * window: memory from zcollMemAllocHost is read in place on every communicator); zcollUnsupported
+ * in a build or process without device support; zcollInvalidUsage between zcollGroupStart and
+ * zcollGroupEnd. A rank that fails its part before the exchange leaves the others waiting, as a
+ * collective would; a failure during it breaks the comm on every rank (zcollRemoteError).
+ *
+ * zcollCommWindowDeregister, collective in the same way, closes every peer's mapping of the
+ * window and returns once every rank has, so the caller may free the buffer after it returns.
+ * win must be a window of `comm` not yet deregistered (zcollInvalidArgument otherwise). The
+ * comm's destruction forgets what is left and closes this rank's mappings of its peers' windows;
+ * free a buffer registered that way only once every node peer has destroyed its comm too. */
+typedef struct zcollWindow* zcollWindow_t;
+#define ZCOLL_WIN_DEFAULT 0
+ZCOLL_API zcollResult_t zcollCommWindowRegister(zcollComm_t comm, void* buff, size_t size,
+                                                zcollWindow_t* win, int winFlags);
+ZCOLL_API zcollResult_t zcollCommWindowDeregister(zcollComm_t comm, zcollWindow_t win);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Types                                                                                        */
 /* ------------------------------------------------------------------------------------------ */

@@ -12,8 +12,8 @@ namespace {
 
 constexpr size_t kPieceBytes = 128 * 1024;  // a piece and its accumulator stay in L2
 
-// Sends the first `bytes` of this member's item (items + g.me * stride) to every other member
-// of g and receives member p's into items + p * stride: host memory, as control messages.
+}  // namespace
+
 Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, size_t stride,
                   size_t bytes) {
   char* at = static_cast<char*>(items);
@@ -25,6 +25,8 @@ Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, s
   }
   return st.wait(reqs);
 }
+
+namespace {
 
 // Every member's range: this rank's (ranges[g.me]) to the others, theirs into ranges[p].
 Result tradeRanges(const Stage& st, const Group& g, const PeerMemory& pm, uint32_t step,

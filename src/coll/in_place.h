@@ -66,6 +66,11 @@ class PeerBuffers {
   bool readable_ = false;
 };
 
+// Sends the first `bytes` of this member's item (items + g.me * stride) to every other member
+// of g and receives member p's into items + p * stride: host memory, as control messages.
+Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, size_t stride,
+                  size_t bytes);
+
 // A one-byte token to and from every other member of g, as step `step` of the stage.
 Result tradeTokens(const Stage& st, const Group& g, uint32_t step);
 

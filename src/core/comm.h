@@ -63,6 +63,16 @@ struct PeerNotices {
 
 }  // namespace zcoll
 
+// A window of device memory registered with a communicator (zcollCommWindowRegister): this
+// rank's range, and the registration's id, the same on every rank (registrations are collective
+// and made in the comm's order).
+struct zcollWindow {
+  zcollComm* comm = nullptr;
+  uint32_t id = 0;
+  void* buff = nullptr;
+  size_t size = 0;
+};
+
 struct zcollComm {
   uint64_t magic = 0;  // kCommMagic while alive (catches use after destroy, best effort)
   int rank = 0;
@@ -119,6 +129,11 @@ struct zcollComm {
   uint32_t collSeq = 0;
   std::vector<uint32_t> sendSeq;  // point-to-point, per peer
   std::vector<uint32_t> recvSeq;
+
+  // Windows registered and not yet deregistered (their handles; the transports keep the
+  // mappings), and the id the next registration takes.
+  std::vector<std::unique_ptr<zcollWindow>> windows;
+  uint32_t nextWindowId = 0;
 
   zcoll::Counters stats;
   zcoll::FlightRecorder recorder;  // the last operations (core/flight_recorder.h)

@@ -940,15 +940,103 @@ size_t CudaIpcTransport::windowLimit(const std::vector<int>& ranks) const {
   return limit;
 }
 
+namespace {
+
+// What a range of registered memory or of a window carries to the peers at call time: which
+// registration, and where in it (the peers mapped it when it was made).
+struct RegisteredRef {
+  uint32_t id;
+  uint32_t reserved;
+  uint64_t offset;
+};
+constexpr uint32_t kWindowId = ~uint32_t{0};  // the rank's window (mapped at connect)
+
+}  // namespace
+
+const CudaIpcTransport::Registration* CudaIpcTransport::findRegistration(
+    const std::vector<Registration>& all, uint32_t id) {
+  for (const auto& r : all)
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
+size_t CudaIpcTransport::handleBytes() const { return sizeof(RegisteredRef); }
+
 Result CudaIpcTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {
   *out = ExposedRange{};
   out->addr = reinterpret_cast<uintptr_t>(ptr);
   out->bytes = bytes;
-  return zcollSuccess;  // not mappable: caller buffers are not exposed (peerMemory's contract)
+  const char* p = static_cast<const char*>(ptr);
+  for (const Registration& r : registered_) {
+    if (p < r.at || bytes > r.bytes || p - r.at > static_cast<ptrdiff_t>(r.bytes - bytes))
+      continue;
+    const RegisteredRef ref{r.id, 0, static_cast<uint64_t>(p - r.at)};
+    out->mappable = 1;
+    std::memcpy(out->handle, &ref, sizeof(ref));
+    break;
+  }
+  return zcollSuccess;  // outside every registration: not mappable (nothing is opened in a call)
 }
 
-Result CudaIpcTransport::map(int, const ExposedRange&, bool, PeerView* view) {
+Result CudaIpcTransport::map(int peer, const ExposedRange& r, bool writable, PeerView* view) {
   *view = PeerView{};
+  if (!r.mappable) return zcollSuccess;
+  RegisteredRef ref;
+  std::memcpy(&ref, r.handle, sizeof(ref));
+  const Registration* reg =
+      peer >= 0 && static_cast<size_t>(peer) < peerRegistered_.size()
+          ? findRegistration(peerRegistered_[peer], ref.id)
+          : nullptr;
+  if (reg == nullptr || ref.offset > reg->bytes || r.bytes > reg->bytes - ref.offset)
+    return fail(zcollInternalError, "cuda_ipc: rank %d's range lies in no registration mapped "
+                "here (registration %u, offset %llu, %llu bytes)", peer, ref.id,
+                static_cast<unsigned long long>(ref.offset),
+                static_cast<unsigned long long>(r.bytes));
+  view->at = reg->at + ref.offset;
+  // An IPC mapping is readable and writable (cudaIpcOpenMemHandle maps with both).
+  if (writable) view->writable = const_cast<char*>(view->at);
+  return zcollSuccess;
+}
+
+Result CudaIpcTransport::registerOwn(uint32_t id, void* ptr, size_t bytes, ExposedRange* out) {
+  Registration reg;
+  reg.id = id;
+  reg.at = static_cast<const char*>(ptr);
+  reg.bytes = bytes;
+  ZCOLL_CHECK(ipc_->exportRange(ptr, bytes, &reg.handle));
+  registered_.push_back(reg);
+  *out = ExposedRange{};
+  out->addr = reinterpret_cast<uintptr_t>(ptr);
+  out->bytes = bytes;
+  out->mappable = 1;
+  std::memcpy(out->handle, &reg.handle, sizeof(reg.handle));
+  return zcollSuccess;
+}
+
+Result CudaIpcTransport::registerPeer(int peer, uint32_t id, const ExposedRange& r) {
+  if (peer < 0 || static_cast<size_t>(peer) >= agreed_.size() || !agreed_[peer] || !r.mappable)
+    return zcollSuccess;  // not a pair of this transport, or nothing to map
+  Registration reg;
+  reg.id = id;
+  reg.bytes = r.bytes;
+  std::memcpy(&reg.handle, r.handle, sizeof(reg.handle));
+  const void* at = nullptr;
+  ZCOLL_CHECK(ipc_->map(reg.handle, &at));
+  reg.at = static_cast<const char*>(at);
+  if (peerRegistered_.size() < agreed_.size()) peerRegistered_.resize(agreed_.size());
+  peerRegistered_[peer].push_back(reg);
+  return zcollSuccess;
+}
+
+Result CudaIpcTransport::deregister(uint32_t id) {
+  auto mine = [id](const Registration& r) { return r.id == id; };
+  registered_.erase(std::remove_if(registered_.begin(), registered_.end(), mine),
+                    registered_.end());
+  for (auto& regs : peerRegistered_) {
+    for (const Registration& r : regs)
+      if (r.id == id) ipc_->unmap(r.handle);
+    regs.erase(std::remove_if(regs.begin(), regs.end(), mine), regs.end());
+  }
   return zcollSuccess;
 }
 
@@ -966,7 +1054,8 @@ Result CudaIpcTransport::ownWindow(size_t bytes, char** base, ExposedRange* ref)
   ref->addr = reinterpret_cast<uintptr_t>(window_);
   ref->bytes = windowBytes_;
   ref->mappable = 1;
-  std::memcpy(ref->handle, &windowHandle_, sizeof(windowHandle_));
+  const RegisteredRef window{kWindowId, 0, 0};
+  std::memcpy(ref->handle, &window, sizeof(window));
   return zcollSuccess;
 }
 

@@ -124,16 +124,21 @@ class CudaIpcTransport final : public FencedTransport, public PeerMemory {
   void settleCancelled(int waitMs) override;
 
   // ---- PeerMemory (device memory of the node peers it connected) ----
-  // Offered once connected, for windows only: this rank's window (windowBytes, allocated and
-  // exported at connect, with the slots) is mapped by each peer of a pair at connect, and a call
-  // only reads it. Caller buffers are not exposed (expose gives mappable 0): mapping them would
-  // open an IPC mapping inside a call. Nothing is read unmapped. Which pairs are connected, and
-  // whose windows each maps, is traded among the node's ranks at connect (round 4), so every
-  // rank of a group answers pairsConnected and windowLimit alike.
+  // Offered once connected. This rank's window (windowBytes, allocated and exported at connect,
+  // with the slots) is mapped by each peer of a pair at connect; caller buffers are exposed
+  // only inside registrations (zcollCommWindowRegister), which each pair maps when they are
+  // made: a call opens no mapping, it only reads. A range travels as {registration, offset}.
+  // Nothing is read unmapped. Which pairs are connected, and whose windows each maps, is traded
+  // among the node's ranks at connect (round 4), so every rank of a group answers
+  // pairsConnected and windowLimit alike.
   PeerMemory* peerMemory() override { return ipc_ != nullptr && connected_ ? this : nullptr; }
-  bool exposesCallerBuffers() const override { return false; }
+  bool exposesCallerBuffers() const override { return !registered_.empty(); }
   bool readsUnmapped() const override { return false; }
-  size_t handleBytes() const override { return sizeof(IpcHandle); }
+  size_t handleBytes() const override;
+  bool registersCallerMemory() const override { return true; }
+  Result registerOwn(uint32_t id, void* ptr, size_t bytes, ExposedRange* out) override;
+  Result registerPeer(int peer, uint32_t id, const ExposedRange& r) override;
+  Result deregister(uint32_t id) override;
   bool pairsConnected(const std::vector<int>& ranks) const override;
   size_t windowLimit(const std::vector<int>& ranks) const override;
   Result expose(const void* ptr, size_t bytes, ExposedRange* out) override;
@@ -214,6 +219,16 @@ class CudaIpcTransport final : public FencedTransport, public PeerMemory {
   // rank, kPairBit when the two are connected, kWindowBit when each maps the other's window.
   static constexpr unsigned kPairBit = 1, kWindowBit = 2;
   std::vector<std::string> rows_;
+  // Registered caller memory: this rank's, and each peer's as mapped here (by registration id).
+  struct Registration {
+    uint32_t id = 0;
+    const char* at = nullptr;  // here
+    size_t bytes = 0;
+    IpcHandle handle{};        // the owner's export (closed by deregister, on the peers)
+  };
+  std::vector<Registration> registered_;
+  std::vector<std::vector<Registration>> peerRegistered_;  // per rank
+  static const Registration* findRegistration(const std::vector<Registration>& all, uint32_t id);
 };
 
 }  // namespace zcoll

@@ -9,9 +9,10 @@
 //           (one kernel copy; no mapping exists), a buffer in zcollMemAllocHost memory is mapped
 //           once and read with loads (transport/peer_regions.h), windows are memfds;
 //   device  cuda_ipc (transport/cuda_ipc_transport.h): memory exported as IPC handles and mapped
-//           into this device's address space at init, where the call's kernels read it (NVLink
-//           or PCIe peer access, or the same GPU); nothing can be read unmapped, and nothing is
-//           mapped inside a call (base/stream_holds.h): windows are fixed at init.
+//           into this device's address space at init (windows) or at registration (caller
+//           buffers), where the call's kernels read it (NVLink or PCIe peer access, or the same
+//           GPU); nothing can be read unmapped, and nothing is mapped inside a call
+//           (base/stream_holds.h).
 // The communicator offers it per group and memory kind (coll/in_place.h: peerMemoryOf): only
 // when every peer of the group is routed through the same implementation for that kind.
 //
@@ -23,9 +24,11 @@
 // - A mapping of a caller's buffer may outlive the call (mapped once, kept: mapping costs a
 //   first-touch fault per page on the host and milliseconds on a GPU), so an implementation
 //   exposes caller buffers only where a later free cannot leave a peer reading other memory:
-//   host memory by (owner pid, allocation generation, count of frees); device memory not yet
-//   (a mapping opened inside a call could deadlock the device, and CUDA leaves a freed
-//   allocation that a peer still maps undefined, which zcoll cannot see).
+//   host memory by (owner pid, allocation generation, count of frees); device memory only once
+//   registered (zcollCommWindowRegister: collective, mapped then, outside any call, and the
+//   user keeps it allocated until it is deregistered), since a mapping opened inside a call
+//   could deadlock the device and CUDA leaves a freed allocation that a peer still maps
+//   undefined, which zcoll cannot see.
 // - Windows are zcoll's own memory, kept for the communicator's life (shm: grown on demand;
 //   cuda_ipc: fixed at init, windowLimit); an owner writes its window only while no peer reads
 //   it (messages order the two).
@@ -92,12 +95,37 @@ class PeerMemory {
   virtual Result read(int peer, const ExposedRange& r, size_t offset, void* dst,
                       size_t bytes) = 0;
 
+  // ---- Registered caller memory (zcollCommWindowRegister), for kinds whose peers can only
+  // read caller memory mapped beforehand (cuda_ipc: exposesCallerBuffers() says whether any is).
+  // Registration `id` is made by every rank of the comm in the same order, outside any call
+  // and while no stream is held (mapping synchronizes the device). ----
+  // Whether caller memory of this kind is exposed only once registered.
+  virtual bool registersCallerMemory() const { return false; }
+  // Exports [ptr, ptr + bytes) as registration `id`: *out describes it for the peers (its
+  // handle in full, whatever handleBytes says; it travels once, at registration).
+  virtual Result registerOwn(uint32_t id, void* ptr, size_t bytes, ExposedRange* out);
+  // Maps peer `peer`'s registration `id` (what its registerOwn described); a peer this
+  // implementation does not connect to is skipped.
+  virtual Result registerPeer(int peer, uint32_t id, const ExposedRange& r);
+  // Forgets registration `id`: this rank's, and its mappings of the peers' (closed).
+  virtual Result deregister(uint32_t id);
+
   // This rank's window, grown to at least `bytes`: *base its first byte here (its contents are
   // kept when it grows; its address may change), *ref what peers map it with.
   virtual Result ownWindow(size_t bytes, char** base, ExposedRange* ref) = 0;
   // Peer `peer`'s window from the reference it sent: *base its first byte here (read-only).
   virtual Result mapWindow(int peer, const ExposedRange& ref, const char** base) = 0;
 };
+
+inline Result PeerMemory::registerOwn(uint32_t, void*, size_t, ExposedRange*) {
+  return fail(zcollUnsupported, "this memory kind registers no caller memory");
+}
+inline Result PeerMemory::registerPeer(int, uint32_t, const ExposedRange&) {
+  return fail(zcollUnsupported, "this memory kind registers no caller memory");
+}
+inline Result PeerMemory::deregister(uint32_t) {
+  return fail(zcollUnsupported, "this memory kind registers no caller memory");
+}
 
 // The bytes of a range of `pm` that travel: the fixed fields and the handle's used part.
 inline size_t rangeWireBytes(const PeerMemory& pm) {
