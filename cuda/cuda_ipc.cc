@@ -659,7 +659,8 @@ Result CudaIpc::drainWithin(int waitMs, bool quiet) {
     if (pending_.empty()) return zcollSuccess;
     if (std::chrono::steady_clock::now() >= deadline) {
       if (quiet) return zcollTimeout;
-      return fail(zcollTimeout, "cuda_ipc: %zu copies (tickets %llu..%llu) still running after %d ms",
+      return fail(zcollTimeout,
+                  "cuda_ipc: %zu copies (tickets %llu..%llu) still running after %d ms",
                   pending_.size(), static_cast<unsigned long long>(pending_.begin()->first),
                   static_cast<unsigned long long>(pending_.rbegin()->first), waitMs);
     }

@@ -50,7 +50,8 @@ class ScratchPools {
     ZCOLL_CHECK(of(device, &d));
     ZCOLL_CHECK(cudaResult(cudaMallocFromPoolAsync(out, bytes == 0 ? 1 : bytes, d->pool, d->stream),
                            "cudaMallocFromPoolAsync (zcoll scratch)"));
-    Result r = cudaResult(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize (zcoll scratch)");
+    Result r =
+        cudaResult(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize (zcoll scratch)");
     if (r != zcollSuccess) {
       (void)cudaFreeAsync(*out, d->stream);
       return r;
@@ -95,7 +96,8 @@ class ScratchPools {
       props.location.type = cudaMemLocationTypeDevice;
       props.location.id = device;
       cudaMemPool_t pool = nullptr;
-      ZCOLL_CHECK(cudaResult(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (zcoll scratch)"));
+      ZCOLL_CHECK(
+          cudaResult(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (zcoll scratch)"));
       uint64_t keep = UINT64_MAX;
       ZCOLL_CHECK(cudaResult(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
                              "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)"));
@@ -331,7 +333,9 @@ class CudaExecutor final : public Executor {
       if (err != cudaErrorNotReady) return cudaResult(err, "cudaStreamQuery");
       const bool stopped = limits_.stop != nullptr && limits_.stop->load();
       const auto waited = Clock::now() - start;
-      if (stopped || (limits_.timeoutMs > 0 && waited > std::chrono::milliseconds(limits_.timeoutMs))) {
+      const bool late =
+          limits_.timeoutMs > 0 && waited > std::chrono::milliseconds(limits_.timeoutMs);
+      if (stopped || late) {
         if (limits_.abandoned != nullptr) limits_.abandoned->store(true);
         if (stopped)
           return fail(zcollRemoteError, "the communicator was aborted while its device work was "

@@ -88,6 +88,7 @@ struct CudaIpcTransport::Op {
   Result outcome = zcollSuccess;  // a receive's failure, reported once its acknowledgement left
   bool failed = false;            // ... and no more pieces are read
   std::shared_ptr<DeviceFence> after;  // the call's work before the post (null: none)
+  bool copiesDone = true;  // cancelled: its copies ended (else their slots are never reused)
 };
 
 // ---- Setup --------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   if (ipc_ == nullptr || closed_) return;
   closed_ = true;
   if (ipc_->drain(kCloseDrainMs) != zcollSuccess) {
-    (void)ipc_.release();  // a copy may still run: nothing goes
+    abandonDeviceIpc(std::move(ipc_));  // a copy may still run: nothing goes
     return;
   }
   (void)streams::whenNoneHeld(0, "cuda_ipc: closing its mappings", [&] {
@@ -371,7 +372,8 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
     if (agreed_[r]) continue;
     if (r == a.rank) why_[r] = "this rank";
     else if (!trades[r]) why_[r] = "not a node peer with a shareable device";
-    else if (mine[r] && !pairs[r]) why_[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
+    else if (mine[r] && !pairs[r])
+      why_[r] = "rank " + std::to_string(r) + " cannot reach this rank's memory";
     else if (mapped[r]) why_[r] = "rank " + std::to_string(r) + " could not map this rank's slots";
     if (forced_ && r != a.rank && a.sameMachine[r] &&
         a.layout->nodeOf[r] == a.layout->nodeOf[a.rank])
@@ -567,7 +569,7 @@ void CudaIpcTransport::close(int flushMs) {
     // A copy may still read or write peers' slots or ours: nothing is closed or freed.
     ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: copies still running after %d ms at close; mappings "
                "and slots stay", kCloseDrainMs);
-    (void)ipc_.release();
+    abandonDeviceIpc(std::move(ipc_));
     return;
   }
   tradeClosed(flushMs);
@@ -828,15 +830,17 @@ bool CudaIpcTransport::peerFailed(int peer) const {
 
 // ---- Cancelling ---------------------------------------------------------------------------
 
-// Gives a send's slots back: those of pieces acknowledged or never described; a piece described
-// and not acknowledged may still be read by the peer: its slot is lost unless `settled`.
-void CudaIpcTransport::releaseSlots(Op* op, bool settled) {
+// Gives a cancelled send's slots back, except those a copy or the peer may still use: a piece
+// still being copied into its slot unless `copiesDone`, a piece described and not acknowledged
+// unless `peerDone` (the peer can no longer read). Those slots are never used again.
+void CudaIpcTransport::releaseSlots(Op* op, bool copiesDone, bool peerDone) {
   PeerSlots& ps = slots_[op->peer];
   for (Piece& p : op->pieces) {
     if (p.slot < 0 || p.state == PieceState::kAcked) continue;
+    const bool copying = p.state == PieceState::kCopying;
     const bool maybeRead = p.state == PieceState::kSent && p.descReq.complete() &&
-                           p.descReq.status == zcollSuccess && !settled;
-    if (maybeRead) {
+                           p.descReq.status == zcollSuccess;
+    if ((copying && !copiesDone) || (maybeRead && !peerDone)) {
       ++ps.lost;
     } else {
       ps.free.push_back(p.slot);
@@ -866,12 +870,12 @@ void CudaIpcTransport::cancel(Request* req) {
     if (p.state == PieceState::kCopying || p.state == PieceState::kReading) copying = true;
   }
   // A copy may write the caller's buffer (a receive) or a slot (a send): wait for it.
-  const bool drained = !copying || ipc_->drain(copyDrainMs(kCloseDrainMs)) == zcollSuccess;
+  op->copiesDone = !copying || ipc_->drain(copyDrainMs(kCloseDrainMs)) == zcollSuccess;
   if (peerMayRead) {
     cancelled_.push_back(op);
     return;
   }
-  if (op->send) releaseSlots(op, drained);
+  if (op->send) releaseSlots(op, op->copiesDone, true);
   finish(op, zcollRemoteError);
 }
 
@@ -903,7 +907,7 @@ void CudaIpcTransport::settleCancelled(int waitMs) {
           p.slot = -1;
         }
       }
-      releaseSlots(op, host->peerFailed(op->peer));
+      releaseSlots(op, op->copiesDone, host->peerFailed(op->peer));
       finish(op, zcollRemoteError);
       cancelled_.erase(cancelled_.begin() + static_cast<std::ptrdiff_t>(i));
     }

@@ -170,7 +170,7 @@ class CudaIpcTransport final : public FencedTransport, public PeerMemory {
   Result acknowledge(Op* op, Piece* p, Result outcome);
   Result postDescriptorRecv(Op* op);
   void finish(Op* op, Result status);
-  void releaseSlots(Op* op, bool settled);
+  void releaseSlots(Op* op, bool copiesDone, bool peerDone);
   void tradeClosed(int waitMs);
   void freeOwnSlots();
 

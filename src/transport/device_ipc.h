@@ -11,6 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "base/device_fence.h"
 #include "base/result.h"
@@ -96,5 +99,15 @@ class DeviceIpc {
   virtual Result allocHost(size_t bytes, void** out) = 0;
   virtual void freeHost(void* p) = 0;
 };
+
+// Keeps `ipc` for the rest of the process: a copy of it that never ended (a device that stopped,
+// an abort) may still use its streams and memory, so neither is freed (the object stays
+// reachable: no leak report).
+inline void abandonDeviceIpc(std::unique_ptr<DeviceIpc> ipc) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::unique_ptr<DeviceIpc>>;  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(ipc));
+}
 
 }  // namespace zcoll

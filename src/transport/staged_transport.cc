@@ -91,7 +91,7 @@ StagedTransport::~StagedTransport() {
   for (const BlockPool::Block& b : retired_) hostFree(b.ptr);
   if (ringLost_) {
     ZCOLL_WARN(LogSubsys::kNet, "staged: a device copy did not end; its pinned ring stays");
-    (void)engine_.release();  // its copies may still run: neither the ring nor the engine go
+    abandonDeviceIpc(std::move(engine_));  // its copies may still run: the ring and engine stay
     return;
   }
   // The ring and the engine go once no stream is held (cudaFreeHost synchronizes implicitly).
