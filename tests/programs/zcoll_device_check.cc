@@ -18,6 +18,10 @@
 //                                     zcollrun terminates every rank as soon as one exits non-zero.
 //   --host-only                       host buffers in place of the device ones (checks the calls of
 //                                     this program itself on a machine without a GPU)
+//   --windows                         every device buffer of a check is registered as a window of
+//                                     the comm (zcollCommWindowRegister, every rank alike) before
+//                                     the device call and deregistered after it, so the algorithms
+//                                     that read their peers in place read them over CUDA IPC
 //
 // The device is chosen before init (LOCAL_RANK % device count), since init describes the current
 // device to the peers. Without a CUDA device every rank prints "SKIP: no CUDA device" and exits
@@ -51,6 +55,7 @@ struct Ctx {
   int rank = 0;
   int nranks = 1;
   bool device = true;  // false: --host-only
+  bool windows = false;  // --windows
   cudaStream_t stream = nullptr;
   uint64_t seq = 0;     // seeds the inputs
   int checks = 0;
@@ -172,6 +177,18 @@ bool runOnDevice(Ctx& c, const std::string& name, const std::vector<Bytes>& init
                                          cudaMemcpyHostToDevice, c.stream),
                       name + " upload");
   }
+  std::vector<zcollWindow_t> windows;
+  for (size_t i = 0; i < init.size() && ok && c.windows; ++i) {
+    if (init[i].empty()) continue;
+    windows.emplace_back();
+    zcollResult_t r = zcollCommWindowRegister(c.comm, p[i], init[i].size(), &windows.back(),
+                                              ZCOLL_WIN_DEFAULT);
+    if (r != zcollSuccess) {
+      reportFailure(c, name + " (window)", r);
+      windows.pop_back();
+      ok = false;
+    }
+  }
   if (ok) {
     zcollResult_t r = call(p, reinterpret_cast<zcollStream_t>(c.stream));
     if (r != zcollSuccess) {
@@ -197,6 +214,13 @@ bool runOnDevice(Ctx& c, const std::string& name, const std::vector<Bytes>& init
                   name + " download");
     }
     ok = cudaOk(c, cudaStreamSynchronize(c.stream), name + " cudaStreamSynchronize") && ok;
+  }
+  for (zcollWindow_t w : windows) {
+    zcollResult_t r = zcollCommWindowDeregister(c.comm, w);
+    if (r != zcollSuccess) {
+      reportFailure(c, name + " (window deregister)", r);
+      ok = false;
+    }
   }
   for (unsigned char* d : p)
     if (d != nullptr) cudaOk(c, cudaFree(d), name + " cudaFree");
@@ -546,7 +570,7 @@ int killCase(Ctx& c, int victim) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--host-only] [--kill-rank K]\n", argv0);
+  std::fprintf(stderr, "usage: %s [--host-only] [--windows] [--kill-rank K]\n", argv0);
   return 2;
 }
 
@@ -592,6 +616,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--host-only") == 0) {
       c.device = false;
+    } else if (std::strcmp(argv[i], "--windows") == 0) {
+      c.windows = true;
     } else if (std::strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
       char* end = nullptr;
       victim = static_cast<int>(std::strtol(argv[++i], &end, 10));

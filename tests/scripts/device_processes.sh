@@ -5,7 +5,8 @@
 # the bytes of the same call on host buffers, for
 #   -n 2 and -n 4 on one node (cuda_ipc between every pair: several ranks on one GPU), and
 #   -n 4 --nodes 2 (cuda_ipc inside a node, staged through host memory across),
-# each with ZCOLL_DEVICE_TRANSPORT unset, =cuda_ipc (one-node runs only) and =staged. The routes
+# each with ZCOLL_DEVICE_TRANSPORT unset, =cuda_ipc (one-node runs only) and =staged; then -n 2
+# with the device buffers registered as windows and each in-place algorithm forced. The routes
 # every rank chose come from its log (ZCOLL_DEBUG=INFO ZCOLL_DEBUG_SUBSYS=NET: "comm rank R device
 # routes: rank P -> cuda_ipc (same device)"): the forced cuda_ipc runs must route every peer over
 # cuda_ipc, the staged ones every peer staged, and the two-node runs the other node staged.
@@ -112,6 +113,18 @@ expect_routes 4 split
 run "n4.nodes2.staged" staged -n 4 --nodes 2 "$PROG"
 check_collectives 4
 expect_routes 4 staged
+
+# The device buffers registered as windows (zcollCommWindowRegister) and the algorithms that read
+# their peers in place forced, on one node over cuda_ipc: the peers' buffers are read and written
+# through CUDA IPC mappings opened at registration, never inside a call.
+for algo in ZCOLL_ALGO_ALLGATHER=shm_read ZCOLL_ALGO_REDUCESCATTER=shm_read \
+            ZCOLL_ALGO_ALLREDUCE=shm_read ZCOLL_ALGO_ALLGATHER_HIER=rail_then_node_shm_read \
+            ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY=node_shm_read; do
+  export "${algo?}"
+  run "n2.windows.${algo%%=*}" cuda_ipc -n 2 "$PROG" --windows
+  check_collectives 2
+  unset "${algo%%=*}"
+done
 
 # A rank leaves; the others are in a device all-reduce and must see it within ZCOLL_TIMEOUT.
 # check_kill NRANKS VICTIM
