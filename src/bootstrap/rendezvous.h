@@ -31,7 +31,13 @@ zcollUniqueId uniqueFromId(const RendezvousId& id);
 Result startRendezvousRoot(const SockAddr& listenAddr, uint64_t magic, int expectedRanks,
                            int timeoutSec, bool lingerForReuse, RendezvousId* id);
 
-// Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank.
+// Calls off the rendezvous `id` served by this process: the ranks that arrived, and any that
+// arrive until its timeout, are refused with kHelloCancelled at once. Nothing when this process
+// serves no such rendezvous (any more).
+void cancelRendezvousRoot(const RendezvousId& id);
+
+// Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank. When the
+// root times out, the message names the ranks that never arrived.
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
                            int timeoutSec, std::vector<std::string>* all);
 
