@@ -316,6 +316,52 @@ ZCOLL_API zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRank
                                         zcollComm_t* newcomm, zcollConfig_t* config,
                                         int shrinkFlags);
 
+/* Growing: new ranks join a live communicator (NCCL 2.29's ncclCommGetUniqueId / ncclCommGrow,
+ * same arguments and argument order; docs/FAULT_TOLERANCE.md).
+ *
+ * zcollCommGetUniqueId, on one member of `comm` (the coordinator; any rank), makes the id the new
+ * ranks join with and starts the rendezvous service it names in this process (on
+ * ZCOLL_SOCKET_IFNAME's address, as zcollGetUniqueId). Hand it to the new ranks out of band. One
+ * id at a time per communicator: another call before a zcollCommGrow on `comm` has used the last
+ * one is zcollInvalidUsage, until that id expires (`comm`'s timeout after it was made: its service
+ * then gives up). A NULL uniqueId is zcollInvalidArgument; a broken comm is refused as any call.
+ *
+ * zcollCommGrow makes *newcomm of nRanks ranks: the members of `comm` keep their ranks
+ * [0, size of comm), and the new ranks take [size of comm, nRanks) (NCCL's numbering). Called by
+ * every member and every new rank:
+ *   the coordinator:     zcollCommGrow(comm, nRanks, &id, -1, &newcomm, config)
+ *   every other member:  zcollCommGrow(comm, nRanks, NULL, -1, &newcomm, config)
+ *   each new rank:       zcollCommGrow(NULL, nRanks, &id, rank, &newcomm, config)
+ * Every rank passes the same nRanks, and every rank in [size of comm, nRanks) must join exactly
+ * once. The new comm has its own connections, node layout and subgroups (NODE, RAIL) for the new
+ * membership: new ranks join the node of their host identity (config hostId, ZCOLL_HOSTID, or the
+ * machine), so a grow can make a layout even again after a shrink left it uneven (hpZ needs
+ * even nodes). config NULL: members inherit `comm`'s settings (as a split); a new rank's config
+ * gives its own host identity and name (a name left unset: the members'), while the settings
+ * every rank must share (timeout, ZCOLL_REDUCE_PARTIALS, ZCOLL_CHECK_CALLS, ZCOLL_ALGO_*) come
+ * from the members. `comm` is left as it was (healthy): destroy it when done with it. The id is
+ * used by the grow whatever its outcome (make a new one to try again); an argument error leaves
+ * it unused.
+ * Failures, on every rank that takes part, none hanging past the timeout:
+ *  - members that disagree (nRanks, none or two passing an id, one that could not set up its
+ *    part): zcollInvalidUsage naming the member, nothing created, and the new ranks waiting at
+ *    the rendezvous are refused at once (zcollRemoteError, "called it off");
+ *  - a member that dies, aborts or destroys `comm` before the coordinator has met the new ranks:
+ *    zcollRemoteError naming it on the other members (within about 50 ms for a process of this
+ *    machine or a comm closed), the new ranks refused at once;
+ *  - a new rank that never comes: zcollTimeout at the timeout on every rank, naming the missing
+ *    new ranks; a new rank that dies after the rendezvous: as a rank dying during init;
+ *  - a broken or revoked `comm`: zcollInvalidUsage (shrink it first), the new ranks refused.
+ * Argument errors are zcollInvalidArgument before any exchange: newcomm NULL; on a member
+ * (comm set): rank other than -1, nRanks not above comm's size, a uniqueId that is not the one
+ * zcollCommGetUniqueId handed out on `comm` (or was used, or expired); on a new rank (comm NULL):
+ * uniqueId NULL or not from zcollCommGetUniqueId, nRanks not above the size of the comm that
+ * grows, rank outside [that size, nRanks); a bad config. On a member between zcollGroupStart
+ * and zcollGroupEnd it is zcollInvalidUsage. On failure *newcomm is NULL. */
+ZCOLL_API zcollResult_t zcollCommGetUniqueId(zcollComm_t comm, zcollUniqueId* uniqueId);
+ZCOLL_API zcollResult_t zcollCommGrow(zcollComm_t comm, int nRanks, const zcollUniqueId* uniqueId,
+                                      int rank, zcollComm_t* newcomm, zcollConfig_t* config);
+
 /* Frees the communicator. Not collective, but peers still communicating with it will see
  * zcollRemoteError. Device calls still enqueued run first (as ncclCommDestroy flushes; each
  * bounded by the timeout), so their results are on their streams. comm may be NULL (no-op). */

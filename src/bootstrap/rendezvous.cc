@@ -230,14 +230,16 @@ std::map<uint64_t, std::weak_ptr<RootService>>& liveServices() {
   return *services;  // detached service threads may outlive static destruction
 }
 
-// "2 of 4 ranks arrived; ranks 1, 3 never did"
-std::string describeTimeout(const TimedOutReport& t) {
+// "2 of 4 ranks arrived; ranks 1, 3 never did"; with names: "...; new rank 5 never did".
+std::string describeTimeout(const TimedOutReport& t, const RendezvousRankName& nameOf) {
   std::string text = std::to_string(t.arrived) + " of " + std::to_string(t.nranks) +
-                     " ranks arrived; rank" + (t.missingCount > 1 ? "s " : " ");
+                     " ranks arrived; ";
+  if (!nameOf) text += t.missingCount > 1 ? "ranks " : "rank ";
   const int listed = std::min(t.missingCount, TimedOutReport::kListed);
-  for (int i = 0; i < listed; ++i) text += (i ? ", " : "") + std::to_string(t.missing[i]);
+  for (int i = 0; i < listed; ++i)
+    text += (i ? ", " : "") + (nameOf ? nameOf(t.missing[i]) : std::to_string(t.missing[i]));
   if (t.missingCount > listed) text += " and " + std::to_string(t.missingCount - listed) + " more";
-  return text + (t.missingCount > 1 ? " never did" : " never did (it never called init, or died "
+  return text + (t.missingCount > 1 ? " never did" : " never did (it never came, or died "
                                                      "before it reached the rendezvous)");
 }
 
@@ -296,7 +298,9 @@ void cancelRendezvousRoot(const RendezvousId& id) {
 }
 
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
-                           int timeoutSec, std::vector<std::string>* all) {
+                           int timeoutSec, std::vector<std::string>* all,
+                           const RendezvousRankName& nameOf) {
+  const std::string me = nameOf ? nameOf(rank) : "rank " + std::to_string(rank);
   Deadline deadline = deadlineIn(timeoutSec);
   if (id.magic == 0 || (id.root.storage.sa.sa_family != AF_INET &&
                         id.root.storage.sa.sa_family != AF_INET6))
@@ -319,23 +323,24 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
     int32_t expected = 0;
     if (recvAll(s, &expected, sizeof(expected), deadlineIn(1)) == zcollSuccess &&
         expected != nranks)
-      return fail(zcollInvalidUsage, "the rendezvous at %s refused rank %d: this rank says there "
+      return fail(zcollInvalidUsage, "the rendezvous at %s refused %s: this rank says there "
                   "are %d ranks (WORLD_SIZE / nranks), the rendezvous expects %d",
-                  addrToString(id.root).c_str(), rank, nranks, expected);
+                  addrToString(id.root).c_str(), me.c_str(), nranks, expected);
   }
   if (status == kHelloRootTimedOut) {
     TimedOutReport report{};
     if (recvAll(s, &report, sizeof(report), deadlineIn(1)) == zcollSuccess &&
         report.nranks == nranks && report.missingCount > 0)
-      return fail(zcollTimeout, "the rendezvous at %s timed out for rank %d: %s",
-                  addrToString(id.root).c_str(), rank, describeTimeout(report).c_str());
+      return fail(zcollTimeout, "the rendezvous at %s timed out for %s: %s",
+                  addrToString(id.root).c_str(), me.c_str(),
+                  describeTimeout(report, nameOf).c_str());
   }
   if (status != kHelloAccepted) {
     Result code = status == kHelloRootTimedOut ? zcollTimeout
                   : status == kHelloCancelled  ? zcollRemoteError
                                                : zcollInvalidUsage;
-    return fail(code, "the rendezvous at %s refused rank %d: %s",
-                addrToString(id.root).c_str(), rank, helloStatusText(status));
+    return fail(code, "the rendezvous at %s refused %s: %s", addrToString(id.root).c_str(),
+                me.c_str(), helloStatusText(status));
   }
   all->resize(nranks);
   for (int i = 0; i < nranks; ++i) ZCOLL_CHECK(recvBlob(s, &(*all)[i], kMaxRankBlob, deadline));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,15 @@ Result startRendezvousRoot(const SockAddr& listenAddr, uint64_t magic, int expec
 // serves no such rendezvous (any more).
 void cancelRendezvousRoot(const RendezvousId& id);
 
+// What a rank of the rendezvous is called in messages ("rank 3"), for rendezvous whose ranks
+// are not the communicator's (a grow's).
+using RendezvousRankName = std::function<std::string(int rank)>;
+
 // Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank. When the
-// root times out, the message names the ranks that never arrived.
+// root times out, the message names the ranks that never arrived (by `nameOf`, if given).
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
-                           int timeoutSec, std::vector<std::string>* all);
+                           int timeoutSec, std::vector<std::string>* all,
+                           const RendezvousRankName& nameOf = {});
 
 uint64_t randomMagic();
 
