@@ -1,6 +1,7 @@
 // zcollCommGetUniqueId and zcollCommGrow (core/grow.h), ranks as threads: a grow after a shrink
 // brings a 2-node job back to its size and even layout (hpZ runs again, collectives exact), a
-// healthy grow onto a new node, bad arguments on members and new ranks, members that disagree,
+// healthy grow onto a new node, nothing left open or mapped after a death, a shrink, a grow and
+// the destroys, bad arguments on members and new ranks, members that disagree,
 // a new rank that never comes (a timeout, no hang), and a member that dies during the grow (the
 // others and the new rank fail at once). A return after kHangGuard means the news did not
 // travel (a hang guard, not a performance assertion).
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/leaks.h"
 #include "support/ranks.h"
 
 namespace zcoll::test {
@@ -92,9 +94,10 @@ void expectExactCollectives(zcollComm_t comm) {
     EXPECT_EQ(all[r * kShard + 7], static_cast<float>(r * 10000 + 7)) << "shard of rank " << r;
 }
 
-TEST(Grow, AfterAShrinkANewRankBringsTheJobBackToItsSizeAndLayout) {
-  // 4 ranks on 2 nodes ({0,1}, {2,3}); rank 1 dies; the 3 others shrink (node 0 keeps one rank:
-  // uneven, hpZ refuses) and a new rank on node 0 joins: 4 ranks, 2 nodes of 2 again.
+// 4 ranks on 2 nodes ({0,1}, {2,3}); rank 1 dies; the 3 others shrink (node 0 keeps one rank:
+// uneven, hpZ refuses) and a new rank on node 0 joins: 4 ranks, 2 nodes of 2 again; then every
+// comm is destroyed.
+void dieShrinkGrowBack() {
   RankSetup s{4, 2, Placement::kContiguous, 60};
   IdHandoff handoff;
   zcollComm_t joined = nullptr;
@@ -146,6 +149,17 @@ TEST(Grow, AfterAShrinkANewRankBringsTheJobBackToItsSizeAndLayout) {
   });
   newRank.join();
   EXPECT_EQ(joinResult, zcollSuccess) << zcollGetLastError(nullptr);
+}
+
+TEST(Grow, AfterAShrinkANewRankBringsTheJobBackToItsSizeAndLayout) { dieShrinkGrowBack(); }
+
+TEST(Grow, NothingIsLeftOpenOrMappedAfterADeathAShrinkAGrowAndTheDestroys) {
+  dieShrinkGrowBack();  // first: what the libraries keep for the process (UCX's context) is made
+  const int fds = openDescriptors(), maps = memfdMappings();
+  dieShrinkGrowBack();
+  dieShrinkGrowBack();
+  EXPECT_EQ(openDescriptors(), fds) << "descriptors left open";
+  EXPECT_EQ(memfdMappings(), maps) << "shared memory left mapped";
 }
 
 TEST(Grow, TwoNewRanksOnANewNodeTakeTheRanksAfterTheMembers) {

@@ -230,6 +230,11 @@ std::map<uint64_t, std::weak_ptr<RootService>>& liveServices() {
   return *services;  // detached service threads may outlive static destruction
 }
 
+// Who serves a rendezvous, for messages about a root that cannot be reached.
+constexpr const char* kRootWho =
+    "the process that serves the rendezvous (rank 0 under zcollCommInitFromEnv, zcollrun and "
+    "torchrun; the caller of zcollGetUniqueId or zcollCommGetUniqueId otherwise)";
+
 // "2 of 4 ranks arrived; ranks 1, 3 never did"; with names: "...; new rank 5 never did".
 std::string describeTimeout(const TimedOutReport& t, const RendezvousRankName& nameOf) {
   std::string text = std::to_string(t.arrived) + " of " + std::to_string(t.nranks) +
@@ -306,7 +311,13 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
                         id.root.storage.sa.sa_family != AF_INET6))
     return fail(zcollInvalidArgument, "the unique id is not initialized (call zcollGetUniqueId)");
   Socket s;
-  ZCOLL_CHECK(connectBefore(id.root, deadline, &s));
+  if (Result r = connectBefore(id.root, deadline, &s); r != zcollSuccess) {
+    std::string why = threadLastError();
+    const std::string prefix = std::string(resultName(r)) + ": ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    return fail(r, "%s: %s; %s never listened there, or is gone", me.c_str(), why.c_str(),
+                kRootWho);
+  }
   Hello h{id.magic, rank, nranks};
   Result sent = sendAll(s, &h, sizeof(h), deadline);
   if (sent == zcollSuccess) sent = sendBlob(s, mine, deadline);
@@ -316,8 +327,8 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
   Result r = recvAll(s, &status, sizeof(status), sent == zcollSuccess ? deadline : deadlineIn(1));
   if (r != zcollSuccess && sent != zcollSuccess) return sent;
   if (r == zcollRemoteError)
-    return fail(zcollRemoteError, "the rendezvous at %s closed the connection (root gone?)",
-                addrToString(id.root).c_str());
+    return fail(zcollRemoteError, "the rendezvous at %s closed the connection of %s before "
+                "answering: %s is gone", addrToString(id.root).c_str(), me.c_str(), kRootWho);
   ZCOLL_CHECK(r);
   if (status == kHelloBadRank) {
     int32_t expected = 0;

@@ -13,6 +13,7 @@
 
 #include "base/hash.h"
 #include "base/params.h"
+#include "base/process.h"
 #include "base/tags.h"
 #include "coll/coll.h"
 #include "core/live_comms.h"
@@ -284,14 +285,8 @@ Result chooseDeviceRoutes(zcollComm* comm, const std::vector<TransportAddresses>
   return zcollSuccess;
 }
 
-Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
-  std::vector<TransportAddresses> addresses(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r)
-    ZCOLL_CHECK(unpackAddresses(packed[r], r, &addresses[r]));
-  std::vector<uint64_t> hosts(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
-  comm->layout = buildNodeLayout(hosts);
-  comm->findShmTransport();
+// Connects the transports and meets every peer (init's barrier), then the device routes.
+Result connectAndMeet(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
   ZCOLL_CHECK(learnPeers(comm, addresses));
   ZCOLL_CHECK(chooseRoutes(comm));
   chooseSpinCount(comm);
@@ -302,7 +297,37 @@ Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   // No rank may leave init (and possibly destroy its endpoints) before every peer has
   // connected to it; the barrier also completes transport wire-up.
   ZCOLL_CHECK(barrierDissemination(comm));
-  ZCOLL_CHECK(chooseDeviceRoutes(comm, addresses));
+  return chooseDeviceRoutes(comm, addresses);
+}
+
+// A wiring step failed: when peers' processes on this machine have ended (one killed during
+// init, others that failed because of it and left), that is the news, whatever the step saw (a
+// segment it could not open, a barrier cut short). Names them all: which one died first is not
+// known here.
+Result explainWireFailure(const zcollComm* comm, Result r) {
+  std::string gone;
+  int count = 0;
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank || !comm->sameMachine(p) || !processGone(comm->peers[p].pid)) continue;
+    gone += std::string(count++ ? " and " : "") + "rank " + std::to_string(p) + " (pid " +
+            std::to_string(comm->peers[p].pid) + " on " + comm->peers[p].hostName + ")";
+  }
+  if (count == 0) return r;
+  const std::string why = threadLastError();
+  return fail(zcollRemoteError, "rank %d: %s exited while the communicator was being made (this "
+              "rank saw: %s)", comm->rank, gone.c_str(), why.c_str());
+}
+
+Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
+  std::vector<TransportAddresses> addresses(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r)
+    ZCOLL_CHECK(unpackAddresses(packed[r], r, &addresses[r]));
+  std::vector<uint64_t> hosts(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
+  comm->layout = buildNodeLayout(hosts);
+  comm->findShmTransport();
+  if (Result r = connectAndMeet(comm, addresses); r != zcollSuccess)
+    return explainWireFailure(comm, r);
   ZCOLL_CHECK(armPeerNotices(comm));
   ZCOLL_INFO(LogSubsys::kInit,
              "%s rank %d/%d pid %d on %s: node %d/%d, local rank %d/%d, topology: %s",
