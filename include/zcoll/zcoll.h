@@ -640,6 +640,87 @@ ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* 
                                                     const zcollQuantConfig_t* quant,
                                                     zcollComm_t comm, zcollStream_t stream);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Keep training after a shrink: rebuild lost ZeRO shards without a checkpoint                  */
+/* (docs/FAULT_TOLERANCE.md, "Keep training")                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The partition these calls work on (ZeRO-3 / ZeRO++, docs/ZEROPP.md): a flat vector V of
+ * totalCount elements (the parameters, or one optimizer-state tensor shaped like them), padded
+ * to W*count, is split over the W ranks of a communicator: rank r's primary shard is
+ * V[r*count, (r+1)*count). hpZ's secondary shard (zcollAllGatherHier on that communicator, N nodes
+ * of L ranks) holds on rank r, at [m*count, (m+1)*count), the primary shard of the rank with r's
+ * local index on node m (its rail): so every shard has a copy on every other node.
+ *
+ * zcollRebuildFromSecondary: after zcollCommShrink made newComm from oldComm (W' ranks, some of
+ * oldComm's gone), every rank of newComm gets its primary shard of V for the new world size:
+ * newPrimary[0, newCount) = V[i*newCount, (i+1)*newCount) on new rank i, zeros at positions of V
+ * at or past totalCount. Collective over newComm; nothing is read from a checkpoint, nothing from
+ * the ranks that are gone. Where each piece of V comes from:
+ *  - a surviving rank's shard: from its primary when the ranks pass primaries (primary != NULL
+ *    on every rank), else from its own secondary;
+ *  - a gone rank's shard: from the secondaries of the surviving ranks of its rail (on the other
+ *    nodes), split evenly among them.
+ * So V is rebuilt as the last zcollAllGatherHier on oldComm gathered it: bit-identical to the
+ * primaries of that moment when that call was exact (quant NULL), and the values every rank's
+ * forward pass used (dequant(quant(shard)), qwZ's bound) when it was quantized; survivors'
+ * primaries, when passed, must be of that same moment (a framework that has updated its shards
+ * since passes NULL, and the step after that forward call is run again). Each rank passes the
+ * secondary that call filled on it (oldComm's nodes * count elements), valid: a secondary whose
+ * forward call failed is undefined, so keep the one of the last call that succeeded on every
+ * rank (docs/FAULT_TOLERANCE.md shows the two-buffer way).
+ * oldComm must still exist (its layout and members are read; it may be revoked or broken) and
+ * every rank of newComm must be one of its ranks (made from it by zcollCommShrink, once or
+ * more; ranks are matched by identity, not number). Every rank passes the same count, newCount,
+ * totalCount, datatype and oldComm, and all pass a primary or none: otherwise every rank fails
+ * with zcollInvalidUsage naming the rank, and nothing moves. A gone rank's shard that no rank of
+ * newComm holds (its whole rail gone, or a single node) fails every rank with zcollInvalidUsage
+ * naming the old rank, before anything moves; so does an oldComm whose nodes had different
+ * numbers of ranks (hpZ never ran there). Any datatype (copies are exact). Host buffers only,
+ * stream NULL (device buffers: zcollUnsupported). Argument errors are zcollInvalidArgument on
+ * that rank before any exchange (the others then wait for it, as for any collective a rank
+ * does not make): oldComm or newComm NULL or dead, the same comm twice, a bad datatype,
+ * totalCount above oldComm's size * count or above newComm's size * newCount, secondary NULL
+ * with count > 0, newPrimary NULL with newCount > 0, newPrimary overlapping primary or
+ * secondary. Inside zcollGroupStart/End: zcollInvalidUsage.
+ *
+ * After a recovery the new layout may be uneven (a node that lost a rank): hpZ
+ * (zcollAllGatherHier, zcollAllGatherFromSecondary) refuses it (zcollInvalidUsage), so gather
+ * the weights with qwZ (zcollQuantizedAllGather, or zcollAllGather) for both the forward and the
+ * backward pass there, and qgZ falls back to its flat algorithm on its own; once zcollCommGrow
+ * makes the nodes even again, hpZ runs again.
+ *
+ * What is lost with a rank: its optimizer state (fp32 master weights, moments), which only it
+ * held. The opt-in buddy copy keeps a copy of it on another node:
+ *
+ * zcollBuddyCopy (collective over comm, 2 nodes or more): every rank's count elements of
+ * sendbuff go to its buddy, the rank of the next node (node index + 1, the last node's to node
+ * 0) whose local index is this rank's modulo that node's size; buddyCopy receives the shards of
+ * the ranks whose buddy this rank is (its wards), one slot of count elements each, in rank
+ * order: zcollBuddyCopyCount gives its size, count times the number of wards (1 on an even
+ * layout; 0 to several on an uneven one, e.g. after a shrink). Call it after each optimizer
+ * step, per state tensor shaped like the parameter shard. Any datatype; host buffers only.
+ * zcollInvalidUsage on a single node.
+ * zcollRebuildFromBuddy: as zcollRebuildFromSecondary, with the buddy copies: a surviving rank's
+ * shard comes from its primary (required: the state it holds), a gone rank's from its buddy's
+ * copy (buddyCopy: zcollBuddyCopyCount(oldComm, count) elements); a gone rank whose buddy is gone
+ * too fails every rank with zcollInvalidUsage naming it. oldComm's layout may be uneven. */
+ZCOLL_API zcollResult_t zcollRebuildFromSecondary(const void* primary, const void* secondary,
+                                                  size_t count, void* newPrimary, size_t newCount,
+                                                  size_t totalCount, zcollDataType_t datatype,
+                                                  zcollComm_t oldComm, zcollComm_t newComm,
+                                                  zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollBuddyCopyCount(const zcollComm_t comm, size_t count,
+                                            size_t* copyCount);
+ZCOLL_API zcollResult_t zcollBuddyCopy(const void* sendbuff, void* buddyCopy, size_t count,
+                                       zcollDataType_t datatype, zcollComm_t comm,
+                                       zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollRebuildFromBuddy(const void* primary, const void* buddyCopy,
+                                              size_t count, void* newPrimary, size_t newCount,
+                                              size_t totalCount, zcollDataType_t datatype,
+                                              zcollComm_t oldComm, zcollComm_t newComm,
+                                              zcollStream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
