@@ -58,10 +58,11 @@ void seeItFail(zcollComm_t comm) {
 }
 
 // Shrinks `comm` without `dead` (this rank not among them) and returns the new comm.
-zcollComm_t shrinkWithout(zcollComm_t comm, const std::vector<int>& dead) {
+zcollComm_t shrinkWithout(zcollComm_t comm, const std::vector<int>& dead,
+                          int flags = ZCOLL_SHRINK_ABORT) {
   zcollComm_t shrunk = nullptr;
   EXPECT_EQ(zcollCommShrink(comm, dead.data(), static_cast<int>(dead.size()), &shrunk, nullptr,
-                            ZCOLL_SHRINK_ABORT),
+                            flags),
             zcollSuccess)
       << zcollGetLastError(comm);
   return shrunk;
@@ -83,6 +84,7 @@ void expectRebuilt(zcollComm_t comm, const std::vector<float>& mine, size_t newC
 struct SecondaryCase {
   bool quantized;       // the forward gather was INT8 (qwZ on the rail)
   bool withPrimaries;   // survivors pass their primaries
+  bool parentGone;      // the old comm is destroyed first: oldComm NULL
 };
 
 class RebuildFromSecondary : public testing::TestWithParam<SecondaryCase> {};
@@ -105,22 +107,30 @@ TEST_P(RebuildFromSecondary, ADeadRanksShardComesBackBitIdenticalOverTheNewWorld
     std::vector<float> mine(kNewCount, -1.0f);
     // Quantized, a survivor's own primary is exact where the secondary is not: pass none.
     const bool primaries = c.withPrimaries && !c.quantized;
+    if (c.parentGone) {
+      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    }
     ZCOLL_EXPECT_OK(shrunk, zcollRebuildFromSecondary(
                                 primaries ? primary.data() : nullptr, secondary.data(), kCount,
-                                mine.data(), kNewCount, kTotal, zcollFloat32, comm, shrunk,
-                                nullptr));
+                                mine.data(), kNewCount, kTotal, zcollFloat32,
+                                c.parentGone ? nullptr : comm, shrunk, nullptr));
     expectRebuilt(shrunk, mine, kNewCount, gathered);
     EXPECT_EQ(zcollCommDestroy(shrunk), zcollSuccess);
-    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    if (!c.parentGone) {
+      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    }
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(Forward, RebuildFromSecondary,
-                         testing::Values(SecondaryCase{false, false}, SecondaryCase{false, true},
-                                         SecondaryCase{true, false}),
+                         testing::Values(SecondaryCase{false, false, false},
+                                         SecondaryCase{false, true, false},
+                                         SecondaryCase{true, false, false},
+                                         SecondaryCase{false, false, true}),
                          [](const testing::TestParamInfo<SecondaryCase>& i) {
                            return std::string(i.param.quantized ? "int8" : "exact") +
-                                  (i.param.withPrimaries ? "_primaries" : "_secondaries_only");
+                                  (i.param.withPrimaries ? "_primaries" : "_secondaries_only") +
+                                  (i.param.parentGone ? "_parent_destroyed" : "");
                          });
 
 TEST(RebuildFromSecondaryFails, WhenARanksWholeRailIsGoneNamingIt) {
@@ -216,7 +226,8 @@ TEST(RebuildFromBuddyFails, WhenARankAndItsBuddyAreBothGone) {
 
 TEST(Rebuild, BadArgumentsFailBeforeAnyExchange) {
   runOwningRanks(RankSetup{2, 2, Placement::kContiguous, 60}, [](int rank, zcollComm_t comm) {
-    zcollComm_t same = shrinkWithout(comm, {});  // a healthy "shrink" of nobody: a new comm
+    // A healthy "shrink" of nobody: a new comm, and `comm` stays usable.
+    zcollComm_t same = shrinkWithout(comm, {}, ZCOLL_SHRINK_DEFAULT);
     ASSERT_NE(same, nullptr);
     std::vector<float> p = primaryShard(rank), sec(2 * kCount), out(kCount);
     const size_t total = 2 * kCount;
@@ -237,8 +248,8 @@ TEST(Rebuild, BadArgumentsFailBeforeAnyExchange) {
                       rebuild(sec.data(), out.data(), kCount, total, same, same));
     EXPECT_FAILS_WITH(same, zcollInvalidArgument, "must not overlap",
                       rebuild(sec.data(), sec.data() + 10, kCount, total, comm, same));
-    EXPECT_FAILS_WITH(same, zcollInvalidArgument, "zcollRebuildFromSecondary",
-                      rebuild(sec.data(), out.data(), kCount, total, nullptr, same));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "was not made by zcollCommShrink",
+                      rebuild(sec.data(), out.data(), kCount, total, nullptr, comm));
     EXPECT_FAILS_WITH(same, zcollInvalidArgument, "primary is NULL",
                       zcollRebuildFromBuddy(nullptr, sec.data(), kCount, out.data(), kCount,
                                             total, zcollFloat32, comm, same, nullptr));

@@ -669,9 +669,12 @@ ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* 
  * secondary that call filled on it (oldComm's nodes * count elements), valid: a secondary whose
  * forward call failed is undefined, so keep the one of the last call that succeeded on every
  * rank (docs/FAULT_TOLERANCE.md shows the two-buffer way).
- * oldComm must still exist (its layout and members are read; it may be revoked or broken) and
- * every rank of newComm must be one of its ranks (made from it by zcollCommShrink, once or
- * more; ranks are matched by identity, not number). Every rank passes the same count, newCount,
+ * oldComm is the communicator the shards were partitioned over: a live handle (its layout and
+ * members are read; it may be revoked or broken), or NULL for the one zcollCommShrink made newComm
+ * from, as it was then (newComm keeps its layout and members, so that comm may be destroyed
+ * already: a framework that tears the old group down at the shrink passes NULL). Every rank of
+ * newComm must be one of oldComm's (made from it by zcollCommShrink; ranks are matched by
+ * identity, not number). Every rank passes the same count, newCount,
  * totalCount, datatype and oldComm, and all pass a primary or none: otherwise every rank fails
  * with zcollInvalidUsage naming the rank, and nothing moves. A gone rank's shard that no rank of
  * newComm holds (its whole rail gone, or a single node) fails every rank with zcollInvalidUsage
@@ -679,7 +682,8 @@ ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* 
  * numbers of ranks (hpZ never ran there). Any datatype (copies are exact). Host buffers only,
  * stream NULL (device buffers: zcollUnsupported). Argument errors are zcollInvalidArgument on
  * that rank before any exchange (the others then wait for it, as for any collective a rank
- * does not make): oldComm or newComm NULL or dead, the same comm twice, a bad datatype,
+ * does not make): newComm NULL or dead, oldComm dead, or NULL with a newComm that
+ * zcollCommShrink did not make, the same comm twice, a bad datatype,
  * totalCount above oldComm's size * count or above newComm's size * newCount, secondary NULL
  * with count > 0, newPrimary NULL with newCount > 0, newPrimary overlapping primary or
  * secondary. Inside zcollGroupStart/End: zcollInvalidUsage.

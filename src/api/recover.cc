@@ -32,22 +32,27 @@ Result needsTwoNodes(const zcollComm* comm, const char* fn) {
               "has one", fn, comm->name.c_str());
 }
 
-// Pins `oldComm` for the call (it may be revoked or broken: only its layout and members are
-// read); unpins when done.
-class OldCommPin {
- public:
-  explicit OldCommPin(zcollComm* c) : comm_(c), pin_(pinComm(c)) {}
-  ~OldCommPin() {
-    if (pin_ == Pin::kPinned) unpinComm(comm_);
+// The old communicator's layout and members: oldComm's (pinned while read; it may be revoked or
+// broken), or with oldComm NULL what newComm kept of the comm zcollCommShrink made it from.
+Result readOldMembers(const char* fn, zcollComm* oldComm, const zcollComm* newComm,
+                      OldMembers* out) {
+  if (oldComm == nullptr) {
+    if (newComm->parentMemberIds.empty())
+      return fail(zcollInvalidArgument, "%s: oldComm is NULL and newComm was not made by "
+                  "zcollCommShrink (pass the communicator the shards were partitioned over)",
+                  fn);
+    out->layout = newComm->parentLayout;
+    out->ids = newComm->parentMemberIds;
+    return zcollSuccess;
   }
-  Result check(const char* fn) const {
-    return pin_ == Pin::kPinned ? zcollSuccess : notPinned(pin_, comm_, fn);
-  }
-
- private:
-  zcollComm* comm_;
-  Pin pin_;
-};
+  if (oldComm == newComm)
+    return fail(zcollInvalidArgument, "%s: oldComm and newComm are the same communicator", fn);
+  const Pin pin = pinComm(oldComm);
+  if (pin != Pin::kPinned) return notPinned(pin, oldComm, fn);
+  *out = oldMembersOf(oldComm);
+  unpinComm(oldComm);
+  return zcollSuccess;
+}
 
 struct RebuildArgs {
   CopyKind kind;
@@ -61,22 +66,23 @@ struct RebuildArgs {
 };
 
 // Sizes, buffers and their kind, in the order a user fixes them.
-Result checkRebuildArgs(const char* fn, const RebuildArgs& a, const zcollComm* oldComm,
+Result checkRebuildArgs(const char* fn, const RebuildArgs& a, const OldMembers& old,
                         const zcollComm* comm, int oldRank, zcollStream_t stream) {
   ZCOLL_CHECK(checkDtype(a.dtype, fn));
   const size_t es = dtypeSize(a.dtype);
-  ZCOLL_CHECK(checkSize(a.count, oldComm->nranks, es, fn));
+  const int oldRanks = static_cast<int>(old.ids.size());
+  ZCOLL_CHECK(checkSize(a.count, oldRanks, es, fn));
   ZCOLL_CHECK(checkSize(a.newCount, comm->nranks, es, fn));
-  if (a.total > a.count * oldComm->nranks)
+  if (a.total > a.count * oldRanks)
     return fail(zcollInvalidArgument, "%s: totalCount %zu is more than oldComm's %d ranks hold "
-                "(count %zu each)", fn, a.total, oldComm->nranks, a.count);
+                "(count %zu each)", fn, a.total, oldRanks, a.count);
   if (a.total > a.newCount * comm->nranks)
     return fail(zcollInvalidArgument, "%s: newCount %zu on each of the %d ranks of newComm "
                 "cannot hold totalCount %zu", fn, a.newCount, comm->nranks, a.total);
   const bool secondary = a.kind == CopyKind::kSecondary;
   const char* copyName = secondary ? "secondary" : "buddyCopy";
-  const size_t copyElems = secondary ? oldComm->layout.nodes * a.count
-                                     : buddyCopyElements(oldComm, oldRank, a.count);
+  const size_t copyElems = secondary ? old.layout.nodes * a.count
+                                     : old.layout.wardsOf(oldRank).size() * a.count;
   if (!secondary) ZCOLL_CHECK(checkBuffer(a.primary, a.count, "primary", fn));
   ZCOLL_CHECK(checkBuffer(a.copy, copyElems, copyName, fn));
   ZCOLL_CHECK(checkBuffer(a.newPrimary, a.newCount, "newPrimary", fn));
@@ -96,13 +102,11 @@ zcollResult_t rebuild(const char* fn, const RebuildArgs& a, zcollComm* oldComm,
                       zcollComm* newComm, zcollStream_t stream) {
   return commCall(newComm, fn, [&]() -> Result {
     ZCOLL_CHECK(refuseInGroup(fn));
-    OldCommPin pin(oldComm);
-    ZCOLL_CHECK(pin.check(fn));
-    if (oldComm == newComm)
-      return fail(zcollInvalidArgument, "%s: oldComm and newComm are the same communicator", fn);
+    OldMembers old;
+    ZCOLL_CHECK(readOldMembers(fn, oldComm, newComm, &old));
     std::vector<int> newToOld;
-    ZCOLL_CHECK(oldRanksOf(fn, oldComm, newComm, &newToOld));
-    ZCOLL_CHECK(checkRebuildArgs(fn, a, oldComm, newComm, newToOld[newComm->rank], stream));
+    ZCOLL_CHECK(oldRanksOf(fn, old, newComm, &newToOld));
+    ZCOLL_CHECK(checkRebuildArgs(fn, a, old, newComm, newToOld[newComm->rank], stream));
     RebuildShape shape;
     shape.count = a.count;
     shape.newCount = a.newCount;
@@ -115,7 +119,7 @@ zcollResult_t rebuild(const char* fn, const RebuildArgs& a, zcollComm* oldComm,
     entry.count = a.newCount;
     entry.dtype = a.dtype;
     RecordedOp record(newComm, entry);
-    ZCOLL_CHECK(record.finish(rebuildShards(fn, oldComm, newComm, newToOld, shape,
+    ZCOLL_CHECK(record.finish(rebuildShards(fn, old, newComm, newToOld, shape,
                                             {a.primary, a.copy, a.newPrimary, a.dtype})));
     newComm->stats.ops.fetch_add(1, std::memory_order_relaxed);
     return zcollSuccess;

@@ -75,11 +75,9 @@ struct RebuildRecord {
 };
 
 // The old comm's identity as its members see it: its members' ids, in rank order.
-uint64_t memberKey(const zcollComm* c) {
-  std::string ids;
-  for (const PeerInfo& p : c->peers)
-    ids.append(reinterpret_cast<const char*>(&p.memberId), sizeof(p.memberId));
-  return fnv1a64(ids);
+uint64_t memberKey(const OldMembers& old) {
+  return fnv1a64(std::string_view(reinterpret_cast<const char*>(old.ids.data()),
+                                  old.ids.size() * sizeof(uint64_t)));
 }
 
 Result agree(const char* fn, zcollComm* comm, const RebuildRecord& mine) {
@@ -105,12 +103,19 @@ Result agree(const char* fn, zcollComm* comm, const RebuildRecord& mine) {
 
 }  // namespace
 
-Result oldRanksOf(const char* fn, const zcollComm* oldComm, const zcollComm* comm,
+OldMembers oldMembersOf(const zcollComm* oldComm) {
+  OldMembers old;
+  old.layout = oldComm->layout;
+  for (const PeerInfo& p : oldComm->peers) old.ids.push_back(p.memberId);
+  return old;
+}
+
+Result oldRanksOf(const char* fn, const OldMembers& old, const zcollComm* comm,
                   std::vector<int>* newToOld) {
   newToOld->assign(comm->nranks, -1);
   for (int i = 0; i < comm->nranks; ++i) {
-    for (int o = 0; o < oldComm->nranks; ++o)
-      if (oldComm->peers[o].memberId == comm->peers[i].memberId) (*newToOld)[i] = o;
+    for (size_t o = 0; o < old.ids.size(); ++o)
+      if (old.ids[o] == comm->peers[i].memberId) (*newToOld)[i] = static_cast<int>(o);
     if ((*newToOld)[i] < 0)
       return fail(zcollInvalidUsage, "%s: rank %d of the new communicator (pid %d on %s) is not "
                   "a rank of oldComm: newComm must be made from oldComm (zcollCommShrink)", fn,
@@ -182,14 +187,14 @@ Result planRebuild(const NodeLayout& old, const std::vector<int>& newToOld,
   return zcollSuccess;
 }
 
-Result rebuildShards(const char* fn, const zcollComm* oldComm, zcollComm* comm,
+Result rebuildShards(const char* fn, const OldMembers& old, zcollComm* comm,
                      const std::vector<int>& newToOld, const RebuildShape& shape,
                      const RebuildBuffers& bufs) {
-  RebuildRecord mine{shape.count, shape.newCount, shape.total, memberKey(oldComm),
+  RebuildRecord mine{shape.count, shape.newCount, shape.total, memberKey(old),
                      bufs.dtype, static_cast<int32_t>(shape.kind), shape.primaries, 0};
   ZCOLL_CHECK(agree(fn, comm, mine));
   std::vector<ShardSegment> plan;
-  ZCOLL_CHECK(planRebuild(oldComm->layout, newToOld, shape, fn, &plan));
+  ZCOLL_CHECK(planRebuild(old.layout, newToOld, shape, fn, &plan));
   return runPlan(comm, plan, shape, bufs);
 }
 

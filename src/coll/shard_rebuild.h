@@ -59,16 +59,23 @@ struct RebuildBuffers {
   zcollDataType_t dtype;
 };
 
-// New rank i's old rank, *newToOld[i], by member id (PeerInfo::memberId: a communicator made
-// from another keeps its members' ids); zcollInvalidUsage when a rank of `comm` is not one of
-// `oldComm`'s.
-Result oldRanksOf(const char* fn, const zcollComm* oldComm, const zcollComm* comm,
+// The old communicator as a rebuild needs it: its layout and its members' ids, in rank order
+// (PeerInfo::memberId: a communicator made from another keeps its members' ids).
+struct OldMembers {
+  NodeLayout layout;
+  std::vector<uint64_t> ids;
+};
+OldMembers oldMembersOf(const zcollComm* oldComm);
+
+// New rank i's old rank, *newToOld[i], by member id; zcollInvalidUsage when a rank of `comm` is
+// not an old member.
+Result oldRanksOf(const char* fn, const OldMembers& old, const zcollComm* comm,
                   std::vector<int>* newToOld);
 
 // Everything a rebuild does on the new comm, in its turn: the ranks check that they all passed
 // the same shapes and old communicator (else all fail, zcollInvalidUsage naming the rank), the
 // plan, then this rank's part of it (copies, sends and receives; zeros past T).
-Result rebuildShards(const char* fn, const zcollComm* oldComm, zcollComm* comm,
+Result rebuildShards(const char* fn, const OldMembers& old, zcollComm* comm,
                      const std::vector<int>& newToOld, const RebuildShape& shape,
                      const RebuildBuffers& bufs);
 

@@ -117,6 +117,11 @@ struct zcollComm {
   std::atomic<bool> revoked{false};  // zcollCommRevoke: broken on purpose, kept for a shrink
   uint32_t shrinkAttempts = 0;       // zcollCommShrink calls on this comm (their tags)
   uint32_t growAttempts = 0;         // zcollCommGrow calls on this comm (their tags)
+  // Made by zcollCommShrink: the parent as it was (its layout, its members' ids in rank order),
+  // so a rebuild after the shrink can read it once the parent is gone (zcollRebuildFrom*
+  // with oldComm NULL). Empty otherwise.
+  zcoll::NodeLayout parentLayout;
+  std::vector<uint64_t> parentMemberIds;
   // The id zcollCommGetUniqueId handed out for a grow of this comm, until a zcollCommGrow on
   // this comm takes it or it expires (its rendezvous service gives up at the timeout).
   bool growIdActive = false;
