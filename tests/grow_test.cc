@@ -55,16 +55,6 @@ zcollResult_t join(IdHandoff& handoff, int nRanks, int rank, int node, zcollComm
   return zcollCommGrow(nullptr, nRanks, &id, rank, grown, &config);
 }
 
-int rankOf(zcollComm_t c) {
-  int r = -1;
-  EXPECT_EQ(zcollCommUserRank(c, &r), zcollSuccess);
-  return r;
-}
-int countOf(zcollComm_t c) {
-  int n = -1;
-  EXPECT_EQ(zcollCommCount(c, &n), zcollSuccess);
-  return n;
-}
 
 // An exact all-reduce of rank-dependent values.
 void expectExactAllReduce(zcollComm_t comm) {

@@ -20,16 +20,6 @@ constexpr size_t kCount = 1000;                 // elements per old rank
 constexpr size_t kTotal = 4 * kCount - 123;     // the parameters; the rest is padding
 constexpr size_t kNewCount = (kTotal + 2) / 3;  // per rank of 3
 
-int rankOf(zcollComm_t c) {
-  int r = -1;
-  EXPECT_EQ(zcollCommUserRank(c, &r), zcollSuccess);
-  return r;
-}
-int countOf(zcollComm_t c) {
-  int n = -1;
-  EXPECT_EQ(zcollCommCount(c, &n), zcollSuccess);
-  return n;
-}
 
 // V's element p (inexact bits: a rebuild must copy, not recompute).
 float weight(size_t p) { return static_cast<float>(p) * 0.37f + 1.0f / (1.0f + p % 7); }

@@ -256,12 +256,7 @@ RendezvousId idFromUnique(const zcollUniqueId& u) {
   return id;
 }
 
-zcollUniqueId uniqueFromId(const RendezvousId& id) {
-  zcollUniqueId u;
-  std::memset(&u, 0, sizeof(u));
-  std::memcpy(u.internal, &id, sizeof(id));
-  return u;
-}
+zcollUniqueId uniqueFromId(const RendezvousId& id) { return packUniqueId(id); }
 
 uint64_t randomMagic() {
   std::random_device rd;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,6 +22,16 @@ static_assert(sizeof(RendezvousId) <= sizeof(zcollUniqueId), "unique id too smal
 
 RendezvousId idFromUnique(const zcollUniqueId& u);
 zcollUniqueId uniqueFromId(const RendezvousId& id);
+
+// The bytes of `id` as a unique id, zero-padded (a rendezvous id, or one that starts with one).
+template <typename T>
+zcollUniqueId packUniqueId(const T& id) {
+  static_assert(sizeof(T) <= sizeof(zcollUniqueId), "unique id too small");
+  zcollUniqueId u;
+  std::memset(&u, 0, sizeof(u));
+  std::memcpy(u.internal, &id, sizeof(id));
+  return u;
+}
 
 // Starts the root service on `listenAddr` (port 0: any) in a background thread that serves one
 // rendezvous and gives up after `timeoutSec`. Connections are served concurrently, each with a

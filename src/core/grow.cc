@@ -304,12 +304,7 @@ Result readGrowId(const zcollUniqueId& u, GrowId* id) {
   return zcollSuccess;
 }
 
-zcollUniqueId toUniqueId(const GrowId& id) {
-  zcollUniqueId u;
-  std::memset(&u, 0, sizeof(u));
-  std::memcpy(u.internal, &id, sizeof(id));
-  return u;
-}
+zcollUniqueId toUniqueId(const GrowId& id) { return packUniqueId(id); }
 
 Result growComm(zcollComm* parent, int nRanks, const GrowId* id, const InitSettings& s,
                 zcollComm** out) {

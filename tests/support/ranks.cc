@@ -21,6 +21,18 @@ std::string layoutName(const testing::TestParamInfo<RankSetup>& info) {
          (s.placement == Placement::kCyclic ? "_cyclic" : "");
 }
 
+int rankOf(zcollComm_t comm) {
+  int r = -1;
+  EXPECT_EQ(zcollCommUserRank(comm, &r), zcollSuccess);
+  return r;
+}
+
+int countOf(zcollComm_t comm) {
+  int n = -1;
+  EXPECT_EQ(zcollCommCount(comm, &n), zcollSuccess);
+  return n;
+}
+
 std::string emulatedHost(int node) { return "emulated-node-" + std::to_string(node); }
 
 namespace {

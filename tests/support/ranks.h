@@ -57,6 +57,10 @@ void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
 // The same on the emulated nodes of `s` (host identity "emulated-node-K", as runRanks), every
 // rank with s.timeoutSec.
 void runOwningRanks(const RankSetup& s, const std::function<void(int, zcollComm_t)>& body);
+// zcollCommUserRank and zcollCommCount of `comm`, expected to succeed.
+int rankOf(zcollComm_t comm);
+int countOf(zcollComm_t comm);
+
 // The host identity runRanks gives the ranks of node `node`.
 std::string emulatedHost(int node);
 
