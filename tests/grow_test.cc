@@ -2,8 +2,8 @@
 // brings a 2-node job back to its size and even layout (hpZ runs again, collectives exact), a
 // healthy grow onto a new node, nothing left open or mapped after a death, a shrink, a grow and
 // the destroys, bad arguments on members and new ranks, members that disagree,
-// a new rank that never comes (a timeout, no hang), and a member that dies during the grow (the
-// others and the new rank fail at once). A return after kHangGuard means the news did not
+// a new rank that never comes (a timeout, no hang), a member that dies during the grow (the
+// others and the new rank fail at once), and a revoked comm (refused, the new rank turned away). A return after kHangGuard means the news did not
 // travel (a hang guard, not a performance assertion).
 #include <chrono>
 #include <condition_variable>
@@ -310,6 +310,30 @@ TEST(Grow, MembersThatAskForDifferentSizesAllFailAndTheNewRankIsTurnedAway) {
     EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "every rank must pass the same nRanks",
                       zcollCommGrow(comm, rank == 0 ? 3 : 4, rank == 0 ? &id : nullptr, -1,
                                     &grown, nullptr));
+    EXPECT_EQ(grown, nullptr);
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  });
+  newRank.join();
+  EXPECT_EQ(joinResult, zcollRemoteError);
+}
+
+TEST(Grow, ARevokedCommIsRefusedAndTheNewRankIsTurnedAway) {
+  IdHandoff handoff;
+  zcollResult_t joinResult = zcollInternalError;
+  std::thread newRank([&] {
+    zcollComm_t c = nullptr;
+    joinResult = join(handoff, 3, 2, 0, &c);
+  });
+  runOwningRanks(2, [](int) { return 60; }, [&](int rank, zcollComm_t comm) {
+    zcollUniqueId id;
+    if (rank == 0) {
+      ZCOLL_EXPECT_OK(comm, zcollCommGetUniqueId(comm, &id));
+      handoff.give(id);
+    }
+    EXPECT_EQ(zcollCommRevoke(comm), zcollSuccess);
+    zcollComm_t grown = nullptr;
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "shrink it first",
+                      zcollCommGrow(comm, 3, rank == 0 ? &id : nullptr, -1, &grown, nullptr));
     EXPECT_EQ(grown, nullptr);
     EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
   });

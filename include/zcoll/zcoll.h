@@ -54,7 +54,9 @@
  *    communication started (and after any failure of an enqueued device call), the
  *    communicator is in an error state: every further call returns that error (see
  *    zcollCommGetAsyncError), and only zcollCommShrink (ZCOLL_SHRINK_ABORT: the ranks that
- *    remain go on without the failed ones), zcollCommDestroy and zcollCommAbort work.
+ *    remain go on without the failed ones), zcollCommDestroy and zcollCommAbort work (and the
+ *    queries, and passing it as oldComm to zcollRebuildFromSecondary/zcollRebuildFromBuddy,
+ *    which only read its layout).
  *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
  *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.
  *  - Every rank must make the same collective calls in the same order with the same count,
