@@ -50,9 +50,9 @@ class Reader {
 constexpr uint32_t kBundleMarker = 0x7a677262u;  // "zgrb"
 constexpr uint64_t kMaxSetting = 4096;
 
-// What the coordinator hands the joiners: the settings every rank must share, then every
-// member's description and address (rank order).
-std::string encodeBundle(const InitSettings& s, const std::vector<std::string>& memberBlobs) {
+}  // namespace
+
+std::string encodeGrowBundle(const InitSettings& s, const std::vector<std::string>& memberBlobs) {
   std::string b;
   putU32(&b, kBundleMarker);
   putU32(&b, static_cast<uint32_t>(memberBlobs.size()));
@@ -66,14 +66,17 @@ std::string encodeBundle(const InitSettings& s, const std::vector<std::string>& 
   return b;
 }
 
+namespace {
+
 Result malformed(const char* what) {
   return fail(zcollRemoteError, "zcollCommGrow: the coordinator's %s is malformed (a process "
               "that is not a zcoll rank of this build answered the grow id?)", what);
 }
 
-// Fills *s (the shared settings) and members' descriptions 0..n-1 of *peers and *addresses.
-Result decodeBundle(const std::string& bytes, int n, InitSettings* s,
-                    std::vector<PeerInfo>* peers, std::vector<std::string>* addresses) {
+}  // namespace
+
+Result decodeGrowBundle(const std::string& bytes, int n, InitSettings* s,
+                        std::vector<PeerInfo>* peers, std::vector<std::string>* addresses) {
   Reader r(bytes);
   uint32_t marker = 0, members = 0, timeout = 0, algos = 0;
   if (!r.u32(&marker) || marker != kBundleMarker || !r.u32(&members) ||
@@ -93,6 +96,8 @@ Result decodeBundle(const std::string& bytes, int n, InitSettings* s,
   }
   return r.done() ? zcollSuccess : malformed("member list");
 }
+
+namespace {
 
 // The joiners' descriptions, ranks n..n+j-1, as the coordinator passes them to the members.
 Result decodeJoiners(const std::string& bytes, int n, std::vector<PeerInfo>* peers,
@@ -221,7 +226,7 @@ Result meetJoiners(const zcollComm* parent, int nRanks, const GrowId& id, const 
   std::vector<std::string> memberBlobs(n);
   for (int m = 0; m < n; ++m) memberBlobs[m] = encodeRankBlob(parent->peers[m], addresses[m]);
   std::vector<std::string> all;
-  ZCOLL_CHECK(rendezvousAllGather(id.rendezvous, 0, nRanks - n + 1, encodeBundle(s, memberBlobs),
+  ZCOLL_CHECK(rendezvousAllGather(id.rendezvous, 0, nRanks - n + 1, encodeGrowBundle(s, memberBlobs),
                                   parent->timeoutSec, &all, slotNames(n)));
   for (int k = 1; k <= nRanks - n; ++k) {
     PeerInfo info;
@@ -380,7 +385,7 @@ Result joinComm(const GrowId& id, int nRanks, int rank, const InitSettings& s, b
   std::vector<PeerInfo> peers(nRanks);
   std::vector<std::string> addresses(nRanks);
   InitSettings shared;
-  ZCOLL_CHECK(decodeBundle(all[0], n, &shared, &peers, &addresses));
+  ZCOLL_CHECK(decodeGrowBundle(all[0], n, &shared, &peers, &addresses));
   for (int k = 1; k <= nRanks - n; ++k)
     ZCOLL_CHECK(decodeRankBlob(all[k], n + k - 1, &peers[n + k - 1], &addresses[n + k - 1]));
   // What every rank must share, from the members (their init read it once).

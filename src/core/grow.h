@@ -22,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "bootstrap/rendezvous.h"
 #include "core/init.h"
@@ -41,6 +43,16 @@ Result makeGrowId(const zcollComm* parent, GrowId* id);
 // The grow id inside `u`; zcollInvalidArgument when `u` is not one.
 Result readGrowId(const zcollUniqueId& u, GrowId* id);
 zcollUniqueId toUniqueId(const GrowId& id);
+
+// The coordinator's bundle for the new ranks: the settings every rank must share, then every
+// member's description and address (encodeRankBlob), in rank order. decodeGrowBundle is what a
+// new rank reads of it from the network: it checks every length and field (zcollRemoteError
+// otherwise) and fills *settings and entries 0..members-1 of *peers and *addresses
+// (tests/fuzz/fuzz_grow_bundle.cc).
+std::string encodeGrowBundle(const InitSettings& settings,
+                             const std::vector<std::string>& memberBlobs);
+Result decodeGrowBundle(const std::string& bytes, int members, InitSettings* settings,
+                        std::vector<PeerInfo>* peers, std::vector<std::string>* addresses);
 
 // A member's side (the parent used in its turn); `id` is non-NULL on the coordinator only.
 Result growComm(zcollComm* parent, int nRanks, const GrowId* id, const InitSettings& settings,
