@@ -4,9 +4,10 @@
 //   zcoll_init_kill VICTIM KILL_MS LATE_MS
 //
 // Rank VICTIM starts zcollCommInitFromEnv at once and SIGKILLs itself KILL_MS after the program
-// started (no notice, no cleanup); rank 0 (which serves the rendezvous) also starts at once, the
-// other ranks LATE_MS after the program started. With KILL_MS < LATE_MS the victim dies inside
-// init, before the late ones arrive: at the rendezvous, or before it reached it. The others must fail (never hang) with a message that
+// started (no notice, no cleanup), or with KILL_MS -1 as soon as its init returns; rank 0 (which
+// serves the rendezvous) also starts at once, the other ranks LATE_MS after the program started.
+// With KILL_MS < LATE_MS the victim dies inside init, before the late ones arrive: at the
+// rendezvous, or before it reached it. The others must fail (never hang) with a message that
 // names the victim; each prints one line:
 //   init failed after T ms: CODE: MESSAGE
 // or, when init completed before the victim died (it then waits for its kill), runs an
@@ -50,18 +51,19 @@ int main(int argc, char** argv) {
   }
   const int victim = std::atoi(argv[1]), killMs = std::atoi(argv[2]), lateMs = std::atoi(argv[3]);
   const int rank = std::atoi(rankText);
-  if (rank == victim) {
+  if (rank == victim && killMs >= 0) {
     std::thread([killMs] {
       std::this_thread::sleep_for(std::chrono::milliseconds(killMs));
       raise(SIGKILL);
     }).detach();
-  } else if (rank != 0) {
+  } else if (rank != victim && rank != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(lateMs));
   }
   const auto initAt = Clock::now();
   zcollComm_t comm = nullptr;
   zcollResult_t r = zcollCommInitFromEnv(&comm, nullptr);
   if (r != zcollSuccess) return report("init failed", r, initAt, 3);
+  if (rank == victim && killMs < 0) raise(SIGKILL);  // as init returns
   if (rank == victim) pause();  // init was faster than KILL_MS: the others meet a dead rank
   const auto callAt = Clock::now();
   std::vector<float> x(1 << 16, 1.0f);

@@ -8,8 +8,9 @@
 // of step KILL_STEP, rank VICTIM kills itself (SIGKILL: no notice, no cleanup). The others see
 // the step's call fail, shrink the communicator without it (zcollCommShrink with
 // ZCOLL_SHRINK_ABORT), and run the step again and the rest on the new communicator, checked.
-// With SHRINK_VICTIM, that rank SIGKILLs itself as its step fails, so it dies while the others
-// shrink: their shrink fails naming it (zcollRemoteError), and they shrink again excluding it.
+// With SHRINK_VICTIM, that rank SIGKILLs itself as its step fails, before its own shrink, so it
+// dies while the others shrink: their shrink fails naming it (zcollRemoteError), and they shrink
+// again excluding it.
 // The first rank of the new communicator prints one line:
 //   survived: error after E ms, shrink took S ms, W ranks, steps K..N-1 exact
 // followed, with SHRINK_VICTIM, by " (the first shrink failed after F ms: MESSAGE)".
@@ -22,7 +23,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "zcoll/zcoll.h"
@@ -58,14 +58,6 @@ int fail(const char* what, zcollResult_t r, zcollComm_t comm, int code) {
   return code;
 }
 
-// SIGKILLs this process `ms` milliseconds from now.
-void killSelfIn(int ms) {
-  std::thread([ms] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    raise(SIGKILL);
-  }).detach();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,9 +85,9 @@ int main(int argc, char** argv) {
     return res < 0 ? 5 : fail("the step with a dead rank", static_cast<zcollResult_t>(res), comm, 3);
   const auto shrinkAt = Clock::now();
   zcollComm_t shrunk = nullptr;
-  // At once, as the others start their shrink; not later: a rank killed while UCX creates its
-  // worker (its part of the new comm) can leave a /dev/shm name (docs/FAULT_TOLERANCE.md).
-  if (rank == shrinkVictim) killSelfIn(0);
+  // Here, as the others start their shrink, not inside its own: a rank killed while UCX creates
+  // its worker (its part of the new comm) can leave a /dev/shm name (docs/FAULT_TOLERANCE.md).
+  if (rank == shrinkVictim) raise(SIGKILL);
   std::vector<int> excluded{victim};
   r = zcollCommShrink(comm, excluded.data(), 1, &shrunk, nullptr, ZCOLL_SHRINK_ABORT);
   std::string firstFailure;

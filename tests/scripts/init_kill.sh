@@ -6,7 +6,9 @@
 #   before it reaches the rendezvous      the others time out: "rank 2 never did"
 #   at the rendezvous, others still late  the others fail as they connect: "rank 2 ... exited"
 #   the rendezvous root (rank 0)          the others cannot reach it: "rank 0 under ..."
-#   about when init ends                  init or the first collective fails naming it
+#   as its init returns                   init or the first collective fails naming it
+# The kills land before UCX starts or after it is up: a rank killed while UCX creates its
+# worker can leave a /dev/shm name of UCX's (docs/FAULT_TOLERANCE.md; lib/leftovers.sh).
 set -u
 BUILD=${ZCOLL_BUILD_DIR:?ZCOLL_BUILD_DIR must name the build directory}
 SRC=${ZCOLL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -27,7 +29,7 @@ while read -r victim kill_ms late_ms needle; do
   took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
   lines=$(grep -c '^\[[0-9]\] \(init\|first collective\) failed after ' "$log")
   named=$(grep '^\[[0-9]\] \(init\|first collective\) failed after ' "$log" | grep -c -- "$needle")
-  if [ "$rc" -ne 137 ] || [ "$lines" -ne 3 ] || [ "$named" -ne 3 ] || [ "$took_ms" -gt 9000 ] ||
+  if [ "$rc" -ne 137 ] || [ "$lines" -ne 3 ] || [ "$named" -ne 3 ] || [ "$took_ms" -gt 12000 ] ||
      grep -q 'exited with code [^13]' "$log"; then
     echo "FAIL: rank $victim killed at $kill_ms ms (others $late_ms ms late): exit $rc," \
          "$lines failure lines, $named naming '$needle', $took_ms ms"
@@ -39,9 +41,9 @@ while read -r victim kill_ms late_ms needle; do
   grep -o '^\[[0-9]\] \(init\|first collective\) failed after [0-9]* ms' "$log" | sed 's/^/  /'
 done <<'CASES'
 2 0 300 rank 2 never did
-2 400 800 rank 2 (pid
-0 400 800 rank 0 under zcollCommInitFromEnv
-3 90 0 rank 3
+2 700 1400 rank 2 (pid
+0 700 1400 rank 0 under zcollCommInitFromEnv
+3 -1 0 rank 3
 CASES
 leftovers_check "$PROG" || failed=1
 exit $failed

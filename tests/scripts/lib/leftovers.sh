@@ -1,10 +1,15 @@
 # What a killed or shrunk job must not leave behind, for the process-level scripts (sourced):
 #   leftovers_before          remember /dev/shm before the runs
-#   leftovers_check PROG      after the runs: no process running PROG, /dev/shm as it was, and
-#                             no status-service socket (abstract "@zcoll-status.UID.PID") of a
-#                             process that has ended; prints each finding, returns 1 if any
+#   leftovers_check PROG      after the runs: no process running PROG, no new name in /dev/shm
+#                             that lasts and that no process maps, and no status-service socket
+#                             (abstract "@zcoll-status.UID.PID") of a process that has ended;
+#                             prints each finding, returns 1 if any
 # zcoll's shared memory is memfds and its sockets are abstract or belong to the processes, so
-# they go with the processes; these checks hold that promise (docs/FAULT_TOLERANCE.md).
+# they go with the processes; these checks hold that promise (docs/FAULT_TOLERANCE.md). One
+# exception is UCX's: its posix transport names a segment in /dev/shm for the moment between
+# creating and unlinking it, so a rank killed while UCX creates its worker leaves that name
+# (ucx_shm_posix_*). Such a name is reported as UCX's, not counted (it cannot be told from one
+# another job of this machine left), and not removed: nothing here deletes others' files.
 
 leftovers_before() {
   LEFTOVERS_SHM=$(ls /dev/shm 2>/dev/null | sort)
@@ -20,12 +25,23 @@ leftovers_check() {
   if pgrep -f "$prog" >/dev/null; then
     echo "LEFT: processes of the job are still running:"; pgrep -af "$prog"; bad=1
   fi
-  local after
-  after=$(ls /dev/shm 2>/dev/null | sort)
-  if [ "$LEFTOVERS_SHM" != "$after" ]; then
-    echo "LEFT: /dev/shm changed:"; diff <(echo "$LEFTOVERS_SHM") <(echo "$after"); bad=1
-  fi
-  local name pid
+  # Names other processes of this machine create and unlink a moment later, or keep mapped
+  # while they run, are not leftovers: one counts when it is still there 2 s later and no
+  # process maps it.
+  local new name
+  new=$(comm -13 <(echo "$LEFTOVERS_SHM") <(ls /dev/shm 2>/dev/null | sort))
+  [ -n "$new" ] && sleep 2
+  for name in $new; do
+    [ -e "/dev/shm/$name" ] || continue
+    grep -qs "/dev/shm/$name" /proc/[0-9]*/maps && continue
+    case "$name" in
+      ucx_shm_posix_*)
+        echo "UCX left /dev/shm/$name (a rank of this machine killed while UCX created its" \
+             "worker; docs/FAULT_TOLERANCE.md): not counted" ;;
+      *) echo "LEFT: /dev/shm/$name is new and no process maps it"; bad=1 ;;
+    esac
+  done
+  local pid
   while read -r name; do
     pid=${name##*.}
     if ! kill -0 "$pid" 2>/dev/null; then
