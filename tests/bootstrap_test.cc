@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -163,6 +164,47 @@ TEST(Bootstrap, ReusedUniqueIdFailsAtOnceAndSaysWhy) {
   std::string msg = zcollGetLastError(nullptr);
   EXPECT_NE(msg.find("already used"), std::string::npos) << msg;
   EXPECT_EQ(again, nullptr);
+}
+
+// Ranks 0 and 2 of 4 arrive; the root times out and both learn which ranks never came.
+TEST(Bootstrap, ATimeoutNamesTheRanksThatNeverArrived) {
+  RendezvousId id = startRoot(4, 2);
+  std::vector<std::thread> ts;
+  std::vector<std::string> msgs(4);
+  for (int r : {0, 2})
+    ts.emplace_back([&, r] {
+      std::vector<std::string> all;
+      EXPECT_EQ(rendezvousAllGather(id, r, 4, "x", 10, &all), zcollTimeout);
+      msgs[r] = threadLastError();
+    });
+  for (auto& t : ts) t.join();
+  for (int r : {0, 2})
+    EXPECT_NE(msgs[r].find("2 of 4 ranks arrived; ranks 1, 3 never did"), std::string::npos)
+        << msgs[r];
+}
+
+// The root's process calls the rendezvous off: the rank waiting in it and a late one are
+// refused at once, saying so.
+TEST(Bootstrap, ACancelledRendezvousRefusesEveryRankAtOnce) {
+  SockAddr addr{};
+  addr.storage.in4.sin_family = AF_INET;
+  addr.storage.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.len = sizeof(sockaddr_in);
+  RendezvousId id{};
+  ASSERT_EQ(startRendezvousRoot(addr, kMagic, 0, 30, true, &id), zcollSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread waiting([&] {
+    std::vector<std::string> all;
+    EXPECT_EQ(rendezvousAllGather(id, 1, 3, "x", 30, &all), zcollRemoteError);
+    EXPECT_NE(threadLastError().find("called it off"), std::string::npos) << threadLastError();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  cancelRendezvousRoot(id);
+  waiting.join();
+  std::vector<std::string> all;
+  EXPECT_EQ(rendezvousAllGather(id, 2, 3, "x", 30, &all), zcollRemoteError);
+  EXPECT_NE(threadLastError().find("called it off"), std::string::npos) << threadLastError();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));  // not the 30 s
 }
 
 }  // namespace

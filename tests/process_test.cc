@@ -347,7 +347,10 @@ TEST(Processes, PeerThatNeverArrivesGivesTimeout) {
     return e;
   }, 60);
   expectAllExit(procs, 4);
-  for (const Proc& p : procs) EXPECT_LT(p.seconds, 15.0);
+  for (const Proc& p : procs) {
+    EXPECT_LT(p.seconds, 15.0);
+    EXPECT_NE(readLog(p).find("rank 2 never did"), std::string::npos) << readLog(p);
+  }
 }
 
 }  // namespace

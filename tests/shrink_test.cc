@@ -5,18 +5,13 @@
 // every rank without a comm; revoke interrupts a call blocked in another thread. ZCOLL_TIMEOUT
 // is 60 s, so a return after kHangGuard means the news did not travel (a hang guard, not a
 // performance assertion).
-#include <dirent.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
-#include <fstream>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "support/leaks.h"
 #include "support/ranks.h"
 
 namespace zcoll::test {
@@ -76,49 +71,6 @@ TEST(Shrink, AfterAPeerDiesTheOthersGoOnWithExactCollectives) {
     EXPECT_EQ(zcollCommDestroy(shrunk), zcollSuccess);
     EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
   });
-}
-
-// The inodes of this machine's listening TCP sockets.
-std::set<std::string> listeningInodes() {
-  std::set<std::string> inodes;
-  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(file);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
-      f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
-      if (state == "0A") inodes.insert(inode);
-    }
-  }
-  return inodes;
-}
-
-// Open descriptors of this process, but for listening TCP sockets: a unique id's rendezvous
-// service keeps listening until its timeout, by design, to tell a reused id apart.
-int openDescriptors() {
-  const std::set<std::string> listening = listeningInodes();
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (dirent* e = readdir(d)) {
-      char target[256] = {};
-      const std::string path = std::string("/proc/self/fd/") + e->d_name;
-      if (readlink(path.c_str(), target, sizeof(target) - 1) < 0) continue;
-      const std::string t = target;
-      if (t.rfind("socket:[", 0) == 0 && listening.count(t.substr(8, t.size() - 9))) continue;
-      ++n;
-    }
-    closedir(d);
-  }
-  return n;
-}
-int memfdMappings() {
-  std::ifstream maps("/proc/self/maps");
-  int n = 0;
-  for (std::string line; std::getline(maps, line);)
-    if (line.find("memfd:") != std::string::npos) ++n;
-  return n;
 }
 
 // A peer dies, the others shrink and go on, everything is destroyed.

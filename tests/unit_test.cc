@@ -75,6 +75,29 @@ TEST(NodeLayout, NonContiguousHostsAndSubgroups) {
   EXPECT_TRUE(buildNodeLayout({5, 6, 5, 6}).uniform());
 }
 
+TEST(NodeLayout, BuddiesAreOnTheNextNodeAndEveryRankHasOne) {
+  // Even: A A B B -> 0's buddy is 2, 1's is 3, 2's is 0, 3's is 1; one ward each.
+  NodeLayout even = buildNodeLayout({1, 1, 2, 2});
+  EXPECT_EQ((std::vector<int>{even.buddyOf(0), even.buddyOf(1), even.buddyOf(2),
+                              even.buddyOf(3)}),
+            (std::vector<int>{2, 3, 0, 1}));
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(even.wardsOf(r), std::vector<int>{(r + 2) % 4});
+  // Uneven, after a shrink: A B B (node A kept one rank): 0 -> 1, 1 -> 0, 2 -> 0; 0 holds 1 and 2.
+  NodeLayout uneven = buildNodeLayout({1, 2, 2});
+  EXPECT_EQ(uneven.buddyOf(0), 1);
+  EXPECT_EQ(uneven.buddyOf(1), 0);
+  EXPECT_EQ(uneven.buddyOf(2), 0);
+  EXPECT_EQ(uneven.wardsOf(0), (std::vector<int>{1, 2}));
+  EXPECT_EQ(uneven.wardsOf(1), std::vector<int>{0});
+  EXPECT_TRUE(uneven.wardsOf(2).empty());
+  // Three nodes, not node-contiguous: A B C A B C; buddies on the next node, wrapping.
+  NodeLayout three = buildNodeLayout({1, 2, 3, 1, 2, 3});
+  EXPECT_EQ(three.buddyOf(0), 1);
+  EXPECT_EQ(three.buddyOf(5), 3);
+  EXPECT_EQ(three.wardsOf(0), std::vector<int>{2});
+  EXPECT_EQ(buildNodeLayout({7, 7}).buddyOf(0), -1);  // one node: no buddy
+}
+
 TEST(Tags, FieldsDoNotCollide) {
   EXPECT_NE(makeCollTag(1, 2, 3), makeCollTag(1, 3, 2));
   EXPECT_NE(makeCollTag(1, 2, 3), makeCollTag(2, 2, 3));

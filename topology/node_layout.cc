@@ -44,4 +44,18 @@ std::vector<int> NodeLayout::leaders() const {
   return out;
 }
 
+int NodeLayout::buddyOf(int rank) const {
+  if (nodes < 2) return -1;
+  const std::vector<int>& next = members[(nodeOf[rank] + 1) % nodes];
+  return next[localOf[rank] % next.size()];
+}
+
+std::vector<int> NodeLayout::wardsOf(int rank) const {
+  std::vector<int> wards;
+  if (nodes < 2) return wards;
+  for (int r : members[(nodeOf[rank] + nodes - 1) % nodes])
+    if (buddyOf(r) == rank) wards.push_back(r);
+  return wards;
+}
+
 }  // namespace zcoll

@@ -24,6 +24,12 @@ struct NodeLayout {
   std::vector<int> railGroup(int rank) const;
   // Local index 0 of every node (NODE_LEADERS subgroup).
   std::vector<int> leaders() const;
+  // The buddy of `rank` (zcollBuddyCopy), on another node whenever there are two: on the next
+  // node (node index + 1, wrapping), the rank whose local index is `rank`'s modulo that node's
+  // size. -1 with a single node.
+  int buddyOf(int rank) const;
+  // The ranks whose buddy `rank` is, by ascending rank: on an even layout exactly one.
+  std::vector<int> wardsOf(int rank) const;
 };
 
 NodeLayout buildNodeLayout(const std::vector<uint64_t>& hostHashes);

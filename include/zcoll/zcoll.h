@@ -65,7 +65,9 @@
  *    communication started (and after any failure of an enqueued device call), the
  *    communicator is in an error state: every further call returns that error (see
  *    zcollCommGetAsyncError), and only zcollCommShrink (ZCOLL_SHRINK_ABORT: the ranks that
- *    remain go on without the failed ones), zcollCommDestroy and zcollCommAbort work.
+ *    remain go on without the failed ones), zcollCommDestroy and zcollCommAbort work (and the
+ *    queries, and passing it as oldComm to zcollRebuildFromSecondary/zcollRebuildFromBuddy,
+ *    which only read its layout).
  *  - Nothing blocks forever: waits are bounded by the communicator's timeout (ZCOLL_TIMEOUT
  *    seconds, or zcollConfig_t.timeoutSec), after which the call returns zcollTimeout.
  *  - Every rank must make the same collective calls in the same order with the same count,
@@ -364,6 +366,52 @@ ZCOLL_API zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRank
                                         zcollComm_t* newcomm, zcollConfig_t* config,
                                         int shrinkFlags);
 
+/* Growing: new ranks join a live communicator (NCCL 2.29's ncclCommGetUniqueId / ncclCommGrow,
+ * same arguments and argument order; docs/FAULT_TOLERANCE.md).
+ *
+ * zcollCommGetUniqueId, on one member of `comm` (the coordinator; any rank), makes the id the new
+ * ranks join with and starts the rendezvous service it names in this process (on
+ * ZCOLL_SOCKET_IFNAME's address, as zcollGetUniqueId). Hand it to the new ranks out of band. One
+ * id at a time per communicator: another call before a zcollCommGrow on `comm` has used the last
+ * one is zcollInvalidUsage, until that id expires (`comm`'s timeout after it was made: its service
+ * then gives up). A NULL uniqueId is zcollInvalidArgument; a broken comm is refused as any call.
+ *
+ * zcollCommGrow makes *newcomm of nRanks ranks: the members of `comm` keep their ranks
+ * [0, size of comm), and the new ranks take [size of comm, nRanks) (NCCL's numbering). Called by
+ * every member and every new rank:
+ *   the coordinator:     zcollCommGrow(comm, nRanks, &id, -1, &newcomm, config)
+ *   every other member:  zcollCommGrow(comm, nRanks, NULL, -1, &newcomm, config)
+ *   each new rank:       zcollCommGrow(NULL, nRanks, &id, rank, &newcomm, config)
+ * Every rank passes the same nRanks, and every rank in [size of comm, nRanks) must join exactly
+ * once. The new comm has its own connections, node layout and subgroups (NODE, RAIL) for the new
+ * membership: new ranks join the node of their host identity (config hostId, ZCOLL_HOSTID, or the
+ * machine), so a grow can make a layout even again after a shrink left it uneven (hpZ needs
+ * even nodes). config NULL: members inherit `comm`'s settings (as a split); a new rank's config
+ * gives its own host identity and name (a name left unset: the members'), while the settings
+ * every rank must share (timeout, ZCOLL_REDUCE_PARTIALS, ZCOLL_CHECK_CALLS, ZCOLL_ALGO_*) come
+ * from the members. `comm` is left as it was (healthy): destroy it when done with it. The id is
+ * used by the grow whatever its outcome (make a new one to try again); an argument error leaves
+ * it unused.
+ * Failures, on every rank that takes part, none hanging past the timeout:
+ *  - members that disagree (nRanks, none or two passing an id, one that could not set up its
+ *    part): zcollInvalidUsage naming the member, nothing created, and the new ranks waiting at
+ *    the rendezvous are refused at once (zcollRemoteError, "called it off");
+ *  - a member that dies, aborts or destroys `comm` before the coordinator has met the new ranks:
+ *    zcollRemoteError naming it on the other members (within about 50 ms for a process of this
+ *    machine or a comm closed), the new ranks refused at once;
+ *  - a new rank that never comes: zcollTimeout at the timeout on every rank, naming the missing
+ *    new ranks; a new rank that dies after the rendezvous: as a rank dying during init;
+ *  - a broken or revoked `comm`: zcollInvalidUsage (shrink it first), the new ranks refused.
+ * Argument errors are zcollInvalidArgument before any exchange: newcomm NULL; on a member
+ * (comm set): rank other than -1, nRanks not above comm's size, a uniqueId that is not the one
+ * zcollCommGetUniqueId handed out on `comm` (or was used, or expired); on a new rank (comm NULL):
+ * uniqueId NULL or not from zcollCommGetUniqueId, nRanks not above the size of the comm that
+ * grows, rank outside [that size, nRanks); a bad config. On a member between zcollGroupStart
+ * and zcollGroupEnd it is zcollInvalidUsage. On failure *newcomm is NULL. */
+ZCOLL_API zcollResult_t zcollCommGetUniqueId(zcollComm_t comm, zcollUniqueId* uniqueId);
+ZCOLL_API zcollResult_t zcollCommGrow(zcollComm_t comm, int nRanks, const zcollUniqueId* uniqueId,
+                                      int rank, zcollComm_t* newcomm, zcollConfig_t* config);
+
 /* Frees the communicator. Not collective, but peers still communicating with it will see
  * zcollRemoteError. Device calls still enqueued run first (as ncclCommDestroy flushes; each
  * bounded by the timeout), so their results are on their streams. comm may be NULL (no-op). */
@@ -643,6 +691,91 @@ ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* 
                                                     zcollRedOp_t op,
                                                     const zcollQuantConfig_t* quant,
                                                     zcollComm_t comm, zcollStream_t stream);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Keep training after a shrink: rebuild lost ZeRO shards without a checkpoint                  */
+/* (docs/FAULT_TOLERANCE.md, "Keep training")                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The partition these calls work on (ZeRO-3 / ZeRO++, docs/ZEROPP.md): a flat vector V of
+ * totalCount elements (the parameters, or one optimizer-state tensor shaped like them), padded
+ * to W*count, is split over the W ranks of a communicator: rank r's primary shard is
+ * V[r*count, (r+1)*count). hpZ's secondary shard (zcollAllGatherHier on that communicator, N nodes
+ * of L ranks) holds on rank r, at [m*count, (m+1)*count), the primary shard of the rank with r's
+ * local index on node m (its rail): so every shard has a copy on every other node.
+ *
+ * zcollRebuildFromSecondary: after zcollCommShrink made newComm from oldComm (W' ranks, some of
+ * oldComm's gone), every rank of newComm gets its primary shard of V for the new world size:
+ * newPrimary[0, newCount) = V[i*newCount, (i+1)*newCount) on new rank i, zeros at positions of V
+ * at or past totalCount. Collective over newComm; nothing is read from a checkpoint, nothing from
+ * the ranks that are gone. Where each piece of V comes from:
+ *  - a surviving rank's shard: from its primary when the ranks pass primaries (primary != NULL
+ *    on every rank), else from its own secondary;
+ *  - a gone rank's shard: from the secondaries of the surviving ranks of its rail (on the other
+ *    nodes), split evenly among them.
+ * So V is rebuilt as the last zcollAllGatherHier on oldComm gathered it: bit-identical to the
+ * primaries of that moment when that call was exact (quant NULL), and the values every rank's
+ * forward pass used (dequant(quant(shard)), qwZ's bound) when it was quantized; survivors'
+ * primaries, when passed, must be of that same moment (a framework that has updated its shards
+ * since passes NULL, and the step after that forward call is run again). Each rank passes the
+ * secondary that call filled on it (oldComm's nodes * count elements), valid: a secondary whose
+ * forward call failed is undefined, so keep the one of the last call that succeeded on every
+ * rank (docs/FAULT_TOLERANCE.md shows the two-buffer way).
+ * oldComm is the communicator the shards were partitioned over: a live handle (its layout and
+ * members are read; it may be revoked or broken), or NULL for the one zcollCommShrink made newComm
+ * from, as it was then (newComm keeps its layout and members, so that comm may be destroyed
+ * already: a framework that tears the old group down at the shrink passes NULL). Every rank of
+ * newComm must be one of oldComm's (made from it by zcollCommShrink; ranks are matched by
+ * identity, not number). Every rank passes the same count, newCount,
+ * totalCount, datatype and oldComm, and all pass a primary or none: otherwise every rank fails
+ * with zcollInvalidUsage naming the rank, and nothing moves. A gone rank's shard that no rank of
+ * newComm holds (its whole rail gone, or a single node) fails every rank with zcollInvalidUsage
+ * naming the old rank, before anything moves; so does an oldComm whose nodes had different
+ * numbers of ranks (hpZ never ran there). Any datatype (copies are exact). Host buffers only,
+ * stream NULL (device buffers: zcollUnsupported). Argument errors are zcollInvalidArgument on
+ * that rank before any exchange (the others then wait for it, as for any collective a rank
+ * does not make): newComm NULL or dead, oldComm dead, or NULL with a newComm that
+ * zcollCommShrink did not make, the same comm twice, a bad datatype,
+ * totalCount above oldComm's size * count or above newComm's size * newCount, secondary NULL
+ * with count > 0, newPrimary NULL with newCount > 0, newPrimary overlapping primary or
+ * secondary. Inside zcollGroupStart/End: zcollInvalidUsage.
+ *
+ * After a recovery the new layout may be uneven (a node that lost a rank): hpZ
+ * (zcollAllGatherHier, zcollAllGatherFromSecondary) refuses it (zcollInvalidUsage), so gather
+ * the weights with qwZ (zcollQuantizedAllGather, or zcollAllGather) for both the forward and the
+ * backward pass there, and qgZ falls back to its flat algorithm on its own; once zcollCommGrow
+ * makes the nodes even again, hpZ runs again.
+ *
+ * What is lost with a rank: its optimizer state (fp32 master weights, moments), which only it
+ * held. The opt-in buddy copy keeps a copy of it on another node:
+ *
+ * zcollBuddyCopy (collective over comm, 2 nodes or more): every rank's count elements of
+ * sendbuff go to its buddy, the rank of the next node (node index + 1, the last node's to node
+ * 0) whose local index is this rank's modulo that node's size; buddyCopy receives the shards of
+ * the ranks whose buddy this rank is (its wards), one slot of count elements each, in rank
+ * order: zcollBuddyCopyCount gives its size, count times the number of wards (1 on an even
+ * layout; 0 to several on an uneven one, e.g. after a shrink). Call it after each optimizer
+ * step, per state tensor shaped like the parameter shard. Any datatype; host buffers only.
+ * zcollInvalidUsage on a single node.
+ * zcollRebuildFromBuddy: as zcollRebuildFromSecondary, with the buddy copies: a surviving rank's
+ * shard comes from its primary (required: the state it holds), a gone rank's from its buddy's
+ * copy (buddyCopy: zcollBuddyCopyCount(oldComm, count) elements); a gone rank whose buddy is gone
+ * too fails every rank with zcollInvalidUsage naming it. oldComm's layout may be uneven. */
+ZCOLL_API zcollResult_t zcollRebuildFromSecondary(const void* primary, const void* secondary,
+                                                  size_t count, void* newPrimary, size_t newCount,
+                                                  size_t totalCount, zcollDataType_t datatype,
+                                                  zcollComm_t oldComm, zcollComm_t newComm,
+                                                  zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollBuddyCopyCount(const zcollComm_t comm, size_t count,
+                                            size_t* copyCount);
+ZCOLL_API zcollResult_t zcollBuddyCopy(const void* sendbuff, void* buddyCopy, size_t count,
+                                       zcollDataType_t datatype, zcollComm_t comm,
+                                       zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollRebuildFromBuddy(const void* primary, const void* buddyCopy,
+                                              size_t count, void* newPrimary, size_t newCount,
+                                              size_t totalCount, zcollDataType_t datatype,
+                                              zcollComm_t oldComm, zcollComm_t newComm,
+                                              zcollStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1097,6 +1097,97 @@ c10::intrusive_ptr<Work> ZcollBackend::allGatherFromSecondary(at::Tensor output,
   });
 }
 
+int ZcollBackend::localSize() {
+  int n = 0;
+  zcollComm_t comm = hostComm();
+  check(zcollCommLocalSize(comm, &n), comm, "zcollCommLocalSize");
+  return n;
+}
+
+// ---- Keep training after shrink_group ----------------------------------------------------------
+
+namespace {
+
+// The recovery calls take host buffers of one dtype.
+void checkRecoveryTensors(const char* fn, std::initializer_list<const at::Tensor*> ts) {
+  const at::Tensor* first = *ts.begin();
+  for (const at::Tensor* t : ts) {
+    checkTensor(*t);
+    TORCH_CHECK_VALUE(t->device().is_cpu(), "zcoll: ", fn, " takes CPU tensors (a recovery "
+                      "step: copy device shards to the host first), got one on ", t->device());
+    TORCH_CHECK_VALUE(t->scalar_type() == first->scalar_type(), "zcoll: ", fn,
+                      ": the tensors' dtypes differ");
+  }
+}
+
+}  // namespace
+
+void ZcollBackend::runBlocking(const char* name,
+                               const std::function<zcollResult_t(zcollComm_t)>& call) {
+  zcollComm_t comm = hostComm();
+  waitIssued();
+  zcollResult_t rc;
+  {
+    MaybeReleaseGil noGil;
+    rc = call(comm);
+  }
+  check(rc, comm, name);
+}
+
+void ZcollBackend::rebuildFromSecondary(at::Tensor output, at::Tensor secondary,
+                                        std::optional<at::Tensor> primary, int64_t shardNumel,
+                                        int64_t totalNumel) {
+  const char* fn = "rebuild_from_secondary";
+  if (primary) checkRecoveryTensors(fn, {&output, &secondary, &*primary});
+  else checkRecoveryTensors(fn, {&output, &secondary});
+  TORCH_CHECK_VALUE(shardNumel >= 0 && totalNumel >= 0, "zcoll: ", fn, ": shard_numel and "
+                    "total_numel must not be negative");
+  at::Tensor sec = secondary.contiguous();
+  at::Tensor prim = primary ? primary->contiguous() : at::Tensor();
+  at::Tensor dst = output.contiguous();
+  runBlocking("zcollRebuildFromSecondary", [&](zcollComm_t comm) {
+    return zcollRebuildFromSecondary(primary ? prim.data_ptr() : nullptr, sec.data_ptr(),
+                                     shardNumel, dst.data_ptr(), dst.numel(), totalNumel,
+                                     toZcollType(dst), nullptr, comm, nullptr);
+  });
+  if (!dst.is_same(output)) output.copy_(dst);
+}
+
+void ZcollBackend::rebuildFromBuddy(at::Tensor output, at::Tensor primary, at::Tensor copy,
+                                    int64_t totalNumel) {
+  const char* fn = "rebuild_from_buddy";
+  checkRecoveryTensors(fn, {&output, &primary, &copy});
+  TORCH_CHECK_VALUE(totalNumel >= 0, "zcoll: ", fn, ": total_numel must not be negative");
+  at::Tensor prim = primary.contiguous(), cp = copy.contiguous(), dst = output.contiguous();
+  runBlocking("zcollRebuildFromBuddy", [&](zcollComm_t comm) {
+    return zcollRebuildFromBuddy(prim.data_ptr(), cp.data_ptr(), prim.numel(), dst.data_ptr(),
+                                 dst.numel(), totalNumel, toZcollType(dst), nullptr, comm,
+                                 nullptr);
+  });
+  if (!dst.is_same(output)) output.copy_(dst);
+}
+
+void ZcollBackend::buddyCopy(at::Tensor copy, at::Tensor shard) {
+  checkRecoveryTensors("buddy_copy", {&copy, &shard});
+  TORCH_CHECK_VALUE(copy.numel() == buddyCopyNumel(shard.numel()), "zcoll: buddy_copy needs a "
+                    "copy of buddy_copy_numel(shard.numel()) = ", buddyCopyNumel(shard.numel()),
+                    " elements, got ", copy.numel());
+  at::Tensor src = shard.contiguous(), dst = copy.contiguous();
+  runBlocking("zcollBuddyCopy", [&](zcollComm_t comm) {
+    return zcollBuddyCopy(src.data_ptr(), dst.data_ptr(), src.numel(), toZcollType(src), comm,
+                          nullptr);
+  });
+  if (!dst.is_same(copy)) copy.copy_(dst);
+}
+
+int64_t ZcollBackend::buddyCopyNumel(int64_t numel) {
+  TORCH_CHECK_VALUE(numel >= 0, "zcoll: buddy_copy_numel: numel must not be negative");
+  size_t n = 0;
+  zcollComm_t comm = hostComm();
+  check(zcollBuddyCopyCount(comm, static_cast<size_t>(numel), &n), comm, "zcollBuddyCopyCount");
+  return static_cast<int64_t>(n);
+}
+
 c10::intrusive_ptr<Work> ZcollBackend::quantizedReduceScatter(at::Tensor output, at::Tensor input,
                                                               const c10d::ReduceOp& reduceOp,
                                                               zcollQuantConfig_t quant) {

@@ -188,6 +188,27 @@ class ZcollBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> quantizedReduceScatter(at::Tensor output, at::Tensor input,
                                                         const c10d::ReduceOp& reduceOp,
                                                         zcollQuantConfig_t quant);
+  // This rank's node's number of ranks (zcollCommLocalSize).
+  int localSize();
+
+ private:
+  // Runs `call` (a blocking zcoll call on the host communicator) once the operations issued
+  // before have completed, without the GIL; throws its error.
+  void runBlocking(const char* name, const std::function<zcollResult_t(zcollComm_t)>& call);
+
+ public:
+
+  // ---- Keep training after shrink_group (zcoll.zeropp.rebuild_*; docs/FAULT_TOLERANCE.md) --
+  // CPU tensors, blocking: each runs on the calling thread once the operations issued before it
+  // have completed (zcoll runs these calls outside groups, where the other operations run). The
+  // old group is the one shrink_group made this group from (oldComm NULL).
+  void rebuildFromSecondary(at::Tensor output, at::Tensor secondary,
+                            std::optional<at::Tensor> primary, int64_t shardNumel,
+                            int64_t totalNumel);
+  void rebuildFromBuddy(at::Tensor output, at::Tensor primary, at::Tensor copy,
+                        int64_t totalNumel);
+  void buddyCopy(at::Tensor copy, at::Tensor shard);
+  int64_t buddyCopyNumel(int64_t numel);
 
  private:
   struct Batch {

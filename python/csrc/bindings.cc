@@ -41,6 +41,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def(py::init<const std::string&, int, int, int>(), py::arg("unique_id"), py::arg("rank"),
            py::arg("size"), py::arg("timeout_sec"))
       .def("node_count", &ZcollBackend::nodeCount)
+      .def("local_size", &ZcollBackend::localSize)
+      .def("rebuild_from_secondary", &ZcollBackend::rebuildFromSecondary, py::arg("output"),
+           py::arg("secondary"), py::arg("primary"), py::arg("shard_numel"),
+           py::arg("total_numel"))
+      .def("rebuild_from_buddy", &ZcollBackend::rebuildFromBuddy, py::arg("output"),
+           py::arg("primary"), py::arg("copy"), py::arg("total_numel"))
+      .def("buddy_copy", &ZcollBackend::buddyCopy, py::arg("copy"), py::arg("shard"))
+      .def("buddy_copy_numel", &ZcollBackend::buddyCopyNumel, py::arg("numel"))
       // zcoll.get_stats / zcoll.reset_stats (python/zcoll/__init__.py, python/README.md)
       .def("get_stats",
            [](ZcollBackend& b) {

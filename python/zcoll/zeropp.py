@@ -12,6 +12,16 @@ symmetric, round to nearest even).
     zpp.all_gather_hier(full, shard, sec)                     # hpZ forward: keeps the secondary
     zpp.all_gather_from_secondary(full, sec)                  # hpZ backward: no inter-node bytes
     zpp.quantized_reduce_scatter(grad_shard, grad, op=dist.ReduceOp.AVG)   # qgZ
+
+Keep training after a rank dies (docs/FAULT_TOLERANCE.md, "Keep training"; CPU tensors): after
+``dist.shrink_group``, the new group rebuilds the dead rank's weight shard from hpZ's
+secondaries and its optimizer state from the opt-in buddy copies, re-partitioned over the new
+world size (python/examples/keep_training_zeropp.py):
+
+    zpp.buddy_copy(copy, state_shard)                         # every step, after the update
+    ... dist.shrink_group(gone, shrink_flags=c10d.SHRINK_ABORT)
+    zpp.rebuild_from_secondary(new_shard, secondary, shard.numel(), total)
+    zpp.rebuild_from_buddy(new_state, state_shard, copy, total)
 """
 import torch
 import torch.distributed as dist
@@ -101,3 +111,43 @@ def quantized_reduce_scatter(output, input, op=dist.ReduceOp.SUM, group=None, *,
         block_size=_or0(block_size), symmetric=symmetric, stochastic=stochastic, seed=seed,
         pipeline_depth=_or0(pipeline_depth))
     return _finish(work, async_op)
+
+
+def local_size(group=None):
+    """Ranks on this rank's node in `group` (hpZ needs the same number on every node)."""
+    return zcoll_backend(group, "local_size").local_size()
+
+
+def buddy_copy_numel(numel, group=None):
+    """Elements of the buddy copy this rank keeps for shards of `numel` elements: numel times
+    the number of ranks whose buddy it is (1 each on an even layout). Needs 2 nodes or more."""
+    return zcoll_backend(group, "buddy_copy_numel").buddy_copy_numel(int(numel))
+
+
+def buddy_copy(copy, shard, group=None):
+    """Opt-in copy of optimizer state on another node (zcollBuddyCopy): every rank's `shard`
+    goes to its buddy, the rank of the next node with its local index (modulo that node's
+    size); `copy` (buddy_copy_numel elements) receives the shards of the ranks whose buddy this
+    rank is. CPU tensors, any dtype, every rank the same numel. Blocking, like the two rebuilds:
+    each runs once the group's operations issued before it have completed."""
+    zcoll_backend(group, "buddy_copy").buddy_copy(copy, shard)
+
+
+def rebuild_from_secondary(output, secondary, shard_numel, total_numel, primary=None, group=None):
+    """After dist.shrink_group made `group`: this rank's shard of the flat vector V for the new
+    world size, output = V[rank * n, (rank + 1) * n) with n = output.numel() (zeros past
+    total_numel), where V was partitioned over the old group in shards of `shard_numel`
+    (zcollRebuildFromSecondary with oldComm NULL). A dead rank's shard comes from the hpZ
+    `secondary` shards of its rail's survivors (each passes the one its last good all_gather_hier
+    filled on the old group), survivors' from their `primary` (or from their secondary when
+    primary is None, on every rank). CPU tensors; blocking."""
+    zcoll_backend(group, "rebuild_from_secondary").rebuild_from_secondary(
+        output, secondary, primary, int(shard_numel), int(total_numel))
+
+
+def rebuild_from_buddy(output, primary, copy, total_numel, group=None):
+    """As rebuild_from_secondary, for state kept with buddy_copy: survivors' shards from their
+    `primary`, a dead rank's from its buddy's `copy` (zcollRebuildFromBuddy). CPU tensors;
+    blocking."""
+    zcoll_backend(group, "rebuild_from_buddy").rebuild_from_buddy(
+        output, primary, copy, int(total_numel))

@@ -9,8 +9,8 @@
 //   bits 60-40  sequence (21 bits, wraps; operations complete in order, so no aliasing)
 //   bits 39-16  source rank (24 bits; in an acknowledgement, the rank that acknowledges)
 //   bits 15-0   step within the operation (point-to-point: 0; 0xffff, 0xfffb: peer notices;
-//               0xfffc-0xfffd: a shrink's exchange; 0xfffa: a transport's close handshake;
-//               0xfffe: a transport's exchange at init)
+//               0xfffc-0xfffd: a shrink's exchange; 0xfff7-0xfffa: a grow's; with the
+//               control bit: 0xfffe a transport's exchange at init, 0xfffa its close)
 #pragma once
 
 #include <cstdint>
@@ -52,6 +52,16 @@ constexpr uint32_t kShrinkAddressStep = 0xfffc;
 inline uint64_t makeShrinkTag(uint32_t attempt, int src, uint32_t step) {
   return (uint64_t{1} << 63) | (uint64_t{attempt & kSeqMask} << 40) |
          (uint64_t(uint32_t(src)) << 16) | (step & 0xffffu);
+}
+
+// A grow's exchange between the members of the comm it grows (core/grow.cc): as a shrink's,
+// with the comm's grow attempt count and steps of its own.
+constexpr uint32_t kGrowRecordStep = 0xfffa;
+constexpr uint32_t kGrowAddressStep = 0xfff9;
+constexpr uint32_t kGrowResultStep = 0xfff8;
+constexpr uint32_t kGrowJoinersStep = 0xfff7;
+inline uint64_t makeGrowTag(uint32_t attempt, int src, uint32_t step) {
+  return makeShrinkTag(attempt, src, step);
 }
 
 // The cuda_ipc transport's descriptor of the device message tagged `tag` (transport/

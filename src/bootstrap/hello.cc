@@ -40,6 +40,9 @@ const char* helloStatusText(uint32_t status) {
       return "this unique id was already used by a completed initialization (each id serves "
              "one zcollCommInitRank round: create a new one with zcollGetUniqueId)";
     case kHelloTooLarge: return "its rank description is larger than the root accepts";
+    case kHelloCancelled:
+      return "the process that serves the rendezvous called it off (zcollCommGrow: the "
+             "communicator's members failed the grow; their zcollGetLastError says why)";
     default: return "unknown status";
   }
 }

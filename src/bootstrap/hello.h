@@ -25,9 +25,19 @@ enum HelloStatus : uint32_t {
   kHelloBadMagic = 1,
   kHelloBadRank = 2,  // followed by the int32 number of ranks the rendezvous expects
   kHelloDuplicateRank = 3,
-  kHelloRootTimedOut = 4,
+  kHelloRootTimedOut = 4,  // followed by a TimedOutReport: who never arrived
   kHelloAlreadyUsed = 5,
   kHelloTooLarge = 6,  // the rank description is over kMaxRankBlob (no answer is sent)
+  kHelloCancelled = 7,  // the root's process called the rendezvous off (cancelRendezvousRoot)
+};
+
+// After kHelloRootTimedOut: how many ranks arrived, and the first missing ones.
+struct TimedOutReport {
+  int32_t arrived;
+  int32_t nranks;
+  int32_t missingCount;  // in all; the first min(missingCount, kListed) are listed
+  static constexpr int kListed = 8;
+  int32_t missing[kListed];
 };
 
 // What the root knows when it reads a connection: the rendezvous' magic and, once known, its

@@ -6,8 +6,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -49,15 +52,25 @@ int pollTimeoutMs(Deadline d) {
 // hellos with kAlreadyUsed until its deadline, so a reused unique id fails at once.
 class RootService {
  public:
-  RootService(Socket listener, uint64_t magic, int expectedRanks, int timeoutSec,
-              bool lingerForReuse)
-      : listener_(std::move(listener)), magic_(magic), nranks_(expectedRanks),
+  RootService(Socket listener, const SockAddr& addr, uint64_t magic, int expectedRanks,
+              int timeoutSec, bool lingerForReuse)
+      : listener_(std::move(listener)), addr_(addr), magic_(magic), nranks_(expectedRanks),
         deadline_(deadlineIn(timeoutSec)), linger_(lingerForReuse) {
     if (nranks_ > 0) ranks_.resize(nranks_);
   }
 
+  // From any thread: the service refuses every rank from now on (kHelloCancelled). A
+  // connection of its own wakes its poll (no descriptor kept for it: the service outlives
+  // communicators, and tests count their descriptors).
+  void cancel() {
+    cancelled_.store(true);
+    Socket wake;
+    (void)connectBefore(addr_, deadlineIn(1), &wake);
+  }
+
   void run() {
     while (!complete()) {
+      if (cancelled_.load()) return calledOff();
       if (Clock::now() >= deadline_) return timedOut();
       pollOnce();
     }
@@ -114,7 +127,8 @@ class RootService {
     state = parseHello(p.buf.data(), p.buf.size(), rules(), &parsed);
     if (state == HelloParse::kNeedMore) return Read::kMore;
     if (lingering_) {  // the rendezvous is over: a hello with this magic reuses the id
-      refuse(p.sock, parsed.refusal == kHelloBadMagic ? kHelloBadMagic : kHelloAlreadyUsed);
+      const uint32_t late = cancelled_.load() ? kHelloCancelled : kHelloAlreadyUsed;
+      refuse(p.sock, parsed.refusal == kHelloBadMagic ? kHelloBadMagic : late);
       return Read::kDrop;
     }
     if (state == HelloParse::kRejected) {
@@ -150,11 +164,34 @@ class RootService {
     return true;
   }
 
+  // Who never arrived, for the ranks that did (best effort, never blocks: it fits any buffer).
   void timedOut() {
     ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous root: %d of %d ranks arrived before the "
                "timeout", arrived_, nranks_);
+    struct {
+      uint32_t status;
+      TimedOutReport report;
+    } msg{};
+    msg.status = kHelloRootTimedOut;
+    msg.report.arrived = arrived_;
+    msg.report.nranks = nranks_;
+    for (int r = 0; r < nranks_; ++r) {
+      if (ranks_[r].sock.valid()) continue;
+      if (msg.report.missingCount < TimedOutReport::kListed)
+        msg.report.missing[msg.report.missingCount] = r;
+      ++msg.report.missingCount;
+    }
     for (Arrival& a : ranks_)
-      if (a.sock.valid()) refuse(a.sock, kHelloRootTimedOut);
+      if (a.sock.valid()) ::send(a.sock.fd(), &msg, sizeof(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+
+  void calledOff() {
+    ZCOLL_INFO(LogSubsys::kBootstrap, "rendezvous root: called off with %d of %d ranks in",
+               arrived_, nranks_);
+    for (Arrival& a : ranks_)
+      if (a.sock.valid()) refuse(a.sock, kHelloCancelled);
+    ranks_.clear();
+    if (linger_) answerLateHellos();
   }
 
   void answerRanks() {
@@ -174,15 +211,42 @@ class RootService {
   }
 
   Socket listener_;
+  SockAddr addr_;  // where it listens
   uint64_t magic_;
   int nranks_;  // 0 until known
   Deadline deadline_;
   bool linger_;
+  std::atomic<bool> cancelled_{false};
   bool lingering_ = false;
   int arrived_ = 0;
   std::vector<Arrival> ranks_;
   std::vector<Pending> pending_;
 };
+
+// The services this process runs, by magic, so cancelRendezvousRoot can find one.
+std::mutex servicesMu;
+std::map<uint64_t, std::weak_ptr<RootService>>& liveServices() {
+  static auto* services = new std::map<uint64_t, std::weak_ptr<RootService>>;  // never freed:
+  return *services;  // detached service threads may outlive static destruction
+}
+
+// Who serves a rendezvous, for messages about a root that cannot be reached.
+constexpr const char* kRootWho =
+    "the process that serves the rendezvous (rank 0 under zcollCommInitFromEnv, zcollrun and "
+    "torchrun; the caller of zcollGetUniqueId or zcollCommGetUniqueId otherwise)";
+
+// "2 of 4 ranks arrived; ranks 1, 3 never did"; with names: "...; new rank 5 never did".
+std::string describeTimeout(const TimedOutReport& t, const RendezvousRankName& nameOf) {
+  std::string text = std::to_string(t.arrived) + " of " + std::to_string(t.nranks) +
+                     " ranks arrived; ";
+  if (!nameOf) text += t.missingCount > 1 ? "ranks " : "rank ";
+  const int listed = std::min(t.missingCount, TimedOutReport::kListed);
+  for (int i = 0; i < listed; ++i)
+    text += (i ? ", " : "") + (nameOf ? nameOf(t.missing[i]) : std::to_string(t.missing[i]));
+  if (t.missingCount > listed) text += " and " + std::to_string(t.missingCount - listed) + " more";
+  return text + (t.missingCount > 1 ? " never did" : " never did (it never came, or died "
+                                                     "before it reached the rendezvous)");
+}
 
 }  // namespace
 
@@ -192,12 +256,7 @@ RendezvousId idFromUnique(const zcollUniqueId& u) {
   return id;
 }
 
-zcollUniqueId uniqueFromId(const RendezvousId& id) {
-  zcollUniqueId u;
-  std::memset(&u, 0, sizeof(u));
-  std::memcpy(u.internal, &id, sizeof(id));
-  return u;
-}
+zcollUniqueId uniqueFromId(const RendezvousId& id) { return packUniqueId(id); }
 
 uint64_t randomMagic() {
   std::random_device rd;
@@ -214,21 +273,46 @@ Result startRendezvousRoot(const SockAddr& listenAddr, uint64_t magic, int expec
   id->root = addr;
   ZCOLL_INFO(LogSubsys::kBootstrap, "rendezvous root listening on %s",
              addrToString(addr).c_str());
-  std::thread([service = std::make_shared<RootService>(std::move(listener), magic, expectedRanks,
-                                                      timeoutSec, lingerForReuse)] {
+  auto service = std::make_shared<RootService>(std::move(listener), addr, magic, expectedRanks,
+                                              timeoutSec, lingerForReuse);
+  {
+    std::lock_guard<std::mutex> lock(servicesMu);
+    liveServices()[magic] = service;
+  }
+  std::thread([service, magic] {
     service->run();
+    std::lock_guard<std::mutex> lock(servicesMu);
+    liveServices().erase(magic);
   }).detach();
   return zcollSuccess;
 }
 
+void cancelRendezvousRoot(const RendezvousId& id) {
+  std::shared_ptr<RootService> service;
+  {
+    std::lock_guard<std::mutex> lock(servicesMu);
+    auto it = liveServices().find(id.magic);
+    if (it != liveServices().end()) service = it->second.lock();
+  }
+  if (service) service->cancel();
+}
+
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
-                           int timeoutSec, std::vector<std::string>* all) {
+                           int timeoutSec, std::vector<std::string>* all,
+                           const RendezvousRankName& nameOf) {
+  const std::string me = nameOf ? nameOf(rank) : "rank " + std::to_string(rank);
   Deadline deadline = deadlineIn(timeoutSec);
   if (id.magic == 0 || (id.root.storage.sa.sa_family != AF_INET &&
                         id.root.storage.sa.sa_family != AF_INET6))
     return fail(zcollInvalidArgument, "the unique id is not initialized (call zcollGetUniqueId)");
   Socket s;
-  ZCOLL_CHECK(connectBefore(id.root, deadline, &s));
+  if (Result r = connectBefore(id.root, deadline, &s); r != zcollSuccess) {
+    std::string why = threadLastError();
+    const std::string prefix = std::string(resultName(r)) + ": ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    return fail(r, "%s: %s; %s never listened there, or is gone", me.c_str(), why.c_str(),
+                kRootWho);
+  }
   Hello h{id.magic, rank, nranks};
   Result sent = sendAll(s, &h, sizeof(h), deadline);
   if (sent == zcollSuccess) sent = sendBlob(s, mine, deadline);
@@ -238,21 +322,31 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
   Result r = recvAll(s, &status, sizeof(status), sent == zcollSuccess ? deadline : deadlineIn(1));
   if (r != zcollSuccess && sent != zcollSuccess) return sent;
   if (r == zcollRemoteError)
-    return fail(zcollRemoteError, "the rendezvous at %s closed the connection (root gone?)",
-                addrToString(id.root).c_str());
+    return fail(zcollRemoteError, "the rendezvous at %s closed the connection of %s before "
+                "answering: %s is gone", addrToString(id.root).c_str(), me.c_str(), kRootWho);
   ZCOLL_CHECK(r);
   if (status == kHelloBadRank) {
     int32_t expected = 0;
     if (recvAll(s, &expected, sizeof(expected), deadlineIn(1)) == zcollSuccess &&
         expected != nranks)
-      return fail(zcollInvalidUsage, "the rendezvous at %s refused rank %d: this rank says there "
+      return fail(zcollInvalidUsage, "the rendezvous at %s refused %s: this rank says there "
                   "are %d ranks (WORLD_SIZE / nranks), the rendezvous expects %d",
-                  addrToString(id.root).c_str(), rank, nranks, expected);
+                  addrToString(id.root).c_str(), me.c_str(), nranks, expected);
+  }
+  if (status == kHelloRootTimedOut) {
+    TimedOutReport report{};
+    if (recvAll(s, &report, sizeof(report), deadlineIn(1)) == zcollSuccess &&
+        report.nranks == nranks && report.missingCount > 0)
+      return fail(zcollTimeout, "the rendezvous at %s timed out for %s: %s",
+                  addrToString(id.root).c_str(), me.c_str(),
+                  describeTimeout(report, nameOf).c_str());
   }
   if (status != kHelloAccepted) {
-    Result code = status == kHelloRootTimedOut ? zcollTimeout : zcollInvalidUsage;
-    return fail(code, "the rendezvous at %s refused rank %d: %s",
-                addrToString(id.root).c_str(), rank, helloStatusText(status));
+    Result code = status == kHelloRootTimedOut ? zcollTimeout
+                  : status == kHelloCancelled  ? zcollRemoteError
+                                               : zcollInvalidUsage;
+    return fail(code, "the rendezvous at %s refused %s: %s", addrToString(id.root).c_str(),
+                me.c_str(), helloStatusText(status));
   }
   all->resize(nranks);
   for (int i = 0; i < nranks; ++i) ZCOLL_CHECK(recvBlob(s, &(*all)[i], kMaxRankBlob, deadline));

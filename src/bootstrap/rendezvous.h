@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,16 @@ static_assert(sizeof(RendezvousId) <= sizeof(zcollUniqueId), "unique id too smal
 RendezvousId idFromUnique(const zcollUniqueId& u);
 zcollUniqueId uniqueFromId(const RendezvousId& id);
 
+// The bytes of `id` as a unique id, zero-padded (a rendezvous id, or one that starts with one).
+template <typename T>
+zcollUniqueId packUniqueId(const T& id) {
+  static_assert(sizeof(T) <= sizeof(zcollUniqueId), "unique id too small");
+  zcollUniqueId u;
+  std::memset(&u, 0, sizeof(u));
+  std::memcpy(u.internal, &id, sizeof(id));
+  return u;
+}
+
 // Starts the root service on `listenAddr` (port 0: any) in a background thread that serves one
 // rendezvous and gives up after `timeoutSec`. Connections are served concurrently, each with a
 // short deadline of its own: idle, slow or garbage connections (scanners, probes, forged hellos)
@@ -31,9 +43,20 @@ zcollUniqueId uniqueFromId(const RendezvousId& id);
 Result startRendezvousRoot(const SockAddr& listenAddr, uint64_t magic, int expectedRanks,
                            int timeoutSec, bool lingerForReuse, RendezvousId* id);
 
-// Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank.
+// Calls off the rendezvous `id` served by this process: the ranks that arrived, and any that
+// arrive until its timeout, are refused with kHelloCancelled at once. Nothing when this process
+// serves no such rendezvous (any more).
+void cancelRendezvousRoot(const RendezvousId& id);
+
+// What a rank of the rendezvous is called in messages ("rank 3"), for rendezvous whose ranks
+// are not the communicator's (a grow's).
+using RendezvousRankName = std::function<std::string(int rank)>;
+
+// Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank. When the
+// root times out, the message names the ranks that never arrived (by `nameOf`, if given).
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
-                           int timeoutSec, std::vector<std::string>* all);
+                           int timeoutSec, std::vector<std::string>* all,
+                           const RendezvousRankName& nameOf = {});
 
 uint64_t randomMagic();
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,10 @@ namespace zcoll {
 struct PeerInfo {
   int32_t rank;
   int32_t pid;
+  // Random, drawn when the rank made its first communicator; a communicator made from another
+  // (split, shrink, grow) keeps each member's: it tells which ranks of two communicators are
+  // the same (zcollRebuildFromSecondary maps an old layout onto the new ranks by it).
+  uint64_t memberId;
   uint64_t hostHash;     // node identity (may be overridden to emulate nodes)
   uint64_t machineHash;  // the real machine + PID namespace: pids are comparable when equal
   char hostName[64];
@@ -121,6 +126,17 @@ struct zcollComm {
   std::atomic<bool> aborting{false};
   std::atomic<bool> revoked{false};  // zcollCommRevoke: broken on purpose, kept for a shrink
   uint32_t shrinkAttempts = 0;       // zcollCommShrink calls on this comm (their tags)
+  uint32_t growAttempts = 0;         // zcollCommGrow calls on this comm (their tags)
+  // Made by zcollCommShrink: the parent as it was (its layout, its members' ids in rank order),
+  // so a rebuild after the shrink can read it once the parent is gone (zcollRebuildFrom*
+  // with oldComm NULL). Empty otherwise.
+  zcoll::NodeLayout parentLayout;
+  std::vector<uint64_t> parentMemberIds;
+  // The id zcollCommGetUniqueId handed out for a grow of this comm, until a zcollCommGrow on
+  // this comm takes it or it expires (its rendezvous service gives up at the timeout).
+  bool growIdActive = false;
+  zcollUniqueId growId{};
+  std::chrono::steady_clock::time_point growIdExpires{};
   std::atomic<int> activeCalls{0};
   // A device call gave up waiting for its stream (an abort, or its timeout) with work still
   // queued there: the device memory that work may use (scratch) is never freed.

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <random>
 
 #include "base/hash.h"
 #include "base/params.h"
+#include "base/process.h"
 #include "base/tags.h"
 #include "coll/coll.h"
 #include "core/live_comms.h"
@@ -62,10 +64,16 @@ void describeDevice(DeviceIdentity* out) {
   out->busId[sizeof(out->busId) - 1] = '\0';
 }
 
+uint64_t randomMemberId() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+
 Result describeSelf(const InitSettings& s, int rank, PeerInfo* info) {
   std::memset(info, 0, sizeof(*info));
   info->rank = rank;
   info->pid = getpid();
+  info->memberId = randomMemberId();
   info->machineHash = machineHash();
   HostIdentity host{};
   ZCOLL_CHECK(getHostIdentity(s.hostId.empty() ? nullptr : s.hostId.c_str(), &host));
@@ -294,13 +302,8 @@ Result makeWaitWords(zcollComm* comm) {
   return WaitWords::make(*device, comm->timeoutSec * 1000, &comm->waitWords);
 }
 
-Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
-  std::vector<TransportAddresses> addresses(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r)
-    ZCOLL_CHECK(unpackAddresses(packed[r], r, &addresses[r]));
-  std::vector<uint64_t> hosts(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
-  comm->layout = buildNodeLayout(hosts);
+// Connects the transports and meets every peer (init's barrier), then the device routes.
+Result connectAndMeet(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
   ZCOLL_CHECK(learnPeers(comm, addresses));
   ZCOLL_CHECK(chooseRoutes(comm));
   chooseSpinCount(comm);
@@ -320,6 +323,36 @@ Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
   bool anyDevice = false;
   for (const PeerInfo& p : comm->peers) anyDevice = anyDevice || p.device.present;
   if (anyDevice) ZCOLL_CHECK(barrierDissemination(comm));
+  return zcollSuccess;
+}
+
+// A wiring step failed: when peers' processes on this machine have ended (one killed during
+// init, others that failed because of it and left), that is the news, whatever the step saw (a
+// segment it could not open, a barrier cut short). Names them all: which one died first is not
+// known here.
+Result explainWireFailure(const zcollComm* comm, Result r) {
+  std::string gone;
+  int count = 0;
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank || !comm->sameMachine(p) || !processGone(comm->peers[p].pid)) continue;
+    gone += std::string(count++ ? " and " : "") + "rank " + std::to_string(p) + " (pid " +
+            std::to_string(comm->peers[p].pid) + " on " + comm->peers[p].hostName + ")";
+  }
+  if (count == 0) return r;
+  const std::string why = threadLastError();
+  return fail(zcollRemoteError, "rank %d: %s exited while the communicator was being made (this "
+              "rank saw: %s)", comm->rank, gone.c_str(), why.c_str());
+}
+
+Result wire(zcollComm* comm, const std::vector<std::string>& packed) {
+  std::vector<TransportAddresses> addresses(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r)
+    ZCOLL_CHECK(unpackAddresses(packed[r], r, &addresses[r]));
+  std::vector<uint64_t> hosts(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
+  comm->layout = buildNodeLayout(hosts);
+  if (Result r = connectAndMeet(comm, addresses); r != zcollSuccess)
+    return explainWireFailure(comm, r);
   ZCOLL_CHECK(armPeerNotices(comm));
   ZCOLL_INFO(LogSubsys::kInit,
              "%s rank %d/%d pid %d on %s: node %d/%d, local rank %d/%d, topology: %s",
@@ -411,17 +444,43 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   return zcollSuccess;
 }
 
+Result startComm(const InitSettings& s, int nranks, int rank, std::unique_ptr<zcollComm>* comm,
+                 PeerInfo* me, std::string* packed) {
+  *comm = newComm(s, nranks, rank);
+  ZCOLL_CHECK(describeSelf(s, rank, me));
+  ZCOLL_CHECK(createTransports(comm->get(), me->device, nranks > 1, packed));
+  me->device.netDirect = hostRouteCarriesDevice((*comm)->transportList) ? 1 : 0;
+  return zcollSuccess;
+}
+
+Result finishComm(std::vector<PeerInfo> peers, const std::vector<std::string>& addresses,
+                  int rank, std::unique_ptr<zcollComm> comm, zcollComm** out) {
+  comm->nranks = static_cast<int>(peers.size());
+  comm->rank = rank;
+  for (size_t i = 0; i < peers.size(); ++i) peers[i].rank = static_cast<int32_t>(i);
+  comm->peers = std::move(peers);
+  if (comm->nranks == 1) {  // alone after all: only the transports a lone rank has
+    auto& list = comm->transportList;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const std::unique_ptr<Transport>& t) {
+                                return transportRow(t->name())->needsPeers;
+                              }),
+               list.end());
+  }
+  ZCOLL_CHECK(wire(comm.get(), addresses));
+  registerComm(comm.get());
+  *out = comm.release();
+  return zcollSuccess;
+}
+
 Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousId* id,
                   zcollComm** out) {
   if (id == nullptr && nranks != 1)
     return fail(zcollInternalError, "createComm: %d ranks without a rendezvous", nranks);
-  std::unique_ptr<zcollComm> comm = newComm(s, nranks, rank);
+  std::unique_ptr<zcollComm> comm;
   PeerInfo me{};
-  ZCOLL_CHECK(describeSelf(s, rank, &me));
   std::string address;
-  ZCOLL_CHECK(createTransports(comm.get(), me.device, nranks > 1, &address));
-  me.device.netDirect = hostRouteCarriesDevice(comm->transportList) ? 1 : 0;
-
+  ZCOLL_CHECK(startComm(s, nranks, rank, &comm, &me, &address));
   std::vector<std::string> blobs;
   if (id != nullptr) {  // a lone rank with an id meets its root service too, so the service ends
     ZCOLL_CHECK(rendezvousAllGather(*id, rank, nranks, encodeRankBlob(me, address),
@@ -429,14 +488,11 @@ Result createComm(const InitSettings& s, int nranks, int rank, const RendezvousI
   } else {
     blobs.push_back(encodeRankBlob(me, address));
   }
-  comm->peers.resize(nranks);
+  std::vector<PeerInfo> peers(nranks);
   std::vector<std::string> addresses(nranks);
   for (int r = 0; r < nranks; ++r)
-    ZCOLL_CHECK(decodeRankBlob(blobs[r], r, &comm->peers[r], &addresses[r]));
-  ZCOLL_CHECK(wire(comm.get(), addresses));
-  registerComm(comm.get());
-  *out = comm.release();
-  return zcollSuccess;
+    ZCOLL_CHECK(decodeRankBlob(blobs[r], r, &peers[r], &addresses[r]));
+  return finishComm(std::move(peers), addresses, rank, std::move(comm), out);
 }
 
 namespace {
@@ -521,28 +577,16 @@ Result startChildComm(const zcollComm* parent, const InitSettings& s, bool withP
 Result finishChildComm(const zcollComm* parent, const std::vector<int>& members,
                        const std::vector<std::string>& addresses, std::unique_ptr<zcollComm> comm,
                        zcollComm** out) {
-  comm->nranks = static_cast<int>(members.size());
-  comm->peers.resize(members.size());
+  std::vector<PeerInfo> peers(members.size());
   std::vector<std::string> mine(members.size());
+  int rank = -1;
   for (size_t i = 0; i < members.size(); ++i) {
-    int pr = members[i];
-    if (pr == parent->rank) comm->rank = static_cast<int>(i);
-    comm->peers[i] = parent->peers[pr];
-    comm->peers[i].rank = static_cast<int32_t>(i);
+    const int pr = members[i];
+    if (pr == parent->rank) rank = static_cast<int>(i);
+    peers[i] = parent->peers[pr];
     mine[i] = addresses[pr];
   }
-  if (comm->nranks == 1) {  // alone after all: only the transports a lone rank has
-    auto& list = comm->transportList;
-    list.erase(std::remove_if(list.begin(), list.end(),
-                              [](const std::unique_ptr<Transport>& t) {
-                                return transportRow(t->name())->needsPeers;
-                              }),
-               list.end());
-  }
-  ZCOLL_CHECK(wire(comm.get(), mine));
-  registerComm(comm.get());
-  *out = comm.release();
-  return zcollSuccess;
+  return finishComm(std::move(peers), mine, rank, std::move(comm), out);
 }
 
 void destroyComm(zcollComm* comm, int flushMs) {

@@ -34,7 +34,8 @@ InitSettings inheritedSettings(const zcollComm* parent, const char* suffix);
 Result readConfig(const zcollConfig_t* config, InitSettings* out);
 
 // A new communicator: rendezvous through `id` (NULL only for a lone rank that has no root
-// service to meet), then wire the transports.
+// service to meet), then wire the transports. Its phases: startComm, the rendezvous,
+// finishComm.
 Result createComm(const InitSettings& settings, int nranks, int rank, const RendezvousId* id,
                   zcollComm** out);
 // Splits `parent` (a collective on it). color < 0 takes no part. `argError` is the caller's own
@@ -44,6 +45,17 @@ Result createComm(const InitSettings& settings, int nranks, int rank, const Rend
 // parent stays usable.
 Result splitComm(zcollComm* parent, int color, int key, const InitSettings& settings,
                  zcollComm** out, Result argError = zcollSuccess);
+
+// The first phase of a rank that meets its peers through a rendezvous (createComm; a grow's
+// joiners, core/grow.h): *comm (rank `rank` of `nranks`, `settings`) with its transports,
+// *me (this rank's description, with a fresh member id) and *packed (its addresses).
+Result startComm(const InitSettings& settings, int nranks, int rank,
+                 std::unique_ptr<zcollComm>* comm, PeerInfo* me, std::string* packed);
+// The last phase of every way to make a communicator: `comm` becomes rank `rank` of `peers`
+// (every member's description, in rank order; addresses[i] what member i published), with its
+// node layout, subgroups, routes and connections, and is registered.
+Result finishComm(std::vector<PeerInfo> peers, const std::vector<std::string>& addresses,
+                  int rank, std::unique_ptr<zcollComm> comm, zcollComm** out);
 
 // The phases a communicator made from a parent (a split, a shrink) shares with createComm:
 // startChildComm makes this rank's part locally (a comm of one rank with `settings`, its

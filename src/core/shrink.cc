@@ -1,19 +1,15 @@
 #include "core/shrink.h"
 
-#include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "base/hash.h"
 #include "base/tags.h"
-#include "core/progress.h"
+#include "core/member_exchange.h"
 
 namespace zcoll {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // What every stayer sends every other one first.
 struct ShrinkRecord {
@@ -43,88 +39,18 @@ std::vector<int> stayersOf(const zcollComm* parent, const std::vector<int>& excl
   return stayers;
 }
 
-// One round of the exchange: sends `mine` to every other stayer and receives theirs[p]
-// (recvBytes[p] bytes) from each. The requests and buffers live here until every one is
-// complete or cancelled.
-class Round {
- public:
-  Round(zcollComm* parent, const std::vector<int>& stayers, uint32_t step)
-      : parent_(parent), stayers_(stayers), step_(step), theirs_(parent->nranks),
-        reqs_(2 * stayers.size()) {}
-  ~Round() { cancelPending(); }
-
-  Result run(const std::string& mine, const std::vector<size_t>& recvBytes) {
-    const uint32_t attempt = parent_->shrinkAttempts;
-    for (int p : stayers_) {
-      if (p == parent_->rank) continue;
-      theirs_[p].assign(recvBytes[p], '\0');
-      ZCOLL_CHECK(postRecv(parent_, p, theirs_[p].data(), recvBytes[p],
-                           makeShrinkTag(attempt, p, step_), &reqs_[posted_++]));
-      ZCOLL_CHECK(postSend(parent_, p, mine.data(), mine.size(),
-                           makeShrinkTag(attempt, parent_->rank, step_), &reqs_[posted_++]));
-    }
-    return waitForStayers();
-  }
-  const std::string& from(int p) const { return theirs_[p]; }
-
- private:
-  Result waitForStayers();
-  void cancelPending() {
-    for (size_t i = 0; i < posted_; ++i)
-      if (!reqs_[i].complete() && reqs_[i].transport != nullptr)
-        reqs_[i].transport->cancel(&reqs_[i]);
-  }
-
-  zcollComm* parent_;
-  const std::vector<int>& stayers_;
-  uint32_t step_;
-  std::vector<std::string> theirs_;  // by parent rank
-  std::vector<Request> reqs_;        // sized once: transports hold pointers into it
-  size_t posted_ = 0;
-};
-
-// Progress until every request is complete, at most the parent's timeout; a stayer that goes
-// down fails it at once. The parent's other traffic (a dead rank's failed endpoints) is not
-// this wait's business: transport errors count only through these requests.
-Result Round::waitForStayers() {
-  const auto deadline = Clock::now() + std::chrono::seconds(parent_->timeoutSec);
-  Clock::time_point lastCheck{};
-  for (int64_t polls = 0;; ++polls) {
-    for (const auto& t : parent_->transportList) (void)t->progress();
-    size_t done = 0;
-    for (size_t i = 0; i < posted_; ++i) {
-      if (!reqs_[i].complete()) continue;
-      if (reqs_[i].status != zcollSuccess)
-        return fail(zcollRemoteError, "zcollCommShrink: the exchange with rank %d failed (%s); "
-                    "call zcollCommShrink again, excluding it if it is gone", reqs_[i].peer,
-                    resultName(reqs_[i].status));
-      ++done;
-    }
-    if (done == posted_) return zcollSuccess;
-    const auto now = Clock::now();
-    if (now - lastCheck >= std::chrono::milliseconds(50)) {
-      lastCheck = now;
-      for (size_t i = 0; i < posted_; ++i) {
-        if (reqs_[i].complete()) continue;
-        const int p = reqs_[i].peer;
-        // Failure notices do not count here (every stayer's parent broke): whyPeerGone.
-        if (const char* why = whyPeerGone(parent_, p))
-          return fail(zcollRemoteError, "zcollCommShrink: rank %d (pid %d on %s) %s during the "
-                      "shrink; call zcollCommShrink again, excluding it too", p,
-                      parent_->peers[p].pid, parent_->peers[p].hostName, why);
-      }
-      if (now > deadline)
-        return fail(zcollTimeout, "zcollCommShrink: rank %d waited more than %d s for the other "
-                    "ranks that stay (%zu of %zu transfers done): a rank that stays did not call "
-                    "zcollCommShrink, or left this rank out of its own set",
-                    parent_->rank, parent_->timeoutSec, done, posted_);
-    }
-    if (polls < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
+// The exchange's failures say what to do next (core/member_exchange.h).
+ExchangeContext shrinkContext(const zcollComm* parent) {
+  ExchangeContext c;
+  c.fn = "zcollCommShrink";
+  c.during = "during the shrink";
+  c.retry = "call zcollCommShrink again, excluding it too";
+  c.whoWaits = "the other ranks that stay";
+  c.whyLate =
+      "a rank that stays did not call zcollCommShrink, or left this rank out of its own set";
+  c.tag = makeShrinkTag;
+  c.attempt = parent->shrinkAttempts;
+  return c;
 }
 
 // The first stayer whose record disagrees with this rank's, as a failure; success if none.
@@ -169,8 +95,10 @@ Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, const Ini
   const std::string myRecord(reinterpret_cast<const char*>(&mine), sizeof(mine));
   std::vector<ShrinkRecord> recs(parent->nranks, mine);
   {
-    Round records(parent, stayers, kShrinkRecordStep);  // after myRecord: cancels before it goes
-    ZCOLL_CHECK(records.run(myRecord, std::vector<size_t>(parent->nranks, sizeof(ShrinkRecord))));
+    // After myRecord: cancels before it goes.
+    MemberExchange records(parent, shrinkContext(parent), kShrinkRecordStep);
+    ZCOLL_CHECK(records.run(stayers, myRecord,
+                            std::vector<size_t>(parent->nranks, sizeof(ShrinkRecord))));
     for (int p : stayers)
       if (p != parent->rank) std::memcpy(&recs[p], records.from(p).data(), sizeof(ShrinkRecord));
   }
@@ -186,11 +114,14 @@ Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, const Ini
   for (int p : stayers) sizes[p] = recs[p].addressBytes;
   std::vector<std::string> addresses(parent->nranks);
   {
-    Round round(parent, stayers, kShrinkAddressStep);
-    ZCOLL_CHECK(round.run(address, sizes));
+    MemberExchange round(parent, shrinkContext(parent), kShrinkAddressStep);
+    ZCOLL_CHECK(round.run(stayers, address, sizes));
     for (int p : stayers) addresses[p] = p == parent->rank ? address : round.from(p);
   }
-  return finishChildComm(parent, stayers, addresses, std::move(comm), out);
+  ZCOLL_CHECK(finishChildComm(parent, stayers, addresses, std::move(comm), out));
+  (*out)->parentLayout = parent->layout;
+  for (const PeerInfo& p : parent->peers) (*out)->parentMemberIds.push_back(p.memberId);
+  return zcollSuccess;
 }
 
 }  // namespace zcoll

@@ -1,15 +1,19 @@
 // A rank program that keeps going after a rank is SIGKILLed (tests/scripts/shrink.sh; run it by
 // hand with tools/zcollrun --keep-going). Links the public library only.
 //
-//   zcoll_survive VICTIM KILL_STEP STEPS
+//   zcoll_survive VICTIM KILL_STEP STEPS [SHRINK_VICTIM]
 //
 // Each of STEPS steps is a ZeRO-3 step's communication on exact values: an all-gather of every
 // rank's weight shard and a reduce-scatter of the gradients (int32), both checked. At the start
 // of step KILL_STEP, rank VICTIM kills itself (SIGKILL: no notice, no cleanup). The others see
 // the step's call fail, shrink the communicator without it (zcollCommShrink with
 // ZCOLL_SHRINK_ABORT), and run the step again and the rest on the new communicator, checked.
+// With SHRINK_VICTIM, that rank SIGKILLs itself as its step fails, before its own shrink, so it
+// dies while the others shrink: their shrink fails naming it (zcollRemoteError), and they shrink
+// again excluding it.
 // The first rank of the new communicator prints one line:
 //   survived: error after E ms, shrink took S ms, W ranks, steps K..N-1 exact
+// followed, with SHRINK_VICTIM, by " (the first shrink failed after F ms: MESSAGE)".
 // Exit codes: 0 ok, 2 usage, 3 the failure was not zcollRemoteError, 4 the shrink failed, 5 a
 // wrong value, 6 another error.
 #include <signal.h>
@@ -18,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "zcoll/zcoll.h"
@@ -56,11 +61,12 @@ int fail(const char* what, zcollResult_t r, zcollComm_t comm, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s VICTIM KILL_STEP STEPS\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s VICTIM KILL_STEP STEPS [SHRINK_VICTIM]\n", argv[0]);
     return 2;
   }
   const int victim = std::atoi(argv[1]), killStep = std::atoi(argv[2]), steps = std::atoi(argv[3]);
+  const int shrinkVictim = argc == 5 ? std::atoi(argv[4]) : -1;
   zcollComm_t comm = nullptr;
   zcollResult_t r = zcollCommInitFromEnv(&comm, nullptr);
   if (r != zcollSuccess) return fail("init", r, nullptr, 6);
@@ -79,7 +85,18 @@ int main(int argc, char** argv) {
     return res < 0 ? 5 : fail("the step with a dead rank", static_cast<zcollResult_t>(res), comm, 3);
   const auto shrinkAt = Clock::now();
   zcollComm_t shrunk = nullptr;
-  r = zcollCommShrink(comm, &victim, 1, &shrunk, nullptr, ZCOLL_SHRINK_ABORT);
+  // Here, as the others start their shrink, not inside its own: a rank killed while UCX creates
+  // its worker (its part of the new comm) can leave a /dev/shm name (docs/FAULT_TOLERANCE.md).
+  if (rank == shrinkVictim) raise(SIGKILL);
+  std::vector<int> excluded{victim};
+  r = zcollCommShrink(comm, excluded.data(), 1, &shrunk, nullptr, ZCOLL_SHRINK_ABORT);
+  std::string firstFailure;
+  if (r == zcollRemoteError && shrinkVictim >= 0) {  // it died during the shrink: again without it
+    firstFailure = " (the first shrink failed after " + std::to_string(int(msSince(shrinkAt))) +
+                   " ms: " + zcollGetLastError(comm) + ")";
+    excluded.push_back(shrinkVictim);
+    r = zcollCommShrink(comm, excluded.data(), 2, &shrunk, nullptr, ZCOLL_SHRINK_ABORT);
+  }
   const double shrinkMs = msSince(shrinkAt);
   if (r != zcollSuccess) return fail("zcollCommShrink", r, comm, 4);
   zcollCommDestroy(comm);
@@ -91,8 +108,8 @@ int main(int argc, char** argv) {
     if (rt != 0) return rt < 0 ? 5 : fail("a step after the shrink", static_cast<zcollResult_t>(rt), shrunk, 6);
   }
   if (newRank == 0)
-    std::printf("survived: error after %.0f ms, shrink took %.0f ms, %d ranks, steps %d..%d exact\n",
-                errorMs, shrinkMs, newN, s, steps - 1);
+    std::printf("survived: error after %.0f ms, shrink took %.0f ms, %d ranks, steps %d..%d "
+                "exact%s\n", errorMs, shrinkMs, newN, s, steps - 1, firstFailure.c_str());
   zcollCommDestroy(shrunk);
   return 0;
 }

@@ -30,7 +30,7 @@ echo "building the fuzz targets into $BUILD (log: $BUILD/build.log)"
 if ! { CC=$CC_FUZZ CXX=$CXX_FUZZ cmake -S "$SRC" -B "$BUILD" -G Ninja \
          -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g" -DZCOLL_BUILD_FUZZ=ON -DZCOLL_BUILD_TESTS=OFF \
          -DZCOLL_BUILD_PERF=OFF -DZCOLL_WITH_CUDA=OFF &&
-       cmake --build "$BUILD" -j "$(nproc)" --target fuzz_hello fuzz_rank_blob fuzz_dequantize; \
+       cmake --build "$BUILD" -j "$(nproc)" --target fuzz_hello fuzz_rank_blob fuzz_dequantize fuzz_grow_bundle; \
      } >"$BUILD/build.log" 2>&1; then
   tail -40 "$BUILD/build.log"
   echo "FAIL: the fuzz targets do not build"
@@ -39,7 +39,7 @@ fi
 
 FAILED=0
 mkdir -p "$BUILD/artifacts"
-for target in hello rank_blob dequantize; do
+for target in hello rank_blob dequantize grow_bundle; do
   work="$probe/corpus_$target"  # new inputs land here; the seeds in the repo stay as they are
   mkdir -p "$work"
   log="$BUILD/fuzz_$target.log"

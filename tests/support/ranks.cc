@@ -21,14 +21,34 @@ std::string layoutName(const testing::TestParamInfo<RankSetup>& info) {
          (s.placement == Placement::kCyclic ? "_cyclic" : "");
 }
 
-void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
-                    const std::function<void(int, zcollComm_t)>& body) {
+int rankOf(zcollComm_t comm) {
+  int r = -1;
+  EXPECT_EQ(zcollCommUserRank(comm, &r), zcollSuccess);
+  return r;
+}
+
+int countOf(zcollComm_t comm) {
+  int n = -1;
+  EXPECT_EQ(zcollCommCount(comm, &n), zcollSuccess);
+  return n;
+}
+
+std::string emulatedHost(int node) { return "emulated-node-" + std::to_string(node); }
+
+namespace {
+
+// Ranks as threads owning their comms; hostOf(r) empty: the machine's identity.
+void runOwning(int nranks, const std::function<int(int)>& timeoutOf,
+               const std::function<std::string(int)>& hostOf,
+               const std::function<void(int, zcollComm_t)>& body) {
   zcollUniqueId id;
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess) << zcollGetLastError(nullptr);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
+      const std::string host = hostOf(r);
       zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+      config.hostId = host.empty() ? nullptr : host.c_str();
       config.timeoutSec = timeoutOf(r);
       zcollComm_t comm = nullptr;
       zcollResult_t res = zcollCommInitRankConfig(&comm, nranks, id, r, &config);
@@ -39,13 +59,25 @@ void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
   for (auto& t : threads) t.join();
 }
 
+}  // namespace
+
+void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
+                    const std::function<void(int, zcollComm_t)>& body) {
+  runOwning(nranks, timeoutOf, [](int) { return std::string(); }, body);
+}
+
+void runOwningRanks(const RankSetup& s, const std::function<void(int, zcollComm_t)>& body) {
+  runOwning(s.nranks, [&](int) { return s.timeoutSec; },
+            [&](int r) { return emulatedHost(nodeOfRank(s, r)); }, body);
+}
+
 void runRanks(const RankSetup& s, const std::function<void(int, zcollComm_t)>& body) {
   zcollUniqueId id;
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess) << zcollGetLastError(nullptr);
   std::vector<std::thread> threads;
   for (int r = 0; r < s.nranks; ++r) {
     threads.emplace_back([&, r] {
-      std::string host = "emulated-node-" + std::to_string(nodeOfRank(s, r));
+      std::string host = emulatedHost(nodeOfRank(s, r));
       zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
       config.hostId = host.c_str();
       config.timeoutSec = s.timeoutSec;

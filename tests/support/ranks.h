@@ -54,6 +54,15 @@ void runRanks(const RankSetup& s, const std::function<void(int rank, zcollComm_t
 // each rank's timeout in seconds.
 void runOwningRanks(int nranks, const std::function<int(int)>& timeoutOf,
                     const std::function<void(int, zcollComm_t)>& body);
+// The same on the emulated nodes of `s` (host identity "emulated-node-K", as runRanks), every
+// rank with s.timeoutSec.
+void runOwningRanks(const RankSetup& s, const std::function<void(int, zcollComm_t)>& body);
+// zcollCommUserRank and zcollCommCount of `comm`, expected to succeed.
+int rankOf(zcollComm_t comm);
+int countOf(zcollComm_t comm);
+
+// The host identity runRanks gives the ranks of node `node`.
+std::string emulatedHost(int node);
 
 // Expects `r` to be zcollSuccess, printing the error string and last error otherwise.
 #define ZCOLL_EXPECT_OK(comm, expr)                                                        \
