@@ -22,13 +22,15 @@ on a 1-D CPU mesh over all ranks; AdamW on the shards.
 
 Each step is bracketed by barriers (the slowest rank sets it); rank 0 prints one JSON line: the
 median and mean step time over --steps timed steps (after --warmup), rank 0's CPU seconds per
-step, and the inter-node bytes per timed step two ways: `veth_bytes_per_step`, the bytes every
+step, rank 0's seconds per step in Python's garbage collector (`gc_s`; and its collections per
+generation over the timed steps), and the inter-node bytes per timed step two ways: `veth_bytes_per_step`, the bytes every
 node's zc0 interface transmitted (/proc/net/dev of each node's network namespace, summed over
 the nodes: payload plus TCP/IP headers, barriers included; intra-node traffic never crosses zc0),
 and for zcoll configs `zcoll_inter_bytes_per_step`, zcoll's own payload count (zcoll.get_stats,
 bytes_sent_inter, summed over ranks and over the groups the step uses).
 """
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -115,6 +117,24 @@ def veth_tx_bytes(ifname="zc0"):
     return 0
 
 
+class GcClock:
+    """Seconds the Python garbage collector ran, and its collections per generation, on this
+    process's main thread (gc.callbacks), from when counting starts."""
+
+    def __init__(self):
+        self.seconds, self.collections, self.counting, self.t0 = 0.0, [0, 0, 0], False, 0.0
+        gc.callbacks.append(self.callback)
+
+    def callback(self, phase, info):
+        if not self.counting:
+            return
+        if phase == "start":
+            self.t0 = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self.t0
+            self.collections[info["generation"]] += 1
+
+
 def zcoll_inter_bytes(groups):
     import zcoll
     return sum(zcoll.get_stats(g)["bytes_sent_inter"] for g in groups)
@@ -150,6 +170,7 @@ def main():
     g = torch.Generator().manual_seed(rank)
     times, cpu = [], []
     groups = [dist.group.WORLD]
+    gc_clock = GcClock()
     for step in range(args.warmup + args.steps):
         if step == args.warmup:  # counters start with the timed steps
             if backend == "zcoll":
@@ -159,6 +180,7 @@ def main():
                 zcoll_before = zcoll_inter_bytes(groups)
             dist.barrier()
             veth_before = veth_tx_bytes()
+            gc_clock.counting = True
         x = torch.randint(0, 256, (args.batch, args.ctx), generator=g)
         y = torch.randint(0, 256, (args.batch, args.ctx), generator=g)
         dist.barrier()
@@ -182,6 +204,8 @@ def main():
                           "ranks_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
                           "median_s": statistics.median(times), "mean_s": statistics.mean(times),
                           "cpu_s": statistics.median(cpu), "steps": len(times),
+                          "gc_s": gc_clock.seconds / len(times),
+                          "gc_collections": gc_clock.collections,
                           "veth_bytes_per_step": counts[0].item() / len(times),
                           **({"zcoll_inter_bytes_per_step": counts[1].item() / len(times)}
                              if backend == "zcoll" else {}),
