@@ -20,6 +20,8 @@ mkdir -p "$out"
 jsonl=$out/emulated_steps.jsonl
 : > "$jsonl"
 py=${PYTHON:-$(command -v python3)}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 export GLOO_SOCKET_IFNAME=zc0
 order=(floor gloo zcoll zeropp)
 for ((round = 1; round <= rounds; round++)); do
@@ -27,11 +29,17 @@ for ((round = 1; round <= rounds; round++)); do
     configs=("${order[@]}")
     if ((round % 2 == 0)); then configs=(zeropp zcoll gloo floor); fi
     for config in "${configs[@]}"; do
-      load=$(cut -d' ' -f1-3 /proc/loadavg)
-      line=$(tools/emulate_cluster.sh --nodes 2 --ranks-per-node 2 --rate "$rate" -- \
-               "$py" perf/fsdp2/step_time.py --config "$config" "$@" 2>&1 |
-             sed -n 's/^\[0\] \({"label".*\)$/\1/p')
-      [ -n "$line" ] || { echo "emulated_steps: no result for $config at $rate" >&2; exit 1; }
+      line=
+      for try in 1 2; do  # a failed run (e.g. a port taken by another program) is run again
+        load=$(cut -d' ' -f1-3 /proc/loadavg)
+        tools/emulate_cluster.sh --nodes 2 --ranks-per-node 2 --rate "$rate" -- \
+          "$py" perf/fsdp2/step_time.py --config "$config" "$@" > "$log" 2>&1 || true
+        line=$(sed -n 's/^\[0\] \({"label".*\)$/\1/p' "$log")
+        [ -n "$line" ] && break
+        echo "emulated_steps: no result for $config at $rate (try $try); its output ends:" >&2
+        grep -v "UCX  WARN\|socket.cpp" "$log" | tail -n 15 >&2
+      done
+      [ -n "$line" ] || exit 1
       echo "${line%\}}, \"rate\": \"$rate\", \"round\": $round, \"load\": \"$load\"}" |
         tee -a "$jsonl"
     done
