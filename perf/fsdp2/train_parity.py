@@ -2,11 +2,16 @@
 as 2 emulated nodes (ZCOLL_HOSTID), on real English text that ships on the machine (Vim's
 documentation, /usr/share/vim/vim*/doc/*.txt, Debian package vim-runtime; no download).
 
-    python3 perf/fsdp2/train_parity.py --config gloo|zcoll|zeropp|zeropp8 --steps 100 --seed 0
+    python3 perf/fsdp2/train_parity.py --config gloo|zcoll|zeropp|zeropp8 --steps 300 --seed 0
 
 gloo: FSDP2 on gloo. zcoll: FSDP2 on zcoll, unquantized. zeropp: zcoll.fsdp.zeropp() (qwZ INT8
-weights, hpZ, qgZ INT4 gradients). zeropp8: the same with INT8 gradients. Prints one JSON line:
-the training loss per step (mean over ranks) and the held-out loss at the end.
+weights, hpZ, qgZ INT4 gradients). zeropp8: the same with INT8 gradients. Writes one JSON file
+(--out, default perf/fsdp2/results/<config>_seed<seed>.json) and prints it: the settings, the
+training loss per step (mean over ranks), and the held-out loss at the end, twice: on the trained
+parameters themselves (each gathered exactly with DTensor.full_tensor into a plain copy of the
+model: what a checkpoint holds) and through the FSDP model's own forward (for ZeRO++ that
+forward multiplies with qwZ's quantized weights). perf/fsdp2/parity_report.py makes the table
+and the plot.
 """
 import argparse
 import glob
@@ -111,20 +116,35 @@ def worker(rank, path, args, out):
         dist.all_reduce(loss)
         losses.append(loss.item() / WORLD)
     elapsed = time.perf_counter() - t0
-    hgen = torch.Generator().manual_seed(999 + rank)
-    with torch.no_grad():
-        held_loss = torch.zeros(())
-        for _ in range(args.eval_batches):
-            x, y = batch(held, hgen, args.bsz, args.ctx)
-            held_loss += F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-        held_loss /= args.eval_batches
-        dist.all_reduce(held_loss)
+    trained = GPT(args.d, args.layers, args.heads, args.ctx)  # the parameters, gathered exactly
+    trained.load_state_dict({n: p.full_tensor() for n, p in model.named_parameters()},
+                            strict=False)  # head.weight is tok.weight (tied)
+    held_loss = heldout(trained, held, rank, args)
+    held_fsdp = heldout(model, held, rank, args)
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"config": args.config, "seed": args.seed, "steps": args.steps,
-                       "train_loss": losses, "final_train_loss_avg10": sum(losses[-10:]) / len(losses[-10:]),
-                       "heldout_loss": held_loss.item() / WORLD, "seconds": elapsed}, f)
+                       "settings": vars(args), "torch": torch.__version__,
+                       "params": sum(p.numel() for p in trained.parameters()),
+                       "train_loss": losses,
+                       "final_train_loss_avg10": sum(losses[-10:]) / len(losses[-10:]),
+                       "heldout_loss": held_loss, "heldout_loss_fsdp_forward": held_fsdp,
+                       "seconds": elapsed}, f)
     dist.destroy_process_group()
+
+
+@torch.no_grad()
+def heldout(model, held, rank, args):
+    """Mean cross-entropy over --eval-batches held-out batches per rank, averaged over the
+    ranks (every model sees the same batches: the generator is seeded by rank only)."""
+    hgen = torch.Generator().manual_seed(999 + rank)
+    total = torch.zeros(())
+    for _ in range(args.eval_batches):
+        x, y = batch(held, hgen, args.bsz, args.ctx)
+        total += F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+    total /= args.eval_batches * WORLD
+    dist.all_reduce(total)
+    return total.item()
 
 
 def main():
@@ -138,15 +158,18 @@ def main():
     p.add_argument("--ctx", type=int, default=64)
     p.add_argument("--bsz", type=int, default=8)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--eval-batches", type=int, default=8)
+    p.add_argument("--eval-batches", type=int, default=32)
+    p.add_argument("--out", help="JSON file (default perf/fsdp2/results/<config>_seed<seed>.json)")
     args = p.parse_args()
+    args.out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                        f"{args.config}_seed{args.seed}.json")
     os.environ.setdefault("ZCOLL_SOCKET_IFNAME", "lo")
     os.environ.setdefault("UCX_NET_DEVICES", "lo")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "result.json")
-        mp.start_processes(worker, args=(os.path.join(d, "store"), args, out), nprocs=WORLD,
+        mp.start_processes(worker, args=(os.path.join(d, "store"), args, args.out), nprocs=WORLD,
                            join=True, start_method="fork")
-        print(open(out).read())
+    print(open(args.out).read())
 
 
 if __name__ == "__main__":

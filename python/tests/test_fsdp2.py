@@ -60,12 +60,14 @@ class Block(nn.Module):
 
 
 class Net(nn.Module):
-    """Embedding, 2 blocks, output head tied to the embedding."""
+    """Embedding, 2 blocks, output head tied to the embedding. log: a dict that gets, per block
+    index, the list of ("fwd" | "bwd", weight) its fc2 multiplied with (_Probe)."""
 
     def __init__(self, log=None, checkpoint=False):
         super().__init__()
         self.emb = nn.Embedding(VOCAB, D)
-        self.blocks = nn.ModuleList([Block(D, log), Block(D, log)])
+        self.blocks = nn.ModuleList([Block(D, None if log is None else log.setdefault(i, []))
+                                     for i in range(2)])
         self.head = nn.Linear(D, VOCAB, bias=False)
         self.head.weight = self.emb.weight  # tied
         self.checkpoint = checkpoint
@@ -213,6 +215,30 @@ def scenario_parity(rank, world):
         losses = _train(model, rank)
         results[name] = (losses, _full_params(model))
     (lz, pz), (lg, pg) = results["zcoll"], results["gloo"]
+    # FSDP2's staging buffers from the process group (zcollMemAllocHost memory through the
+    # backend's allocate_tensor): the same collectives, the same bits
+    from torch.distributed.fsdp import FSDPModule
+    if hasattr(FSDPModule, "set_allocate_memory_from_process_group_for_comm"):
+        from torch.distributed.fsdp._fully_shard import _fsdp_collectives as fc
+        allocated = []
+        plain_allocate = fc.ProcessGroupAllocMixin.allocate
+
+        def counted(self, size, *, dtype, device):
+            t = plain_allocate(self, size, dtype=dtype, device=device)
+            allocated.append(t.numel())
+            return t
+        fc.ProcessGroupAllocMixin.allocate = counted
+        try:
+            model = _wrap(_model(), zmesh)
+            model.set_allocate_memory_from_process_group_for_comm(True)
+            la = _train(model, rank)
+        finally:
+            fc.ProcessGroupAllocMixin.allocate = plain_allocate
+        assert dist.distributed_c10d._get_default_group()._get_backend(
+            torch.device("cpu")).supports_tensor_alloc(torch.device("cpu"))
+        assert allocated, "FSDP did not allocate through the process group"
+        pa = _full_params(model)
+        assert _bits_equal(la, lz) and all(_bits_equal(pa[n], pz[n]) for n in pz)
     # gloo and zcoll sum 4 ranks' gradients in different orders (zcoll.h): within fp32
     # rounding of each other, and bit-identical where the orders agree (2 ranks: always).
     torch.testing.assert_close(lz, lg, rtol=1e-5, atol=1e-6)
@@ -245,13 +271,14 @@ def _gloo_groups():
 def scenario_zeropp(rank, world):
     """zcoll.fsdp.zeropp: qwZ forward, hpZ backward on the node, qgZ gradients; every call
     checked against gloo with ZEROPP.md's bounds; weights identical on every rank, the
-    backward's weights bit-identical to the forward's."""
+    backward's weights (and activation checkpointing's recomputed forward's) bit-identical to
+    the forward's; a frozen layer and the tied embedding/head under all of it."""
     import zcoll.fsdp as zf
     gloo, gloo_for = _gloo_groups()
     assert zf.ranks_per_node() == 2
-    log = []
+    log = {}
     mesh = init_device_mesh("cpu", (world,))
-    model = _model(log)
+    model = _model(log, checkpoint=True, frozen=True)
     zf.zeropp(model, modules=model.blocks, mesh=mesh)
     ag, rs = _checked_comms(gloo_for)
     for m in zf._fsdp_modules(model):
@@ -266,19 +293,21 @@ def scenario_zeropp(rank, world):
     assert ag.calls[("exact", 2, 1)] > 0
     assert set(ag.calls) == {("quantized", 4, 2), ("exact", 2, 1)}, ag.calls
     assert set(rs.calls) == {("quantized", 4, 2)}
-    # the weights the backward multiplied with are the forward's, bit for bit, and the same
-    # on every rank
-    fwd = [w for k, w in log if k == "fwd"]
-    bwd = [w for k, w in log if k == "bwd"]
-    assert len(fwd) == len(bwd) == 2 * STEPS
-    for i in range(STEPS):  # block 0 and 1 forward, block 1 then 0 backward
-        f0, f1 = fwd[2 * i], fwd[2 * i + 1]
-        b1, b0 = bwd[2 * i], bwd[2 * i + 1]
-        assert _bits_equal(f0, b0) and _bits_equal(f1, b1)
-        for w in (f0, f1):
-            assert all(_bits_equal(o, w) for o in _gather_all(w, gloo))
+    # per block and step: the forward (qwZ), its recomputation in the backward (activation
+    # checkpointing, on the weights hpZ gathered within the node) and the backward multiplied
+    # with the same weights, bit for bit, and the same on every rank
+    assert sorted(log) == [0, 1]
+    for entries in log.values():
+        assert [k for k, _ in entries] == ["fwd", "fwd", "bwd"] * STEPS
+        for i in range(STEPS):
+            fwd, again, bwd = (w for _, w in entries[3 * i:3 * i + 3])
+            assert _bits_equal(fwd, again) and _bits_equal(fwd, bwd)
+            assert all(_bits_equal(o, fwd) for o in _gather_all(fwd, gloo))
+    params = _full_params(model)
+    assert torch.equal(params["blocks.0.fc1.weight"], _model(frozen=True).blocks[0].fc1.weight)
+    assert "head.weight" not in params  # tied: one parameter
     # the training itself stays close to unquantized FSDP2's on gloo
-    ref = _wrap(_model(), DeviceMesh.from_group(gloo, "cpu"))
+    ref = _wrap(_model(checkpoint=True, frozen=True), DeviceMesh.from_group(gloo, "cpu"))
     ref_losses = _train(ref, rank)
     assert (losses - ref_losses).abs().max() < 0.05 * ref_losses.abs().max(), (losses, ref_losses)
 
@@ -457,6 +486,23 @@ def scenario_dtypes(rank, world):
         said = [w for w in caught if "cannot quantize torch.uint8" in str(w.message)]
         assert len(said) == 1, [str(w.message) for w in caught]
         assert comm.calls[("exact", world, 2)] == 2
+    # an integer dtype: exact, said once per dtype (unsupported="exact"), or refused
+    ints = torch.arange(4, dtype=torch.int32) + 10 * rank
+    gathered = torch.empty(4 * world, dtype=torch.int32)
+    summed_ints = torch.empty(1, dtype=torch.int32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            zf.QuantizedAllGather()(gathered, ints, dist.group.WORLD)
+            zf.QuantizedReduceScatter()(summed_ints, ints[:world] + 1, dist.group.WORLD)
+    assert torch.equal(gathered, torch.cat([torch.arange(4, dtype=torch.int32) + 10 * r
+                                            for r in range(world)]))
+    assert summed_ints.item() == sum(rank + 1 + 10 * r for r in range(world))
+    for what in ("QuantizedAllGather", "QuantizedReduceScatter"):
+        said = [w for w in caught if f"{what}: cannot quantize torch.int32" in str(w.message)]
+        assert len(said) == 1, [str(w.message) for w in caught]
+    with pytest.raises(TypeError, match="QuantizedReduceScatter: cannot quantize torch.int32"):
+        zf.QuantizedReduceScatter(unsupported="raise")(summed_ints, ints, dist.group.WORLD)
     # async all-gather hands FSDP a c10d Work (FSDP waits only on those); PREMUL_SUM (FSDP's
     # gradient divide factor) is the quantized SUM times the factor
     inp = torch.arange(8, dtype=torch.float32) * (rank + 1)
