@@ -612,10 +612,20 @@ void sumBlockPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t 
 }
 
 // Prefetches the next block's values of every chunk (k streams; the hardware prefetchers track
-// few of them at once).
+// few of them at once): prefetchAhead with its bounds checked once for all chunks (they have the
+// same layout), clipped to the chunk's end, and a shorter distance. The chunks usually sit at
+// the same offset within their pages, so their lines share L1 sets; 4096 bytes ahead (a whole
+// set cycle) puts each prefetched line in the set of the line being read, k more lines in sets
+// that already hold k: 1.15x slower 4-chunk INT4 requantize at 16 MiB (1024-3072 bytes: alike).
+constexpr size_t kChunkPrefetchAhead = 2048;
 inline void prefetchChunks(const uint8_t* const* chunks, int k, size_t off, size_t bytes,
                            size_t total) {
-  for (int c = 0; c < k; ++c) prefetchAhead(chunks[c] + off, bytes, chunks[c] + total);
+  size_t from = off + kChunkPrefetchAhead;
+  if (from >= total) return;
+  size_t to = minSize(from + bytes, total);
+  for (size_t a = from; a < to; a += 64) {
+    for (int c = 0; c < k; ++c) __builtin_prefetch(chunks[c] + a, 0);
+  }
 }
 
 template <class T, int Bits, bool Sym>
