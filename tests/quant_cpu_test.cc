@@ -294,6 +294,28 @@ TEST_P(QuantCpu, IsaVariantsByteIdentical) {
   }
 }
 
+// dequantizeSum of the chunks to every type (times scale) and dequantReduceRequant to each of outs
+// give the reference's bytes.
+void expectSumsMatchReference(const std::vector<Bytes>& chunks, size_t n, const QuantParams& in,
+                              float scale, const std::vector<QuantParams>& outs,
+                              const std::string& what) {
+  int k = static_cast<int>(chunks.size());
+  std::vector<const void*> ptrs;
+  for (const Bytes& b : chunks) ptrs.push_back(b.data());
+  for (zcollDataType_t dt : {zcollFloat32, zcollFloat16, zcollBfloat16}) {
+    Bytes sum(dequantizedBytes(n, dt), 0xcd);
+    ASSERT_EQ(dequantizeSum(ptrs.data(), k, n, in, scale, sum.data(), dt), zcollSuccess);
+    ASSERT_EQ(firstDiff(sum, refDequantSum(chunks, n, in, scale, dt)), SIZE_MAX)
+        << what << " sum to " << dtName(dt);
+  }
+  for (const QuantParams& out : outs) {
+    Bytes rq(requantizedBytes(n, out), 0xcd);
+    ASSERT_EQ(dequantReduceRequant(ptrs.data(), k, n, in, out, rq.data()), zcollSuccess);
+    ASSERT_EQ(firstDiff(rq, refRequant(chunks, n, in, out)), SIZE_MAX)
+        << what << " requantized to " << paramStr(out);
+  }
+}
+
 // INT4 sums and INT4 -> INT4 requantization (qgZ's kernels: even/odd block sums, the scaled
 // even/odd decode and its fallback for tiny scales, the even/odd nibble packing) equal the
 // element-wise reference on every ISA: symmetric and asymmetric on both sides, input and output
@@ -316,25 +338,61 @@ TEST(QuantInt4Sums, EveryLayoutMatchesTheReference) {
           }
           for (int k : {1, 2, 3, 4, 8}) {
             std::vector<Bytes> used(chunks.begin(), chunks.begin() + k);
-            std::vector<const void*> ptrs;
-            for (const Bytes& b : used) ptrs.push_back(b.data());
             std::string what = std::string(isaName(isa)) + " n=" + std::to_string(n) + " in " +
                                paramStr(in) + " k=" + std::to_string(k);
-            for (zcollDataType_t dt : {zcollFloat32, zcollFloat16, zcollBfloat16}) {
-              Bytes sum(dequantizedBytes(n, dt), 0xcd);
-              ASSERT_EQ(dequantizeSum(ptrs.data(), k, n, in, 0.375f, sum.data(), dt), zcollSuccess);
-              ASSERT_EQ(firstDiff(sum, refDequantSum(used, n, in, 0.375f, dt)), SIZE_MAX)
-                  << what << " sum to " << dtName(dt);
-            }
-            for (bool outSym : {true, false}) {
-              QuantParams out = makeParams(4, bs[1], outSym);
-              Bytes rq(requantizedBytes(n, out), 0xcd);
-              ASSERT_EQ(dequantReduceRequant(ptrs.data(), k, n, in, out, rq.data()), zcollSuccess);
-              ASSERT_EQ(firstDiff(rq, refRequant(used, n, in, out)), SIZE_MAX)
-                  << what << " requantized to " << paramStr(out);
-            }
+            expectSumsMatchReference(used, n, in, 0.375f,
+                                     {makeParams(4, bs[1], true), makeParams(4, bs[1], false)},
+                                     what);
+            if (HasFatalFailure()) return;
           }
         }
+      }
+    }
+  }
+}
+
+// Block parameters at the edges of the sums' fast decode (kernels_impl.h: FastEvenOdd), written
+// into the chunks as corrupted or extreme bytes would be: scales just inside and just outside the
+// scaled decode's exact range (symmetric and asymmetric thresholds), zero, subnormal, FLT_MAX
+// (sums that overflow to Inf, or to NaN where chunks of opposite sign meet), negative, Inf and
+// NaN; zero points that are not finite; every nibble value (-8 included); and more chunks than
+// the register sums take (k = 17, 20). Every ISA equals the element-wise reference, for the sums to
+// every type and for the requantization.
+TEST(QuantInt4Sums, EdgeParametersMatchTheReference) {
+  const float maxF = 3.40282347e38f, inf = INFINITY;
+  const float scales[] = {0.75f, bitsFloat(29u << 23), bitsFloat((29u << 23) - 1),
+                          bitsFloat(5u << 23), bitsFloat((5u << 23) - 1), 0.0f, 1e-40f,
+                          maxF, -maxF, -0.5f, inf, std::nanf("")};
+  const float zeros[] = {0.25f, -maxF, inf, std::nanf(""), -3.0f};
+  const size_t nScales = sizeof(scales) / sizeof(scales[0]), nZeros = sizeof(zeros) / 4;
+  const size_t n = 16 * 64 + 19;
+  for (bool inSym : {true, false}) {
+    QuantParams in = makeParams(4, 64, inSym);
+    Layout l = layoutOf(n, in.blockSize, 4, inSym);
+    std::mt19937_64 rng(77);
+    std::vector<Bytes> chunks;
+    for (int c = 0; c < 20; ++c) {
+      Bytes q = quantizeOrDie(toDtype(genData(Dist::kGaussian, n, zcollFloat32, 300 + c),
+                                      zcollFloat32), zcollFloat32, n, in);
+      for (size_t i = l.valuesOffset; i < l.valuesOffset + l.valuesBytes; ++i) q[i] = rng();
+      for (size_t j = 0; j < l.nblocks; ++j) {  // every 4th block ordinary in all chunks
+        if (j % 4 == 0 || (j + c) % 3 == 0) continue;
+        std::memcpy(&q[4 * j], &scales[(j * 7 + c) % nScales], 4);
+        if (!inSym) std::memcpy(&q[l.zerosOffset + 4 * j], &zeros[(j + 3 * c) % nZeros], 4);
+      }
+      chunks.push_back(q);
+    }
+    for (Isa isa : supportedIsas()) {
+      IsaGuard guard(isa);
+      for (int k : {2, 4, 17, 20}) {
+        std::vector<Bytes> used(chunks.begin(), chunks.begin() + k);
+        std::string what = std::string(isaName(isa)) + " in " + paramStr(in) + " k=" +
+                           std::to_string(k);
+        expectSumsMatchReference(used, n, in, 0.5f,
+                                 {makeParams(4, 64, true), makeParams(4, 64, false),
+                                  makeParams(4, 32, true), makeParams(4, 32, false)},
+                                 what);
+        if (HasFatalFailure()) return;
       }
     }
   }

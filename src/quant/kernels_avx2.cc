@@ -103,6 +103,10 @@ struct Vec {
     return floatBits(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h)))));
   }
   static VI absBits(VF v) { return _mm256_and_si256(_mm256_castps_si256(v), i32(0x7fffffff)); }
+  // The bits of v doubled: |v| as bits, times 2 (the sign shifted out), without a constant.
+  static VI bitsTwice(VF v) {
+    return _mm256_add_epi32(_mm256_castps_si256(v), _mm256_castps_si256(v));
+  }
   static VI maxU(VI a, VI b) { return _mm256_max_epu32(a, b); }
   static uint32_t reduceMaxU(VI a) {
     __m128i m = _mm_max_epu32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));

@@ -107,6 +107,10 @@ struct Vec {
                    std::is_same<T, half_t>::value);
   }
   static VI absBits(VF v) { return _mm512_and_si512(_mm512_castps_si512(v), i32(0x7fffffff)); }
+  // The bits of v doubled: |v| as bits, times 2 (the sign shifted out), without a constant.
+  static VI bitsTwice(VF v) {
+    return _mm512_add_epi32(_mm512_castps_si512(v), _mm512_castps_si512(v));
+  }
   static VI maxU(VI a, VI b) { return _mm512_max_epu32(a, b); }
   static uint32_t reduceMaxU(VI a) { return _mm512_reduce_max_epu32(a); }
   static VF min(VF a, VF b) { return _mm512_min_ps(a, b); }

@@ -341,6 +341,10 @@ template <int Bits, bool Sym>
 struct BlockDecoder {
   static constexpr bool kTable = Bits == 4 && Vec::kNibbleTable;
   static constexpr bool kScaled = Bits == 4 && !kTable && Vec::kScaledEvenOdd;
+  // The scaled decode is exact where the scale times the smaller factor (2^-28 symmetric, else
+  // 2^-4) is still a normal number: |scale| as bits from here (a biased exponent above 28 or 4),
+  // or a zero scale; NaN / Inf never reach the decode.
+  static constexpr uint32_t kMinScaledExact = (Sym ? 29u : 5u) << 23;
   VF scale, zero, table, scaleEven, scaleOdd;
   bool scaledExact = false;
 
@@ -354,11 +358,9 @@ struct BlockDecoder {
       table = Vec::load(t);
     }
     if constexpr (kScaled) {
-      // Exact where scale times the smaller factor (2^-28 symmetric, else 2^-4) is still a
-      // normal number (biased exponent above 28 or 4), or scale is 0; NaN / Inf never reach here.
       using V = VecFor<BlockDecoder>;
-      uint32_t u = floatBits(p.scale), exp = (u >> 23) & 0xff;
-      scaledExact = (u & 0x7fffffffu) == 0 || (exp > (Sym ? 28u : 4u) && exp < 255u);
+      uint32_t mag = floatBits(p.scale) & 0x7fffffffu;
+      scaledExact = mag == 0 || (mag >= kMinScaledExact && mag < kExpMask);
       scaleEven = Vec::set1(mulRn(p.scale, Sym ? V::kEvenFactorSym : V::kEvenFactorAsym));
       scaleOdd = Vec::set1(mulRn(p.scale, V::kOddFactor));
     }
@@ -391,6 +393,57 @@ struct BlockDecoder {
       a = deq<Sym>(qa, scale, zero);
       b = deq<Sym>(qb, scale, zero);
     }
+  }
+};
+
+// The INT4 even/odd decode of the sums in its cheapest form, holding only what it reads: the
+// nibble table (Vec::kNibbleTable), or the scaled decode's two scaled scales (Vec::kScaledEvenOdd)
+// and the zero point. A block has it where every value decodes as BlockDecoder's even/odd decode
+// does: finite parameters and, for the scaled decode, a scaledExact scale; the sums take
+// BlockDecoder elsewhere. Checked and built in a few instructions per chunk: a block's work
+// outside the sum loop is hardly overlapped with the loop (perf/RESULTS.md, issue 32).
+template <bool Sym>
+struct FastEvenOdd {
+  static constexpr bool kTable = Vec::kNibbleTable;
+  static constexpr bool kAvailable = Vec::kNibbleTable || Vec::kScaledEvenOdd;
+  VF a, b, zero;  // the table; or the even and odd scaled scales
+
+  // A block has the fast decode where scaleKey(scale) < kScaleKeys, and (asymmetric) its zero
+  // point is finite: one unsigned range check of the scale's magnitude bits rules out NaN and
+  // Inf and (scaled decode) a scale that is not scaledExact, and so does the largest key of k
+  // chunks for all of them (a zero scale, rare, takes the general decode too).
+  static constexpr uint32_t kMinScaleBits = kTable ? 0u : BlockDecoder<4, Sym>::kMinScaledExact;
+  static constexpr uint32_t kScaleKeys = kExpMask - kMinScaleBits;
+  static uint32_t scaleKey(float scale) { return (floatBits(scale) & 0x7fffffffu) - kMinScaleBits; }
+  // Where available(p); only the members decode reads.
+  void init(BlockParams p) {
+    VF scale = Vec::set1(p.scale);
+    if (!Sym) zero = Vec::set1(p.zero);
+    if constexpr (kTable) {
+      a = deqF<Sym>(Vec::load(nibbleValues()), scale, zero);
+    } else if constexpr (kAvailable) {
+      using V = VecFor<FastEvenOdd>;
+      a = Vec::mul(scale, Vec::set1(Sym ? V::kEvenFactorSym : V::kEvenFactorAsym));
+      b = Vec::mul(scale, Vec::set1(V::kOddFactor));
+    }
+  }
+  void decode(const uint8_t* src, VF& even, VF& odd) const {
+    if constexpr (kTable) {
+      VecFor<FastEvenOdd>::lookupNibblesEvenOdd(src, a, even, odd);
+    } else if constexpr (kAvailable) {
+      VF qe, qo;
+      VecFor<FastEvenOdd>::template unpackEvenOddScaled<Sym>(src, qe, qo);
+      even = deqF<Sym>(qe, a, zero);
+      odd = deqF<Sym>(qo, b, zero);
+    }
+  }
+  // The nibbles 0..15 as the values they decode to (unpackNibble), for the table.
+  static const float* nibbleValues() {
+    alignas(64) static constexpr float kSym[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+                                                   -8, -7, -6, -5, -4, -3, -2, -1};
+    alignas(64) static constexpr float kAsym[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+                                                    8, 9, 10, 11, 12, 13, 14, 15};
+    return Sym ? kSym : kAsym;
   }
 };
 
@@ -515,6 +568,19 @@ inline void storeSum(T* p, VF a, VF b) {
   }
 }
 
+// The k chunks' 2W values at one place added in chunk order 0..k-1 (the order of every path),
+// as decode(c, even-or-first, odd-or-second) gives chunk c's. K > 0 fixes k at compile time.
+template <int K, class Decode>
+__attribute__((always_inline)) inline void sumChunks(int kRun, Decode decode, VF& a, VF& b) {
+  VF x, y;
+  decode(0, a, b);
+  for (int c = 1; c < (K > 0 ? K : kRun); ++c) {
+    decode(c, x, y);
+    a = Vec::add(a, x);
+    b = Vec::add(b, y);
+  }
+}
+
 // The same sums as sumPiece, 2W elements at a time over all k chunks in registers: v = chunk 0,
 // then + chunk 1, ..., + chunk k-1, then (with Final) * s. The same operations in the same order
 // as the buffered path, so the same bits; the accumulator never leaves registers. K > 0 fixes k
@@ -524,17 +590,13 @@ inline void storeSum(T* p, VF a, VF b) {
 template <class T, int Bits, bool Sym, bool Final, int K, bool Scaled>
 int sumGroups(const BlockDecoder<Bits, Sym>* dec, const uint8_t* const* src, int kRun, int len,
               float* acc, T* out, VF s) {
-  const int k = K > 0 ? K : kRun;
-  VF a, b, x, y;
+  VF a, b;
   int i = 0;
   for (; i + S <= len; i += S) {
     size_t o = packedOffset(Bits, i);
-    decodeForSum<Bits, Sym, Scaled>(dec[0], src[0] + o, a, b);
-    for (int c = 1; c < k; ++c) {
+    sumChunks<K>(kRun, [&](int c, VF& x, VF& y) {
       decodeForSum<Bits, Sym, Scaled>(dec[c], src[c] + o, x, y);
-      a = Vec::add(a, x);
-      b = Vec::add(b, y);
-    }
+    }, a, b);
     if (Final) {
       storeSum<T, Bits>(out + i, Vec::mul(a, s), Vec::mul(b, s));
     } else {
@@ -572,18 +634,14 @@ void sumPieceInRegisters(const uint8_t* const* chunks, int kRun, const Layout& l
     i = sumGroups<T, Bits, Sym, Final, K, false>(dec, src, k, len, acc, out, s);
   }
   if (i == len) return;
-  VF a, b, x, y;
+  VF a, b;
   int r = len - i;
   size_t o = packedOffset(Bits, i);
   alignas(64) uint8_t tmp[S] = {};
-  std::memcpy(tmp, src[0] + o, packedBytes(Bits, r));
-  dec[0].decode(tmp, a, b);
-  for (int c = 1; c < k; ++c) {
+  sumChunks<K>(k, [&](int c, VF& x, VF& y) {
     std::memcpy(tmp, src[c] + o, packedBytes(Bits, r));
     dec[c].decode(tmp, x, y);
-    a = Vec::add(a, x);
-    b = Vec::add(b, y);
-  }
+  }, a, b);
   if (Final) {
     storeN(out + i, Vec::mul(a, s), minInt(r, W));
     if (r > W) storeN(out + i + W, Vec::mul(b, s), r - W);
@@ -611,31 +669,116 @@ void sumBlockPiece(const uint8_t* const* chunks, int k, const Layout& l, size_t 
   }
 }
 
-// Prefetches the next block's values of every chunk (k streams; the hardware prefetchers track
-// few of them at once).
-inline void prefetchChunks(const uint8_t* const* chunks, int k, size_t off, size_t bytes,
-                           size_t total) {
-  for (int c = 0; c < k; ++c) prefetchAhead(chunks[c] + off, bytes, chunks[c] + total);
+// The fast decoders (FastEvenOdd) of k chunks for elements from e of input block j, and their
+// values; sum() adds the chunks' 2W values at a byte offset, as even and odd vectors, in chunk
+// order 0..k-1 (the order of every path). K > 0 fixes k at compile time.
+template <bool Sym, int K>
+struct FastChunks {
+  static constexpr int kMax = K > 0 ? K : kRegisterSumChunks;
+  FastEvenOdd<Sym> dec[kMax];
+  const uint8_t* src[kMax];
+  int k;
+
+  // False (nothing built) when a chunk's block has no fast decode, the variant none at all, or
+  // k is beyond kRegisterSumChunks.
+  bool init(const uint8_t* const* chunks, int kRun, const Layout& l, size_t j, size_t e) {
+    k = K > 0 ? K : kRun;
+    if (!FastEvenOdd<Sym>::kAvailable || k > kMax) return false;
+    using Dec = FastEvenOdd<Sym>;
+    BlockParams bp[kMax];
+    uint32_t maxKey = 0;
+    bool zerosFinite = true;
+    for (int c = 0; c < k; ++c) {
+      bp[c] = readParams(chunks[c], l, j, Sym);
+      uint32_t key = Dec::scaleKey(bp[c].scale);
+      maxKey = key > maxKey ? key : maxKey;
+      if (!Sym) zerosFinite &= finiteBits(floatBits(bp[c].zero));
+    }
+    if (maxKey >= Dec::kScaleKeys || !zerosFinite) return false;
+    for (int c = 0; c < k; ++c) {
+      dec[c].init(bp[c]);
+      src[c] = chunks[c] + l.valuesOffset + e / 2;
+    }
+    return true;
+  }
+  void sum(size_t o, VF& a, VF& b) const {
+    sumChunks<K>(k, [&](int c, VF& x, VF& y) { dec[c].decode(src[c] + o, x, y); }, a, b);
+  }
+};
+
+// dequantizeSum's block on the fast decode (k >= 2, whole groups): out = (sum) * s, stored from
+// even and odd vectors; false (nothing written) where a chunk's block has no fast decode. The
+// output is prefetched for writing kPrefetchAhead bytes ahead as it is written, one instruction
+// per group instead of prefetchAhead's loop (past the end too: x86 prefetches never fault).
+template <class T, bool Sym, int K>
+inline bool sumBlockFast(const uint8_t* const* chunks, int k, const Layout& l, size_t j, size_t e,
+                         int len, T* out, VF s) {
+  FastChunks<Sym, K> fc;
+  if (k < 2 || len % S != 0 || !fc.init(chunks, k, l, j, e)) return false;
+  if constexpr (FastEvenOdd<Sym>::kAvailable) {
+    for (size_t o = 0; o < static_cast<size_t>(len) / 2; o += S / 2) {
+      VF a, b;
+      fc.sum(o, a, b);
+      __builtin_prefetch(reinterpret_cast<const uint8_t*>(out + 2 * o) + kPrefetchAhead, 1);
+      VecFor<T>::storeEvenOdd(out + 2 * o, Vec::mul(a, s), Vec::mul(b, s));
+    }
+  }
+  return true;
 }
 
-template <class T, int Bits, bool Sym>
-void dequantizeSumImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& p,
-                       float scale, T* out) {
+// Prefetches the next block's values of every chunk (k streams; the hardware prefetchers track
+// few of them at once): prefetchAhead with its bounds checked once for all chunks (they have the
+// same layout), clipped to the chunk's end, and a shorter distance. The chunks usually sit at
+// the same offset within their pages, so their lines share L1 sets; 4096 bytes ahead (a whole
+// set cycle) puts each prefetched line in the set of the line being read, k more lines in sets
+// that already hold k: 1.15x slower 4-chunk INT4 requantize at 16 MiB (1024-3072 bytes: alike).
+// INT8 keeps 4096: its in-cache fp32 sum was 1.12x slower at 2048 on AVX-512 (2026-11-27).
+// K > 0 fixes k at compile time (the chunk loop unrolls).
+template <int Bits>
+constexpr size_t kChunkPrefetchAhead = Bits == 4 ? 2048 : 4096;
+template <int Bits, int K = 0>
+inline void prefetchChunks(const uint8_t* const* chunks, int kRun, size_t off, size_t bytes,
+                           size_t total) {
+  const int k = K > 0 ? K : kRun;
+  size_t from = off + kChunkPrefetchAhead<Bits>;
+  if (from >= total) return;
+  size_t to = minSize(from + bytes, total);
+  for (size_t a = from; a < to; a += 64) {
+    for (int c = 0; c < k; ++c) __builtin_prefetch(chunks[c] + a, 0);
+  }
+}
+
+template <class T, int Bits, bool Sym, int K>
+void dequantizeSumBlocks(const uint8_t* const* chunks, int k, size_t n, const QuantParams& p,
+                         float scale, T* out) {
   Layout l = layoutOf(n, p.blockSize, Bits, Sym);
   size_t b = static_cast<size_t>(p.blockSize);
   alignas(64) float acc[kMaxBlockSize];
+  VF s = Vec::set1(scale);
   for (size_t j = 0; j < l.nblocks; ++j) {
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
-    prefetchChunks(chunks, k, l.valuesOffset + packedOffset(Bits, e0), packedBytes(Bits, b),
-                   l.totalBytes);
+    prefetchChunks<Bits, K>(chunks, k, l.valuesOffset + packedOffset(Bits, e0),
+                            packedBytes(Bits, b), l.totalBytes);
+    if (Bits == 4 && sumBlockFast<T, Sym, K>(chunks, k, l, j, e0, len, out + e0, s)) continue;
     prefetchAhead<true>(out + e0, b * sizeof(T), out + n);
     if (anyNanBlock<Sym>(chunks, k, l, j)) {
       fillNan(out + e0, len);
     } else {
-      sumBlockPiece<T, Bits, Sym, true>(chunks, k, l, j, e0, len, acc, out + e0,
-                                        Vec::set1(scale));
+      sumBlockPiece<T, Bits, Sym, true>(chunks, k, l, j, e0, len, acc, out + e0, s);
     }
+  }
+}
+
+// The chunk count fixed at compile time for the common counts, for the whole call.
+template <class T, int Bits, bool Sym>
+void dequantizeSumImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& p,
+                       float scale, T* out) {
+  switch (k) {
+    case 2: dequantizeSumBlocks<T, Bits, Sym, 2>(chunks, k, n, p, scale, out); break;
+    case 4: dequantizeSumBlocks<T, Bits, Sym, 4>(chunks, k, n, p, scale, out); break;
+    case 8: dequantizeSumBlocks<T, Bits, Sym, 8>(chunks, k, n, p, scale, out); break;
+    default: dequantizeSumBlocks<T, Bits, Sym, 0>(chunks, k, n, p, scale, out);
   }
 }
 
@@ -666,14 +809,20 @@ void sumRange(const uint8_t* const* chunks, int k, const Layout& l, size_t block
 // element sees the same operations as in the element-order path (chunk order 0..k-1, then the
 // quantization of one value), so the bytes are the same; what is gone is the interleave at the
 // store, the second pass for the block statistics and the element-order nibble packing.
+// The chunk count is a template parameter for the whole call; a block that is one input block
+// with every chunk on the fast decode (FastEvenOdd) is summed inline in the loop over blocks,
+// any other by sumBlockPieces.
 template <int Bits>
 constexpr bool kEvenOddRequant = Bits == 4 && Vec::kEvenOddPack &&
                                  (Vec::kEvenOddDecode || Vec::kNibbleTable);
 
+// amax2: the maximum of every value's bits doubled (one integer addition, which shifts the sign
+// out): twice max |x| as bits (order-preserving, so NaN and Inf still show), with no mask
+// constant in the loop, one vector register less where the k-chunk sums need them all.
 struct SumStats {
-  VI amax;
+  VI amax2;
   VF mn, mx;
-  uint32_t amaxTail;  // the partial last group, element by element
+  uint32_t amaxTail;  // the partial last group, element by element (|x| as bits)
   float mnTail, mxTail;
 };
 
@@ -684,70 +833,90 @@ inline SumStats initStats() {
 
 template <bool OutSym>
 inline void addStats(SumStats& st, VF v) {
-  st.amax = Vec::maxU(st.amax, Vec::absBits(v));
+  using V = VecFor<std::integral_constant<bool, OutSym>>;  // only the even/odd variants have it
+  st.amax2 = Vec::maxU(st.amax2, V::bitsTwice(v));
   if (!OutSym) {
     st.mn = Vec::min(st.mn, v);
     st.mx = Vec::max(st.mx, v);
   }
 }
 
-// Elements [e, e + len) of input block j summed over the k chunks into acc (even/odd groups);
-// statistics into st.
-template <bool InSym, bool OutSym, int K, bool Scaled>
-int sumGroupsEvenOdd(const BlockDecoder<4, InSym>* dec, const uint8_t* const* src, int kRun,
-                     int len, float* acc, SumStats& st) {
+// The decoders of input block j of k chunks, each chunk's parameters read once; false when any
+// of them decodes to NaN (the decoders are then not built).
+template <bool Sym, int K>
+inline bool chunkDecoders(const uint8_t* const* chunks, int kRun, const Layout& l, size_t j,
+                          BlockDecoder<4, Sym>* dec) {
   const int k = K > 0 ? K : kRun;
-  VF a, b, x, y;
-  int i = 0;
-  for (; i + S <= len; i += S) {
-    size_t o = static_cast<size_t>(i / 2);
-    dec[0].template decodeEvenOdd<Scaled>(src[0] + o, a, b);
-    for (int c = 1; c < k; ++c) {
-      dec[c].template decodeEvenOdd<Scaled>(src[c] + o, x, y);
-      a = Vec::add(a, x);
-      b = Vec::add(b, y);
-    }
-    Vec::store(acc + i, a);
-    Vec::store(acc + i + W, b);
-    addStats<OutSym>(st, a);
-    addStats<OutSym>(st, b);
+  BlockParams bp[K > 0 ? K : kRegisterSumChunks];
+  bool nan = false;
+  for (int c = 0; c < k; ++c) {
+    bp[c] = readParams(chunks[c], l, j, Sym);
+    nan |= decodesToNan(bp[c].scale, bp[c].zero);
   }
-  return i;
+  if (nan) return false;
+  for (int c = 0; c < k; ++c) dec[c] = BlockDecoder<4, Sym>(bp[c]);
+  return true;
 }
 
+// The whole groups (2W elements) of len elements summed by sum(o, even, odd) (o: the group's byte
+// offset) into acc as even and odd vectors, and into the statistics st, held in registers
+// meanwhile. Returns where the whole groups end.
+template <bool OutSym, class Sum>
+__attribute__((always_inline)) inline size_t sumGroupsWithStats(Sum sum, size_t len, float* acc,
+                                                                SumStats& st) {
+  SumStats s = st;
+  size_t end = len / S * (S / 2);  // in bytes of INT4 values
+  for (size_t o = 0; o < end; o += S / 2) {
+    VF a, b;
+    sum(o, a, b);
+    Vec::store(acc + 2 * o, a);
+    Vec::store(acc + 2 * o + W, b);
+    addStats<OutSym>(s, a);
+    addStats<OutSym>(s, b);
+  }
+  st = s;
+  return 2 * end;
+}
+
+// sumGroupsWithStats over BlockDecoder's even/odd decode (Scaled: the scaled one).
+template <bool InSym, bool OutSym, int K, bool Scaled>
+size_t sumGroupsEvenOdd(const BlockDecoder<4, InSym>* dec, const uint8_t* const* src, int k,
+                        size_t len, float* acc, SumStats& st) {
+  return sumGroupsWithStats<OutSym>([&](size_t o, VF& a, VF& b) {
+    sumChunks<K>(k, [&](int c, VF& x, VF& y) {
+      dec[c].template decodeEvenOdd<Scaled>(src[c] + o, x, y);
+    }, a, b);
+  }, len, acc, st);
+}
+
+// Elements [e, e + len) of input block j summed over the k chunks into acc (even/odd groups);
+// statistics into st. False (and nothing summed) when a chunk's block decodes to NaN.
 template <bool InSym, bool OutSym, int K>
-void sumPieceEvenOdd(const uint8_t* const* chunks, int kRun, const Layout& l, size_t j, size_t e,
+bool sumPieceEvenOdd(const uint8_t* const* chunks, int kRun, const Layout& l, size_t j, size_t e,
                      int len, float* acc, SumStats& st) {
   const int k = K > 0 ? K : kRun;
   BlockDecoder<4, InSym> dec[K > 0 ? K : kRegisterSumChunks];
+  if (!chunkDecoders<InSym, K>(chunks, k, l, j, dec)) return false;
   const uint8_t* src[K > 0 ? K : kRegisterSumChunks];
   size_t off = l.valuesOffset + e / 2;
-  for (int c = 0; c < k; ++c) {
-    dec[c] = BlockDecoder<4, InSym>(readParams(chunks[c], l, j, InSym));
-    src[c] = chunks[c] + off;
-  }
-  int i;
+  for (int c = 0; c < k; ++c) src[c] = chunks[c] + off;
+  size_t n = static_cast<size_t>(len), i;
   if constexpr (BlockDecoder<4, InSym>::kScaled) {
-    i = allScaledExact(dec, k) ? sumGroupsEvenOdd<InSym, OutSym, K, true>(dec, src, k, len, acc, st)
-                               : sumGroupsEvenOdd<InSym, OutSym, K, false>(dec, src, k, len, acc, st);
+    i = allScaledExact(dec, k) ? sumGroupsEvenOdd<InSym, OutSym, K, true>(dec, src, k, n, acc, st)
+                               : sumGroupsEvenOdd<InSym, OutSym, K, false>(dec, src, k, n, acc, st);
   } else {
-    i = sumGroupsEvenOdd<InSym, OutSym, K, false>(dec, src, k, len, acc, st);
+    i = sumGroupsEvenOdd<InSym, OutSym, K, false>(dec, src, k, n, acc, st);
   }
-  if (i == len) return;
+  if (i == n) return true;
   // The last r < 2W elements of the chunk (only at its end): decoded from zero-padded bytes into
   // a whole group; only the r real elements enter the statistics (the others are discarded).
-  int r = len - i;
-  size_t o = static_cast<size_t>(i / 2);
+  int r = static_cast<int>(n - i);
   alignas(64) uint8_t tmp[S] = {};
-  VF a, b, x, y;
-  std::memcpy(tmp, src[0] + o, packedBytes(4, r));
-  dec[0].decodeEvenOdd(tmp, a, b);
-  for (int c = 1; c < k; ++c) {
-    std::memcpy(tmp, src[c] + o, packedBytes(4, r));
+  VF a, b;
+  sumChunks<K>(k, [&](int c, VF& x, VF& y) {
+    std::memcpy(tmp, src[c] + i / 2, packedBytes(4, r));
     dec[c].decodeEvenOdd(tmp, x, y);
-    a = Vec::add(a, x);
-    b = Vec::add(b, y);
-  }
+  }, a, b);
   Vec::store(acc + i, a);
   Vec::store(acc + i + W, b);
   for (int t = 0; t < r; ++t) {
@@ -757,24 +926,54 @@ void sumPieceEvenOdd(const uint8_t* const* chunks, int kRun, const Layout& l, si
     st.mnTail = v < st.mnTail ? v : st.mnTail;
     st.mxTail = v > st.mxTail ? v : st.mxTail;
   }
+  return true;
 }
 
-// The block's parameters from its statistics (NaN pieces: nan).
+// sumPieceEvenOdd on the fast decode (FastEvenOdd), for a piece of whole groups: false, and
+// nothing summed, where a chunk's block has none (the caller then takes sumPieceEvenOdd).
+// Inlined into the loop over blocks, with the statistics in registers.
+template <bool InSym, bool OutSym, int K>
+__attribute__((always_inline)) inline bool sumPieceEvenOddFast(const uint8_t* const* chunks,
+                                                               int k, const Layout& l, size_t j,
+                                                               size_t e, int len, float* acc,
+                                                               SumStats& st) {
+  FastChunks<InSym, K> fc;
+  if (len % S != 0 || !fc.init(chunks, k, l, j, e)) return false;
+  sumGroupsWithStats<OutSym>([&](size_t o, VF& a, VF& b) { fc.sum(o, a, b); },
+                             static_cast<size_t>(len), acc, st);
+  return true;
+}
+
+// A block's statistics reduced to scalars (a piece that decodes to NaN: nan), and the block's
+// parameters from them.
+struct BlockStats {
+  uint32_t amax;
+  float mn, mx;
+  bool nan;
+};
+
 template <bool OutSym>
-BlockParams evenOddParams(const SumStats& st, bool nan) {
-  if (nan) return nonFiniteParams();
-  uint32_t amax = Vec::reduceMaxU(st.amax);
-  amax = st.amaxTail > amax ? st.amaxTail : amax;
-  if (OutSym) return symmetricParams(amax, 4);
-  float mn = Vec::reduceMin(st.mn), mx = Vec::reduceMax(st.mx);
-  mn = st.mnTail < mn ? st.mnTail : mn;
-  mx = st.mxTail > mx ? st.mxTail : mx;
-  return asymmetricParams(amax, mn, mx, 4);
+inline BlockStats reduceStats(const SumStats& st, bool nan) {
+  uint32_t amax = Vec::reduceMaxU(st.amax2) >> 1;
+  BlockStats r{st.amaxTail > amax ? st.amaxTail : amax, 0.0f, 0.0f, nan};
+  if (!OutSym) {
+    float mn = Vec::reduceMin(st.mn), mx = Vec::reduceMax(st.mx);
+    r.mn = st.mnTail < mn ? st.mnTail : mn;
+    r.mx = st.mxTail > mx ? st.mxTail : mx;
+  }
+  return r;
+}
+
+template <bool OutSym>
+__attribute__((always_inline)) inline BlockParams evenOddParams(const BlockStats& st) {
+  if (st.nan) return nonFiniteParams();
+  return OutSym ? symmetricParams(st.amax, 4) : asymmetricParams(st.amax, st.mn, st.mx, 4);
 }
 
 // Quantizes and packs a block of len elements held in even/odd groups.
 template <bool Sym, bool Rcp>
-void quantizeEvenOdd(const float* acc, int len, const QuantConsts& c, uint8_t* qv) {
+__attribute__((always_inline)) inline void quantizeEvenOdd(const float* acc, int len,
+                                                           const QuantConsts& c, uint8_t* qv) {
   using V = VecFor<std::integral_constant<bool, Sym>>;
   constexpr int G = V::kEvenOddPackGroups;
   SrState sr{0, 0, false, SrKey{0, 0}};  // round to nearest: unused
@@ -804,50 +1003,64 @@ void quantizeEvenOdd(const float* acc, int len, const QuantConsts& c, uint8_t* q
   if (r & 1) qv[i / 2 + nb - 1] &= 0x0f;
 }
 
-// Output block j summed into acc (even/odd groups); returns its parameters.
-template <bool InSym, bool OutSym>
-BlockParams sumBlockEvenOdd(const uint8_t* const* chunks, int k, size_t n, const Layout& li,
-                            size_t bIn, size_t b, size_t j, float* acc) {
+// Output block j summed into acc (even/odd groups) piece by piece (pieces of input blocks, whose
+// offsets are multiples of 32), each on the fast decode where it has one.
+template <bool InSym, bool OutSym, int K>
+__attribute__((noinline)) BlockStats sumBlockPieces(const uint8_t* const* chunks, int k, size_t n,
+                                                     const Layout& li, size_t bIn, size_t b,
+                                                     size_t j, float* acc) {
   size_t e0 = j * b;
   size_t end = minSize(e0 + b, n);
-  prefetchChunks(chunks, k, li.valuesOffset + e0 / 2, packedBytes(4, b), li.totalBytes);
   SumStats st = initStats();
   bool nan = false;
-  for (size_t e = e0; e < end;) {  // pieces of input blocks: offsets are multiples of 32
+  for (size_t e = e0; e < end;) {
     size_t jIn = e / bIn;
     size_t pieceEnd = minSize((jIn + 1) * bIn, end);
     int plen = static_cast<int>(pieceEnd - e);
     float* a = acc + (e - e0);
-    if (anyNanBlock<InSym>(chunks, k, li, jIn)) {
-      nan = true;
-    } else {
-      switch (k) {
-        case 2: sumPieceEvenOdd<InSym, OutSym, 2>(chunks, k, li, jIn, e, plen, a, st); break;
-        case 4: sumPieceEvenOdd<InSym, OutSym, 4>(chunks, k, li, jIn, e, plen, a, st); break;
-        case 8: sumPieceEvenOdd<InSym, OutSym, 8>(chunks, k, li, jIn, e, plen, a, st); break;
-        default: sumPieceEvenOdd<InSym, OutSym, 0>(chunks, k, li, jIn, e, plen, a, st);
-      }
+    if (!sumPieceEvenOddFast<InSym, OutSym, K>(chunks, k, li, jIn, e, plen, a, st)) {
+      nan |= !sumPieceEvenOdd<InSym, OutSym, K>(chunks, k, li, jIn, e, plen, a, st);
     }
     e = pieceEnd;
   }
-  return evenOddParams<OutSym>(st, nan);
+  return reduceStats<OutSym>(st, nan);
 }
 
-// Block j + 1 is summed (and its parameters computed) before block j is quantized, into the
-// other of two block buffers: the parameters' reduction and divisions overlap with quantizing
-// instead of stalling it (as quantizeImpl computes its parameters one block ahead).
-template <bool InSym, bool OutSym>
-void requantizeEvenOddImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& in,
-                           const QuantParams& outP, uint8_t* out) {
+// Output block j summed into acc (even/odd groups). An output block that
+// is one input block (equal block sizes) on the fast decode is summed here, inlined, with the
+// statistics in registers; every other block by sumBlockPieces.
+template <bool InSym, bool OutSym, int K>
+inline BlockStats sumBlockEvenOdd(const uint8_t* const* chunks, int k, size_t n, const Layout& li,
+                                size_t bIn, size_t b, size_t j, float* acc) {
+  size_t e0 = j * b;
+  prefetchChunks<4, K>(chunks, k, li.valuesOffset + e0 / 2, packedBytes(4, b), li.totalBytes);
+  if (bIn == b) {
+    SumStats st = initStats();
+    int len = static_cast<int>(minSize(b, n - e0));
+    if (sumPieceEvenOddFast<InSym, OutSym, K>(chunks, k, li, j, e0, len, acc, st)) {
+      return reduceStats<OutSym>(st, false);
+    }
+  }
+  return sumBlockPieces<InSym, OutSym, K>(chunks, k, n, li, bIn, b, j, acc);
+}
+
+// Block j + 1 is summed before block j is quantized, into the other of two block buffers, and
+// its parameters (two dependent divisions) computed after block j is quantized: they then wait
+// for the sum's statistics while block j is quantized, not at the head of the reorder buffer
+// (1.07x faster in cache on AVX2 than computing them right after the sum, 1.03x on AVX-512).
+template <bool InSym, bool OutSym, int K>
+void requantizeEvenOddBlocks(const uint8_t* const* chunks, int k, size_t n, const QuantParams& in,
+                             const QuantParams& outP, uint8_t* out) {
   Layout li = layoutOf(n, in.blockSize, 4, InSym);
   Layout lo = layoutOf(n, outP.blockSize, 4, OutSym);
   size_t b = static_cast<size_t>(outP.blockSize), bIn = static_cast<size_t>(in.blockSize);
   alignas(64) float acc[2][kMaxBlockSize];
-  BlockParams next = sumBlockEvenOdd<InSym, OutSym>(chunks, k, n, li, bIn, b, 0, acc[0]);
+  BlockStats sum = sumBlockEvenOdd<InSym, OutSym, K>(chunks, k, n, li, bIn, b, 0, acc[0]);
+  BlockParams p = evenOddParams<OutSym>(sum);
   for (size_t j = 0; j < lo.nblocks; ++j) {
-    BlockParams p = next;
-    if (j + 1 < lo.nblocks) {
-      next = sumBlockEvenOdd<InSym, OutSym>(chunks, k, n, li, bIn, b, j + 1, acc[(j + 1) & 1]);
+    bool more = j + 1 < lo.nblocks;
+    if (more) {
+      sum = sumBlockEvenOdd<InSym, OutSym, K>(chunks, k, n, li, bIn, b, j + 1, acc[(j + 1) & 1]);
     }
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
@@ -856,16 +1069,30 @@ void requantizeEvenOddImpl(const uint8_t* const* chunks, int k, size_t n, const 
     if (!OutSym) storeF(out + lo.zerosOffset + 4 * j, p.zero);
     if (!paramsQuantizable(p)) {
       std::memset(qv, 0, packedBytes(4, len));
-      continue;
-    }
-    QuantConsts c = quantConsts(p);
-    if (c.useRcp) {
-      quantizeEvenOdd<OutSym, true>(acc[j & 1], len, c, qv);
     } else {
-      quantizeEvenOdd<OutSym, false>(acc[j & 1], len, c, qv);
+      QuantConsts c = quantConsts(p);
+      if (c.useRcp) {
+        quantizeEvenOdd<OutSym, true>(acc[j & 1], len, c, qv);
+      } else {
+        quantizeEvenOdd<OutSym, false>(acc[j & 1], len, c, qv);
+      }
     }
+    if (more) p = evenOddParams<OutSym>(sum);
   }
   zeroPadding(out, lo, OutSym);
+}
+
+// The chunk count fixed at compile time for the common counts (the chunk loops unroll and the
+// decoders stay in registers), for the whole call.
+template <bool InSym, bool OutSym>
+void requantizeEvenOddImpl(const uint8_t* const* chunks, int k, size_t n, const QuantParams& in,
+                           const QuantParams& outP, uint8_t* out) {
+  switch (k) {
+    case 2: requantizeEvenOddBlocks<InSym, OutSym, 2>(chunks, k, n, in, outP, out); break;
+    case 4: requantizeEvenOddBlocks<InSym, OutSym, 4>(chunks, k, n, in, outP, out); break;
+    case 8: requantizeEvenOddBlocks<InSym, OutSym, 8>(chunks, k, n, in, outP, out); break;
+    default: requantizeEvenOddBlocks<InSym, OutSym, 0>(chunks, k, n, in, outP, out);
+  }
 }
 
 template <int InBits, bool InSym, int OutBits, bool OutSym, bool Sr>
@@ -885,8 +1112,8 @@ void requantizeImpl(const uint8_t* const* chunks, int k, size_t n, const QuantPa
   for (size_t j = 0; j < lo.nblocks; ++j) {
     size_t e0 = j * b;
     int len = static_cast<int>(minSize(b, n - e0));
-    prefetchChunks(chunks, k, li.valuesOffset + packedOffset(InBits, e0), packedBytes(InBits, b),
-                   li.totalBytes);
+    prefetchChunks<InBits>(chunks, k, li.valuesOffset + packedOffset(InBits, e0),
+                           packedBytes(InBits, b), li.totalBytes);
     sumRange<InBits, InSym>(chunks, k, li, static_cast<size_t>(in.blockSize), e0, len, acc);
     encodeBlock<float, OutBits, OutSym, Sr>(acc, len, blockParams<float, OutBits, OutSym>(acc, len),
                                             outP.elementOffset + e0, sr, out + 4 * j,
