@@ -780,9 +780,11 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     static std::mutex m;
     return m;
   }
+  // Never destroyed: the freed words stay reachable from it, so LeakSanitizer does not count
+  // them at exit (a list destroyed before its check would leave them unreferenced).
   static std::vector<const uint32_t*>& freedWords() {
-    static std::vector<const uint32_t*> f;
-    return f;
+    static auto* f = new std::vector<const uint32_t*>;
+    return *f;
   }
   // Whether `word` lies in a block of 64 words freed already.
   static bool wordFreed(const uint32_t* word) {
