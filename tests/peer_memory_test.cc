@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -151,14 +152,23 @@ PeerMemory* devicePeerMemory(zcollComm_t comm) {
   return peerMemoryOf(comm, worldGroup(comm), MemKind::kDevice);
 }
 
-TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedAndNothingIsReadUnmapped) {
+// Two ranks on the stand-in device, each with its own arena in scope, given its comm's device
+// PeerMemory (the test fails at once where there is none).
+void runDeviceRanks(
+    const std::function<void(int, zcollComm_t, FakeDeviceArena&, PeerMemory*)>& body) {
   FakeDevice device;
-  Shared shared;
   runRanks(twoRanks(), [&](int rank, zcollComm_t comm) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
     PeerMemory* pm = devicePeerMemory(comm);
     ASSERT_NE(pm, nullptr);
+    body(rank, comm, arena, pm);
+  });
+}
+
+TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedAndNothingIsReadUnmapped) {
+  Shared shared;
+  runDeviceRanks([&](int rank, zcollComm_t comm, FakeDeviceArena& arena, PeerMemory* pm) {
     EXPECT_EQ(pm, comm->transportNamed("cuda_ipc")->peerMemory());
     EXPECT_FALSE(pm->exposesCallerBuffers());
     EXPECT_FALSE(pm->readsUnmapped());
@@ -186,13 +196,8 @@ TEST(CudaIpcPeerMemory, CallerBuffersAreNotExposedAndNothingIsReadUnmapped) {
 // smallest window fails (the algorithms check windowLimit first).
 TEST(CudaIpcPeerMemory, WindowsAreMappedAtInitAndFixedInSize) {
   ScopedEnv window("ZCOLL_DEVICE_WINDOW_BYTES", "262144");
-  FakeDevice device;
   Shared shared;
-  runRanks(twoRanks(), [&](int rank, zcollComm_t comm) {
-    FakeDeviceArena arena;
-    FakeDeviceArena::Scope scope(&arena);
-    PeerMemory* pm = devicePeerMemory(comm);
-    ASSERT_NE(pm, nullptr);
+  runDeviceRanks([&](int rank, zcollComm_t comm, FakeDeviceArena& arena, PeerMemory* pm) {
     const std::vector<int> both = {0, 1};
     EXPECT_EQ(pm->windowLimit(both), 262144u);
     EXPECT_TRUE(pm->pairsConnected(both));
@@ -227,13 +232,8 @@ TEST(CudaIpcPeerMemory, WindowsAreMappedAtInitAndFixedInSize) {
 // travels as {registration, offset} and the peer finds it mapped at registration; a range
 // outside every registration is not mappable; after deregistration nothing is exposed.
 TEST(CudaIpcPeerMemory, RegisteredMemoryIsExposedAndFoundMappedWithoutOpeningAnything) {
-  FakeDevice device;
   Shared shared;
-  runRanks(twoRanks(), [&](int rank, zcollComm_t comm) {
-    FakeDeviceArena arena;
-    FakeDeviceArena::Scope scope(&arena);
-    PeerMemory* pm = devicePeerMemory(comm);
-    ASSERT_NE(pm, nullptr);
+  runDeviceRanks([&](int rank, zcollComm_t comm, FakeDeviceArena& arena, PeerMemory* pm) {
     char* buf = static_cast<char*>(arena.alloc(8192));
     arena.upload(buf, pattern(8192, rank));
     zcollWindow_t win = nullptr;
