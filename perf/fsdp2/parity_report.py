@@ -19,6 +19,7 @@ import statistics
 NAMES = {"gloo": "FSDP2 + gloo", "zcoll": "FSDP2 + zcoll",
          "zeropp": "ZeRO++ (qwZ INT8, hpZ, qgZ INT4/INT4)",
          "zeropp8": "ZeRO++ (qwZ INT8, hpZ, qgZ INT8/INT8)",
+         "zeropp4w": "ZeRO++ (qwZ INT4, hpZ, qgZ INT4/INT4)",
          "zeropp_ef": "ZeRO++ INT4/INT4 + error feedback"}
 REFERENCES = ("gloo", "zcoll")
 

@@ -2,10 +2,11 @@
 as 2 emulated nodes (ZCOLL_HOSTID), on real English text that ships on the machine (Vim's
 documentation, /usr/share/vim/vim*/doc/*.txt, Debian package vim-runtime; no download).
 
-    python3 perf/fsdp2/train_parity.py --config gloo|zcoll|zeropp|zeropp8 --steps 300 --seed 0
+    python3 perf/fsdp2/train_parity.py --config gloo|zcoll|zeropp|zeropp8|zeropp4w --steps 300 --seed 0
 
 gloo: FSDP2 on gloo. zcoll: FSDP2 on zcoll, unquantized. zeropp: zcoll.fsdp.zeropp() (qwZ INT8
-weights, hpZ, qgZ INT4 gradients). zeropp8: the same with INT8 gradients. Writes one JSON file
+weights, hpZ, qgZ INT4 gradients). zeropp8: the same with INT8 gradients. zeropp4w: INT4 weights
+and INT4 gradients (the fewest bytes). Writes one JSON file
 (--out, default perf/fsdp2/results/<config>_seed<seed>.json) and prints it: the settings, the
 training loss per step (mean over ranks), and the held-out loss at the end, twice: on the trained
 parameters themselves (each gathered exactly with DTensor.full_tensor into a plain copy of the
@@ -96,6 +97,7 @@ def worker(rank, path, args, out):
     if args.config.startswith("zeropp"):
         import zcoll.fsdp
         zcoll.fsdp.zeropp(model, modules=model.blocks, mesh=mesh,
+                          weight_bits=4 if args.config == "zeropp4w" else 8,
                           grad_bits=8 if args.config == "zeropp8" else 4,
                           grad_intra_bits=8 if args.config == "zeropp8" else 4)
     else:
@@ -149,7 +151,8 @@ def heldout(model, held, rank, args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--config", required=True, choices=["gloo", "zcoll", "zeropp", "zeropp8"])
+    p.add_argument("--config", required=True, choices=["gloo", "zcoll", "zeropp", "zeropp8",
+                                                          "zeropp4w"])
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--d", type=int, default=256)
