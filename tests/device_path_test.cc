@@ -323,37 +323,40 @@ std::vector<InPlaceCase> inPlaceCases() {
 // caller buffers, which cuda_ipc exposes only once registered (zcollCommWindowRegister: mapped
 // then, never inside a call), so unregistered they run their message-based twins. Every one
 // gives the host call's bytes.
-TEST(DeviceReadsInPlace, QgzReadsWindowsInPlaceAndUnregisteredCallerBuffersUseMessages) {
+// Runs `check(setup, case, initOnly)` for each in-place algorithm, forced, on 2 and 3 ranks of one
+// node; initOnly: the cuda_ipc copies a job with no call makes (init's).
+void forEachForcedInPlaceCase(
+    const std::function<void(const RankSetup&, const InPlaceCase&, int)>& check) {
   for (const RankSetup& s : {RankSetup{2, 1}, RankSetup{3, 1}}) {
     const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
     for (const InPlaceCase& c : inPlaceCases()) {
       SCOPED_TRACE(std::string(c.param) + "=" + c.algorithm + ", " + std::to_string(s.nranks) +
                    " ranks");
       test::ScopedEnv forced(c.param, c.algorithm);
-      const int copies = deviceCopiesOf(s, c.run);
-      if (std::string(c.algorithm) == "two_hop_shm_read") EXPECT_EQ(copies, initOnly);
-      else EXPECT_GT(copies, initOnly);
+      check(s, c, initOnly);
     }
   }
+}
+
+TEST(DeviceReadsInPlace, QgzReadsWindowsInPlaceAndUnregisteredCallerBuffersUseMessages) {
+  forEachForcedInPlaceCase([](const RankSetup& s, const InPlaceCase& c, int initOnly) {
+    const int copies = deviceCopiesOf(s, c.run);
+    if (std::string(c.algorithm) == "two_hop_shm_read") EXPECT_EQ(copies, initOnly);
+    else EXPECT_GT(copies, initOnly);
+  });
 }
 
 // Registered, every rank's buffers are read and written in place by the peers' kernels: the
 // host call's bytes, not one cuda_ipc copy beyond init's, and (the stand-in records it) no
 // mapping opened while a call held a stream.
 TEST(DeviceReadsInPlace, RegisteredBuffersAreReadInPlaceByEveryInPlaceAlgorithm) {
-  for (const RankSetup& s : {RankSetup{2, 1}, RankSetup{3, 1}}) {
-    const int initOnly = deviceCopiesOf(s, [](FakeDeviceArena&, int, zcollComm_t) {});
-    for (const InPlaceCase& c : inPlaceCases()) {
-      SCOPED_TRACE(std::string(c.param) + "=" + c.algorithm + ", " + std::to_string(s.nranks) +
-                   " ranks");
-      test::ScopedEnv forced(c.param, c.algorithm);
-      EXPECT_EQ(deviceCopiesOf(s, [&](FakeDeviceArena& a, int r, zcollComm_t comm) {
-        tWindowComm = comm;
-        c.run(a, r, comm);
-        tWindowComm = nullptr;
-      }), initOnly);
-    }
-  }
+  forEachForcedInPlaceCase([](const RankSetup& s, const InPlaceCase& c, int initOnly) {
+    EXPECT_EQ(deviceCopiesOf(s, [&](FakeDeviceArena& a, int r, zcollComm_t comm) {
+      tWindowComm = comm;
+      c.run(a, r, comm);
+      tWindowComm = nullptr;
+    }), initOnly);
+  });
 }
 
 // One rank's buffer outside every window: every rank sees it in the publication and moves the
