@@ -7,6 +7,7 @@
 // travel (a hang guard, not a performance assertion).
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -293,7 +294,11 @@ TEST(Grow, AMemberThatDiesDuringTheGrowFailsItOnEveryRankAtOnce) {
   EXPECT_LT(joinTook, kHangGuard);
 }
 
-TEST(Grow, MembersThatAskForDifferentSizesAllFailAndTheNewRankIsTurnedAway) {
+// Two members grow towards a third rank that waits for the id; `growFails(rank, comm, id)` makes
+// each member's zcollCommGrow fail (rank 0 passes `id`, the one it handed out) and checks how.
+// The new rank must be turned away (zcollRemoteError), and every member destroys its comm.
+void expectGrowFailsAndTheNewRankIsTurnedAway(
+    const std::function<void(int, zcollComm_t, zcollUniqueId*)>& growFails) {
   IdHandoff handoff;
   zcollResult_t joinResult = zcollInternalError;
   std::thread newRank([&] {
@@ -306,39 +311,30 @@ TEST(Grow, MembersThatAskForDifferentSizesAllFailAndTheNewRankIsTurnedAway) {
       ZCOLL_EXPECT_OK(comm, zcollCommGetUniqueId(comm, &id));
       handoff.give(id);
     }
-    zcollComm_t grown = nullptr;
-    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "every rank must pass the same nRanks",
-                      zcollCommGrow(comm, rank == 0 ? 3 : 4, rank == 0 ? &id : nullptr, -1,
-                                    &grown, nullptr));
-    EXPECT_EQ(grown, nullptr);
+    growFails(rank, comm, rank == 0 ? &id : nullptr);
     EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
   });
   newRank.join();
   EXPECT_EQ(joinResult, zcollRemoteError);
 }
 
-TEST(Grow, ARevokedCommIsRefusedAndTheNewRankIsTurnedAway) {
-  IdHandoff handoff;
-  zcollResult_t joinResult = zcollInternalError;
-  std::thread newRank([&] {
-    zcollComm_t c = nullptr;
-    joinResult = join(handoff, 3, 2, 0, &c);
+TEST(Grow, MembersThatAskForDifferentSizesAllFailAndTheNewRankIsTurnedAway) {
+  expectGrowFailsAndTheNewRankIsTurnedAway([](int rank, zcollComm_t comm, zcollUniqueId* id) {
+    zcollComm_t grown = nullptr;
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "every rank must pass the same nRanks",
+                      zcollCommGrow(comm, rank == 0 ? 3 : 4, id, -1, &grown, nullptr));
+    EXPECT_EQ(grown, nullptr);
   });
-  runOwningRanks(2, [](int) { return 60; }, [&](int rank, zcollComm_t comm) {
-    zcollUniqueId id;
-    if (rank == 0) {
-      ZCOLL_EXPECT_OK(comm, zcollCommGetUniqueId(comm, &id));
-      handoff.give(id);
-    }
+}
+
+TEST(Grow, ARevokedCommIsRefusedAndTheNewRankIsTurnedAway) {
+  expectGrowFailsAndTheNewRankIsTurnedAway([](int, zcollComm_t comm, zcollUniqueId* id) {
     EXPECT_EQ(zcollCommRevoke(comm), zcollSuccess);
     zcollComm_t grown = nullptr;
     EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "shrink it first",
-                      zcollCommGrow(comm, 3, rank == 0 ? &id : nullptr, -1, &grown, nullptr));
+                      zcollCommGrow(comm, 3, id, -1, &grown, nullptr));
     EXPECT_EQ(grown, nullptr);
-    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
   });
-  newRank.join();
-  EXPECT_EQ(joinResult, zcollRemoteError);
 }
 
 TEST(Grow, NoMemberOrTwoMembersWithTheIdFailEveryMember) {
