@@ -191,6 +191,10 @@ TEST(Requests, OnCompleteIsCalledOnceWithTheResult) {
     ZCOLL_EXPECT_OK(comm, zcollRequestWait(req));
     ZCOLL_EXPECT_OK(comm, zcollRequestOnComplete(req, record, &late));
     EXPECT_EQ(late.calls.load(), 1);
+    // Once called (here, or by the thread that completed it), a second one is still refused.
+    EXPECT_FAILS_WITH(nullptr, zcollInvalidUsage, "has a callback already",
+                      zcollRequestOnComplete(req, record, &late));
+    EXPECT_EQ(late.calls.load(), 1);
     EXPECT_FAILS_WITH(nullptr, zcollInvalidArgument, "fn is NULL",
                       zcollRequestOnComplete(req, nullptr, nullptr));
     ZCOLL_EXPECT_OK(comm, zcollRequestFree(req));

@@ -23,6 +23,7 @@ struct RequestState {
   zcollComm* comm = nullptr;
   uint64_t ticket = 0;
   std::function<void(Result)> onComplete;  // zcollRequestOnComplete's callback, called once
+  bool callbackSet = false;  // stays set after the callback is taken: a second one is refused
   std::thread::id callbackThread;          // the thread running the callback, while it runs
 
   void complete(Result r) {
@@ -130,8 +131,9 @@ Result setCompletionCallback(zcollRequest* request, void (*fn)(zcollRequest*, zc
   std::shared_ptr<RequestState> s = stateOf(request);
   if (!s) return notLive(request, "zcollRequestOnComplete");
   std::unique_lock<std::mutex> lock(s->mu);
-  if (s->onComplete)
+  if (s->callbackSet)
     return fail(zcollInvalidUsage, "zcollRequestOnComplete: the request has a callback already");
+  s->callbackSet = true;
   if (!s->done) {
     s->onComplete = [request, fn, arg](Result r) { fn(request, r, arg); };
     return zcollSuccess;
