@@ -81,7 +81,8 @@ Result whenNoneHeld(int waitMs, const char* what, const std::function<Result()>&
 bool ifNoneHeld(const std::function<void()>& op) {
   Holds& h = holds();
   std::unique_lock<std::mutex> lock(h.mu);
-  if (h.held != 0 || h.busy) return false;
+  h.changed.wait(lock, [&] { return !h.busy; });  // another thread's: short, and local
+  if (h.held != 0) return false;
   runExclusive(h, lock, op);
   return true;
 }

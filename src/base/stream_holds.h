@@ -37,7 +37,9 @@ void release();
 // waits for: it would wait out its timeout.
 Result whenNoneHeld(int waitMs, const char* what, const std::function<Result()>& op);
 // Runs `op` now when no stream is held (new waits held back meanwhile) and returns true; false,
-// without running it, otherwise.
+// without running it, otherwise. Another such operation under way on another thread is waited
+// out first (they are short and touch nothing but this process): two ranks of one process
+// mapping each other's buffers at once both map, instead of one falling back.
 bool ifNoneHeld(const std::function<void()>& op);
 // Runs `op` now when no stream is held, else as soon as none is (in release()). Used for frees:
 // they may come later, never earlier.
