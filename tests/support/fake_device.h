@@ -364,15 +364,25 @@ class FakeDeviceArena {
   // with the arenas its device reaches: the shared arena (zcoll's slots and windows, mapped by
   // every rank at init) and those it mapped (FakeIpc::map, CUDA's peer access to memory opened
   // by cudaIpcOpenMemHandle).
-  void open() {
+  // What open() opened, which close() closes exactly: an arena the device came to reach in
+  // between (a peer's mapping noted meanwhile) is not closed, and one destroyed in between is
+  // skipped (its id is no longer registered; a new arena at its address has another id).
+  using Opened = std::vector<std::pair<FakeDeviceArena*, uint64_t>>;
+  Opened open() {
     openSelf();
+    Opened opened;
     std::lock_guard<std::mutex> live(registryMu());  // no reached arena goes meanwhile
-    for (FakeDeviceArena* a : reached()) a->openSelf();
+    for (FakeDeviceArena* a : reached()) {
+      a->openSelf();
+      opened.emplace_back(a, a->id_);
+    }
+    return opened;
   }
-  void close() {
+  void close(const Opened& opened) {
     {
       std::lock_guard<std::mutex> live(registryMu());
-      for (FakeDeviceArena* a : reached()) a->closeSelf();
+      for (const auto& [a, id] : opened)
+        if (registered(a, id)) a->closeSelf();
     }
     closeSelf();
   }
@@ -399,6 +409,14 @@ class FakeDeviceArena {
     static std::vector<FakeDeviceArena*> all;
     return all;
   }
+  static bool registered(const FakeDeviceArena* a, uint64_t id) {  // under registryMu()
+    const auto& all = registry();
+    return std::find(all.begin(), all.end(), a) != all.end() && a->id_ == id;
+  }
+  static uint64_t nextId() {
+    static std::atomic<uint64_t> n{0};
+    return ++n;
+  }
   void openSelf() {
     std::lock_guard<std::mutex> lock(mu_);
     if (opened_++ == 0) {
@@ -421,6 +439,7 @@ class FakeDeviceArena {
     return all;
   }
 
+  const uint64_t id_ = nextId();  // tells a destroyed arena from a new one at its address
   std::mutex mu_;
   char* base_ = nullptr;
   size_t used_ = 0;
@@ -543,9 +562,10 @@ inline void FakeQueue::loop() {
     FakeOp op = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    if (op.arena) op.arena->open();
+    FakeDeviceArena::Opened opened;
+    if (op.arena) opened = op.arena->open();
     Result r = op.run();
-    if (op.arena) op.arena->close();
+    if (op.arena) op.arena->close(opened);
     op.stream->ran(r);
     lock.lock();
   }
@@ -601,17 +621,17 @@ inline zcollStream_t FakeDeviceArena::handle() { return stream_->handle(); }
 
 inline void FakeDeviceArena::upload(void* dev, const std::vector<unsigned char>& h) {
   EXPECT_EQ(stream_->synchronize(), zcollSuccess);
-  open();
+  const Opened opened = open();
   std::memcpy(dev, h.data(), h.size());
-  close();
+  close(opened);
 }
 
 inline std::vector<unsigned char> FakeDeviceArena::download(const void* dev, size_t bytes) {
   EXPECT_EQ(stream_->synchronize(), zcollSuccess);
-  open();
+  const Opened opened = open();
   std::vector<unsigned char> h(static_cast<const unsigned char*>(dev),
                                static_cast<const unsigned char*>(dev) + bytes);
-  close();
+  close(opened);
   return h;
 }
 
@@ -917,15 +937,16 @@ class FakeIpc final : public DeviceIpc {
       if (bytes == 0) return zcollSuccess;
       FakeDeviceArena* to = FakeDeviceArena::holding(dst);
       FakeDeviceArena* from = FakeDeviceArena::holding(src);
-      if (to) to->open();
-      if (from) from->open();
+      FakeDeviceArena::Opened toOpened, fromOpened;
+      if (to) toOpened = to->open();
+      if (from) fromOpened = from->open();
       std::memcpy(dst, src, bytes);
       if (from == gSharedArena && corruptSharedReads > 0) {  // a probe that reads other bytes
         --corruptSharedReads;
         std::memset(dst, 0, bytes);
       }
-      if (from) from->close();
-      if (to) to->close();
+      if (from) from->close(fromOpened);
+      if (to) to->close(toOpened);
       return zcollSuccess;
     }, false);
     *ticket = ++started_;
