@@ -37,7 +37,9 @@ if [ "${1:-}" = --bounds ]; then
   bounds_only=1
   shift
 fi
-out=${1:-perf/results/intra_node$([ $bounds_only = 1 ] && echo _bounds).md}
+suffix=""
+[ $bounds_only = 0 ] || suffix=_bounds
+out=${1:-perf/results/intra_node$suffix.md}
 peers=${PEERS_DIR:-build/peers}  # where the helper binaries are built
 mkdir -p "$peers" "$(dirname "$out")"
 gcc -O2 -o "$peers/memcpy_bw" perf/peers/memcpy_bw.c
