@@ -5,6 +5,7 @@
 // and both mixed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -736,6 +737,59 @@ TEST(ShmRead, RegisteredBuffersGiveTheSameBitsAsOrdinaryOnes) {
     ASSERT_FALSE(ordinary[r].empty());
     EXPECT_TRUE(registered[r] == ordinary[r]) << "rank " << r;
     EXPECT_TRUE(mixed[r] == ordinary[r]) << "rank " << r;
+  }
+}
+
+// Float all-reduce and reduce-scatter over shm_read at 4 ranks give the rank-order reduction's
+// exact bits, ((x0 op x1) op x2) op x3 in float, for every op that reduces in the output (sum,
+// prod, max, min) and for avg (through the accumulator), in and out of place (in place, ranks 2
+// and 3 own a chunk of an input that is also their output), on registered buffers (written into
+// every output) and ordinary ones (gathered).
+TEST(ShmRead, FloatReductionsHaveTheRankOrderBitsInAndOutOfPlace) {
+  ScopedEnv ar("ZCOLL_ALGO_ALLREDUCE", "shm_read");
+  ScopedEnv rs("ZCOLL_ALGO_REDUCESCATTER", "shm_read");
+  const int w = 4;
+  const size_t count = 4 * 40000 + 3;  // uneven chunks, several 128 KiB pieces each
+  auto value = [](int rank, size_t i) {
+    const float mag = static_cast<float>(1u << ((i * 7 + rank * 3) % 23));
+    return (((i * 2654435761u + rank * 97u) % 1000) / 997.0f - 0.4f) * mag;
+  };
+  for (zcollRedOp_t op : {zcollSum, zcollProd, zcollMax, zcollMin, zcollAvg}) {
+    std::vector<float> want(count);
+    for (size_t i = 0; i < count; ++i) {
+      float acc = value(0, i);
+      for (int r = 1; r < w; ++r) {
+        const float x = value(r, i);
+        switch (op) {
+          case zcollProd: acc = acc * x; break;
+          case zcollMax: acc = std::max(acc, x); break;
+          case zcollMin: acc = std::min(acc, x); break;
+          default: acc = acc + x; break;
+        }
+      }
+      want[i] = op == zcollAvg ? acc / static_cast<float>(w) : acc;
+    }
+    for (bool reg : {false, true}) {
+      runRanks(oneNode(w), [&](int rank, zcollComm_t comm) {
+        for (bool inPlace : {false, true}) {
+          RankBuffer in(count * 4, reg), out(count * 4, reg);
+          float* x = in.as<float>();
+          for (size_t i = 0; i < count; ++i) x[i] = value(rank, i);
+          float* y = inPlace ? x : out.as<float>();
+          ZCOLL_EXPECT_OK(comm, zcollAllReduce(x, y, count, zcollFloat32, op, comm, nullptr));
+          EXPECT_EQ(std::memcmp(y, want.data(), count * 4), 0)
+              << "all-reduce, op " << op << (reg ? ", registered" : "") << (inPlace ? ", in place" : "")
+              << ", rank " << rank;
+          const size_t n = count / w;
+          for (size_t i = 0; i < count; ++i) x[i] = value(rank, i);
+          float* mine = inPlace ? x + rank * n : out.as<float>();
+          ZCOLL_EXPECT_OK(comm, zcollReduceScatter(x, mine, n, zcollFloat32, op, comm, nullptr));
+          EXPECT_EQ(std::memcmp(mine, want.data() + rank * n, n * 4), 0)
+              << "reduce-scatter, op " << op << (reg ? ", registered" : "")
+              << (inPlace ? ", in place" : "") << ", rank " << rank;
+        }
+      });
+    }
   }
 }
 

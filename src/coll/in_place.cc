@@ -12,6 +12,29 @@ namespace {
 
 constexpr size_t kPieceBytes = 128 * 1024;  // a piece and its accumulator stay in L2
 
+// Whether a piece can be reduced straight into the output, in one pass per input: out = in0 op
+// in1, then out op= in_p for p = 2.. . Those are the accumulator's operations in the same order
+// (its type is the data's own for every type but fp16/bf16, and a pair of 16-bit inputs is
+// combined in fp32 and rounded once, as fromAcc rounds), so the bits are the same, without the
+// copies into and out of the accumulator (2 of 4 passes over a piece at 2 ranks). Avg divides
+// at the end, and an output that is also a later member's input (in place, this rank >= 2)
+// would be overwritten before it is read: those keep the accumulator.
+bool reducesInOutput(const PeerBuffers& in, int w, zcollDataType_t dtype, zcollRedOp_t op,
+                     int me, size_t offset, const char* out) {
+  const bool plainOp = op == zcollSum || op == zcollProd || op == zcollMax || op == zcollMin;
+  if (!plainOp || w < 2 || (isHalfType(dtype) && w != 2)) return false;
+  for (int p = 0; p < w; ++p)
+    if (in.view(p) == nullptr) return false;
+  return me < 2 || in.view(me) + offset != out;
+}
+
+Result reducePieceInOutput(Executor& ex, const PeerBuffers& in, int w, size_t at, size_t k,
+                           zcollDataType_t dtype, zcollRedOp_t op, char* out) {
+  ZCOLL_CHECK(ex.combine(out, in.view(0) + at, in.view(1) + at, dtype, op, 0, k));
+  for (int p = 2; p < w; ++p) ZCOLL_CHECK(ex.accumulate(out, in.view(p) + at, false, dtype, op, k));
+  return zcollSuccess;
+}
+
 }  // namespace
 
 Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, size_t stride,
@@ -128,14 +151,21 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const PeerBuffers& in, size_
   const int w = comm->nranks;
   const size_t es = dtypeSize(dtype);
   const size_t pieceElems = std::max<size_t>(1, kPieceBytes / es);
+  const bool direct = reducesInOutput(in, w, dtype, op, comm->rank, offset, out);
   const size_t accOffset = (pieceElems * es + 63) / 64 * 64;
   void* scratch = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, ex, accOffset + pieceElems * accSize(dtype), &scratch));
+  if (!direct)
+    ZCOLL_CHECK(scratchGet(comm, ex, accOffset + pieceElems * accSize(dtype), &scratch));
   char* buf = static_cast<char*>(scratch);
   char* acc = buf + accOffset;
   for (size_t done = 0; done < m; done += pieceElems) {
     const size_t k = std::min(pieceElems, m - done);
     const size_t at = offset + done * es;
+    if (direct) {
+      ZCOLL_CHECK(reducePieceInOutput(ex, in, w, at, k, dtype, op, out + done * es));
+      for (char* copy : copies) ZCOLL_CHECK(ex.copy(copy + done * es, out + done * es, k * es));
+      continue;
+    }
     for (int p = 0; p < w; ++p) {
       const void* piece = in.view(p) != nullptr ? in.view(p) + at : buf;
       if (piece == buf) ZCOLL_CHECK(in.read(ex, p, at, buf, k * es));
