@@ -83,7 +83,11 @@ Result shareWindows(const Stage& st, const Group& g, PeerMemory& pm, const Expos
 
 // out[0..m) = op over members 0..W-1 of the world (in that order) of the m elements at byte
 // `offset` of every member's published input, a cache-sized piece at a time; each piece is
-// also copied, while in cache, to the same place of every buffer of `copies`.
+// also copied, while in cache, to the same place of every buffer of `copies`. Where the output
+// can hold the partial results with the accumulator's bits (sum/prod/max/min of 32/64-bit types,
+// or of two 16-bit inputs, every input mapped) a piece is reduced straight into it, one pass per
+// input; otherwise through an accumulator in scratch (16-bit types at 3+ ranks, avg, unmapped
+// inputs).
 Result readAndReduce(zcollComm* comm, Executor& ex, const PeerBuffers& in, size_t offset,
                      size_t m, zcollDataType_t dtype, zcollRedOp_t op, char* out,
                      const std::vector<char*>& copies = {});
