@@ -50,6 +50,7 @@ class MemberExchange {
 
  private:
   Result waitForPeers();
+  std::string pendingTransfers() const;
 
   zcollComm* comm_;
   ExchangeContext ctx_;

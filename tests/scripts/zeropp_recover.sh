@@ -18,9 +18,12 @@
 # kill and status scripts; not reproduced in 240 runs alone, under CPU load, or beside a
 # zcoll_info --status loop), the three survivors got their errors and then none reported
 # recovery within zcollrun's 60 s. So that such a run names the call that waits, the ranks run
-# with ZCOLL_TIMEOUT=30 (a hang becomes zcollTimeout from that call). One hung run in the 20 is
+# with ZCOLL_TIMEOUT=30 (a hang becomes zcollTimeout from that call), and a job still running 15 s
+# in gets `zcoll_info --status` (where each rank stands) in its log. One hung run in the 20 is
 # printed in full as HANG and run again with the same parameters; a second hang, or any other
-# failure, fails the script.
+# failure, fails the script. Seen again 2026-11-27 (1 in 200 runs, rank 0 killed 44 ms in): ranks
+# 1 and 3 timed out in zcollCommShrink's first exchange with 3 of 4 transfers done, and rank 2,
+# the first to see the death, failed only when rank 1 then exited.
 set -u
 BUILD=${ZCOLL_BUILD_DIR:?ZCOLL_BUILD_DIR must name the build directory}
 SRC=${ZCOLL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -32,22 +35,38 @@ hangs_left=1
 source "$SRC/tests/scripts/lib/leftovers.sh"
 log=$(mktemp)
 figures=$(mktemp)
-trap 'rm -f "$log" "$figures"' EXIT
+trap 'rm -f "$log" "$log.status" "$figures"' EXIT
 failed=0
+# One job: rank VICTIM killed KILL_MS into the loop; sets rc. A job still running 15 s in (runs
+# take about 1 s) is hanging: zcoll_info --status, appended to its log, says where each rank
+# and communicator stands (the call, and the peers it waits on).
+run_job() {
+  python3 "$SRC/tools/zcollrun" --keep-going --timeout 60 -n 4 --nodes 2 \
+    "$PROG" "$1" "$2" 5 >"$log" 2>&1 &
+  local job=$! waited=0
+  while kill -0 "$job" 2>/dev/null; do
+    sleep 0.2
+    waited=$((waited + 1))
+    if [ "$waited" -eq 75 ]; then
+      { echo "--- 15 s in, zcoll_info --status:"; "$BUILD/tools/zcoll_info" --status 2>&1; } \
+        >>"$log.status"
+    fi
+  done
+  wait "$job"
+  rc=$?
+  if [ -s "$log.status" ]; then cat "$log.status" >>"$log"; fi
+  rm -f "$log.status"
+}
 leftovers_before
 for run in $(seq 0 $((RUNS - 1))); do
   victim=$((run % 4))
   kill_ms=$(( (run * 53 + 7) % 150 + 1 ))
-  python3 "$SRC/tools/zcollrun" --keep-going --timeout 60 -n 4 --nodes 2 \
-    "$PROG" "$victim" "$kill_ms" 5 >"$log" 2>&1
-  rc=$?
+  run_job "$victim" "$kill_ms"
   if [ "$hangs_left" -gt 0 ] && { [ "$rc" -eq 124 ] || grep -q zcollTimeout "$log"; }; then
     echo "HANG: run $run (rank $victim killed $kill_ms ms in): exit $rc; the known open defect" \
          "(see the top of this script), run once more"; cat "$log"
     hangs_left=0
-    python3 "$SRC/tools/zcollrun" --keep-going --timeout 60 -n 4 --nodes 2 \
-      "$PROG" "$victim" "$kill_ms" 5 >"$log" 2>&1
-    rc=$?
+    run_job "$victim" "$kill_ms"
   fi
   line=$(grep '^\[[0-9]\] recovered: ' "$log")
   killed=$(sed -n 's/^\[[0-9]\] killed at \([0-9]*\)$/\1/p' "$log")
