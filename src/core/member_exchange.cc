@@ -72,9 +72,10 @@ Result MemberExchange::waitForPeers() {
         if (reqs_[i].complete()) continue;
         const int p = reqs_[i].peer;
         if (const char* why = whyPeerGone(comm_, p))
-          return fail(zcollRemoteError, "%s: rank %d (pid %d on %s) %s %s; %s", ctx_.fn, p,
-                      comm_->peers[p].pid, comm_->peers[p].hostName, why, ctx_.during,
-                      ctx_.retry);
+          return fail(zcollRemoteError, "%s: rank %d (pid %d on %s) %s %s (step 0x%x, "
+                      "pending: %s); %s", ctx_.fn, p, comm_->peers[p].pid,
+                      comm_->peers[p].hostName, why, ctx_.during, step_,
+                      pendingTransfers().c_str(), ctx_.retry);
       }
       if (now > deadline)
         return fail(zcollTimeout, "%s: rank %d waited more than %d s for %s (%zu of %zu "

@@ -363,7 +363,10 @@ void UcxTransport::progressCancelledUntil(std::chrono::steady_clock::time_point 
   }
 }
 
-void UcxTransport::forceClose(int peer) {
+// UCX documents a forced close as completing at once (UCP_EP_CLOSE_FLAG_FORCE "forces immediate
+// completion"); the wait for it is bounded all the same, as closeEndpoints' is, so that it can
+// never hold a failing call (and the shrink its caller starts next) past `waitMs`.
+void UcxTransport::forceClose(int peer, int waitMs) {
   ucp_ep_h& ep = eps_[peer];
   if (ep == nullptr) return;
   ucp_request_param_t p{};
@@ -372,7 +375,11 @@ void UcxTransport::forceClose(int peer) {
   ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &p);
   ep = nullptr;
   if (sp == nullptr || UCS_PTR_IS_ERR(sp)) return;
-  while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+  while (ucp_request_check_status(sp) == UCS_INPROGRESS &&
+         std::chrono::steady_clock::now() < deadline)
+    ucp_worker_progress(worker_);
+  if (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_request_cancel(worker_, sp);
   ucp_request_free(sp);
 }
 
@@ -388,7 +395,7 @@ void UcxTransport::settleCancelled(int waitMs) {
   for (int peer : stuck) {
     ZCOLL_INFO(LogSubsys::kNet, "a cancelled transfer with rank %d did not stop: closing the "
                "connection to it", peer);
-    forceClose(peer);
+    forceClose(peer, waitMs);
   }
   progressCancelledUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs));
 }

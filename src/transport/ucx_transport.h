@@ -112,7 +112,7 @@ class UcxTransport final : public Transport {
   // Progresses until no cancelled request is in flight or `deadline` passes.
   void progressCancelledUntil(std::chrono::steady_clock::time_point deadline);
   // Closes the endpoint to `peer` at once, failing everything still in flight on it.
-  void forceClose(int peer);
+  void forceClose(int peer, int waitMs);
 
   Result connectEndpoints(const std::vector<std::string>& peerAddresses,
                           const std::vector<char>& peerErrors, int myRank);
