@@ -17,8 +17,8 @@
 # A survivor hang, found 2026-11-27: about 1 run in 50-80 with two jobs side by side, the
 # survivors waited in zcollCommShrink's exchange for a UCX message that a peer had sent. Between
 # emulated nodes UCX used its shared-memory transports, which a rank killed mid-message can
-# stall (docs/FAULT_TOLERANCE.md); zcollrun --keep-going --nodes 2 now sets UCX_TLS=tcp, as
-# between real nodes, and 640 runs passed. The ranks run with ZCOLL_TIMEOUT=30 (a hang becomes
+# stall (docs/FAULT_TOLERANCE.md); the script now sets UCX_TLS=tcp, as between real nodes, and
+# 1280 runs passed. The ranks run with ZCOLL_TIMEOUT=30 (a hang becomes
 # zcollTimeout naming the step and the transfers it waits on), and a job still running 15 s in
 # gets `zcoll_info --status` (where each rank stands) in its log. One hung run in the 20 is
 # still printed in full as HANG and run again with the same parameters, so that a cause not yet
@@ -31,6 +31,9 @@ PROG=$BUILD/tests/zcoll_zeropp_recover
 RUNS=${ZEROPP_RECOVER_RUNS:-20}
 export ZCOLL_SOCKET_IFNAME=${ZCOLL_SOCKET_IFNAME:-lo} UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 export ZCOLL_TIMEOUT=${ZCOLL_TIMEOUT:-30}
+# Between the emulated nodes, UCX over TCP as between real ones: over its shared memory a rank
+# killed mid-message lost the survivors' later messages (docs/FAULT_TOLERANCE.md).
+export UCX_TLS=${UCX_TLS:-tcp}
 hangs_left=1
 source "$SRC/tests/scripts/lib/leftovers.sh"
 log=$(mktemp)
