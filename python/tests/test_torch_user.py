@@ -122,12 +122,16 @@ def test_torch_timeout_used_without_zcoll_timeout(monkeypatch):
 def _init_in_subprocess(env, world=2, timeout=120):
     """torchrun of `world` ranks that only create the zcoll group; returns (rc, output)."""
     script = textwrap.dedent("""
+        import time
         import torch.distributed as dist
         import zcoll  # noqa: F401  (torch 2.11 loads no c10d backend by name without it)
         try:
             dist.init_process_group("zcoll")
         except Exception as err:
             print(f"INIT FAILED {type(err).__name__}: {err}", flush=True)
+            # torchrun SIGTERMs the other ranks once one exits non-zero: give them the time to
+            # fail and say so themselves (a rank that was killed first printed nothing).
+            time.sleep(2)
             raise SystemExit(3)
         print("INIT OK", flush=True)
         dist.destroy_process_group()
