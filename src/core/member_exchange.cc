@@ -1,7 +1,6 @@
 #include "core/member_exchange.h"
 
 #include <chrono>
-#include <string>
 #include <thread>
 
 #include "core/progress.h"
@@ -37,17 +36,6 @@ Result MemberExchange::run(const std::vector<int>& to, const std::string& mine,
   return waitForPeers();
 }
 
-// The transfers not complete yet, as "recv from 2, send to 3".
-std::string MemberExchange::pendingTransfers() const {
-  std::string out;
-  for (size_t i = 0; i < posted_; ++i) {
-    if (reqs_[i].complete()) continue;
-    if (!out.empty()) out += ", ";
-    out += (reqs_[i].receive ? "recv from " : "send to ") + std::to_string(reqs_[i].peer);
-  }
-  return out;
-}
-
 // Progress until every request is complete, at most the timeout; a peer that goes down fails
 // it at once. The comm's other traffic (a dead rank's failed endpoints) is not this wait's
 // business: transport errors count only through these requests.
@@ -75,13 +63,13 @@ Result MemberExchange::waitForPeers() {
           return fail(zcollRemoteError, "%s: rank %d (pid %d on %s) %s %s (step 0x%x, "
                       "pending: %s); %s", ctx_.fn, p, comm_->peers[p].pid,
                       comm_->peers[p].hostName, why, ctx_.during, step_,
-                      pendingTransfers().c_str(), ctx_.retry);
+                      pendingPeers(reqs_.data(), posted_).c_str(), ctx_.retry);
       }
       if (now > deadline)
         return fail(zcollTimeout, "%s: rank %d waited more than %d s for %s (%zu of %zu "
                     "transfers of step 0x%x done; pending: %s): %s", ctx_.fn, comm_->rank,
                     comm_->timeoutSec + ctx_.extraWaitSec, ctx_.whoWaits, done, posted_,
-                    step_, pendingTransfers().c_str(), ctx_.whyLate);
+                    step_, pendingPeers(reqs_.data(), posted_).c_str(), ctx_.whyLate);
     }
     if (polls < 1000) {
       std::this_thread::yield();

@@ -50,7 +50,6 @@ class MemberExchange {
 
  private:
   Result waitForPeers();
-  std::string pendingTransfers() const;
 
   zcollComm* comm_;
   ExchangeContext ctx_;

@@ -252,7 +252,7 @@ void backoff(zcollComm* comm, const Request* reqs, size_t n, int64_t polls, int6
 
 // The peers the incomplete requests wait on, e.g. "rank 3 (receive), rank 1 (send, receive)",
 // in the order first met; at most 8 named, then how many more.
-static std::string pendingPeers(const Request* reqs, size_t n) {
+std::string pendingPeers(const Request* reqs, size_t n) {
   struct Waiting {
     int peer;
     bool send, receive;

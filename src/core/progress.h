@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/comm.h"
 
@@ -30,6 +31,10 @@ void countTransfer(zcollComm* comm, int peer, size_t bytes, bool sending);
 // the transport's events or yields the CPU between polls. Fails with zcollTimeout past the comm's timeout, zcollRemoteError on
 // abort or peer failure; on failure cancels the rest and puts the comm in the error state.
 Result waitAll(zcollComm* comm, Request* reqs, size_t n);
+
+// The peers the incomplete requests of reqs[0..n) wait on, e.g. "rank 3 (receive), rank 1
+// (send, receive)"; "no peer" when all are complete.
+std::string pendingPeers(const Request* reqs, size_t n);
 
 // Why `peer` (not this rank) will never answer again, or nullptr while it may: its
 // communicator is closed (a close or gone notice, core/peer_notice.h), its transport reported
