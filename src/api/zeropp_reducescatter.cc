@@ -15,7 +15,7 @@ using namespace zcoll;
 
 namespace {
 
-// Default pipeline depth (docs/ZEROPP.md "qgZ", measured in perf/RESULTS.md): pieces of at
+// Default pipeline depth (docs/ZEROPP.md "qgZ", measured in perf/LOG.md): pieces of at
 // least kMinPieceElems elements per chunk, at most kDefaultPipelineDepth of them.
 constexpr int kDefaultPipelineDepth = 4;
 constexpr size_t kMinPieceElems = size_t(1) << 16;

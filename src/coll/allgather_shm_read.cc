@@ -4,7 +4,7 @@
 //   its own place in the output, then copies every other member's block straight out of that
 //   member's memory into its place: on the host one process_vm_readv per block, or, for a block
 //   in zcollMemAllocHost memory, one memcpy from the mapped block (user-space speed, no kernel
-//   copy; perf/RESULTS.md "registered buffers"); on a device one copy from the mapped block
+//   copy; perf/LOG.md "registered buffers"); on a device one copy from the mapped block
 //   (cuda_ipc). Members start at the next one so the reads spread over the owners. Last, the
 //   members trade a done-token, so no one returns (and reuses its block) while a peer may still
 //   read it. Without peer memory to every peer (or a block that cannot be reached) it runs the

@@ -39,7 +39,7 @@ const std::vector<Collective> kCollectives = {
      "ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", 10, "qgZ quantized reduce-scatter"},
 };
 
-// Thresholds from perf/RESULTS.md: latency-bound sizes take the one-step algorithms, larger ones
+// Thresholds from perf/LOG.md: latency-bound sizes take the one-step algorithms, larger ones
 // the bandwidth-optimal ones; on several equal nodes, the all-gather that crosses between nodes
 // least. shm_read reads every peer in place: all-gather from 1 MiB per rank (on par with the
 // ring on ordinary buffers, 1.4-2x on zcollMemAllocHost memory), reduce-scatter from 4 MiB

@@ -174,7 +174,7 @@ Result readAndReduce(zcollComm* comm, Executor& ex, const PeerBuffers& in, size_
     }
     ZCOLL_CHECK(ex.fromAcc(out + done * es, acc, dtype, op, w, k));
     // Plain stores, to pieces in cache: streaming them measured 1.9x slower at 4 MiB and no
-    // better from 16 MiB (perf/RESULTS.md, "write to peers").
+    // better from 16 MiB (perf/LOG.md, "write to peers").
     for (char* copy : copies) ZCOLL_CHECK(ex.copy(copy + done * es, out + done * es, k * es));
   }
   return zcollSuccess;

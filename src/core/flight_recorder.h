@@ -6,7 +6,7 @@
 //
 // Why a fixed ring behind one mutex: the operation that records runs on one thread at a time
 // (the comm's engine), and readers (a dump, a status query) are rare; recording costs two clock
-// reads and a few stores per operation, which is nothing next to a collective (perf/RESULTS.md).
+// reads and a few stores per operation, which is nothing next to a collective (perf/LOG.md).
 #pragma once
 
 #include <cstdint>

@@ -6,14 +6,14 @@
 // cache. On the 2-core EPYC this project measures on, copying one block (all_gather_perf on one
 // rank, A/B against memcpy), streaming stores (from 8 MiB with a prefetch 512 bytes ahead) are
 // 1.9-2.5x faster at 4-8 MiB, 1.85x at 16-32 MiB, 1.15x at 64 MiB and 1.04-1.08x at 1-2 MiB
-// (perf/RESULTS.md, "Registered host memory"). bulkCopy streams from kStreamCopyBytes up;
+// (perf/LOG.md, "Registered host memory"). bulkCopy streams from kStreamCopyBytes up;
 // smaller copies stay in cache for whoever reads them next.
 //
 // Inside a collective, 1 MiB copies are not the single-rank case: an all-gather of 1 MiB per
 // rank on 2 ranks copies its own block while reading its peer's, and with the working set in
 // cache the streaming stores made the call 3.6x slower on registered buffers (medians 179 vs 49
 // us) and 1.5x on ordinary ones (170 vs 113 us); all-reduce at 2-8 MiB gained too (perf/
-// RESULTS.md, "Streaming stores from 4 MiB", 2026-11-27). So streaming starts at 4 MiB.
+// LOG.md, "Streaming stores from 4 MiB", 2026-11-27). So streaming starts at 4 MiB.
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,7 @@
 // Why the caller runs its own blocking call (instead of handing every call to the progress
 // thread, as the first design sketched): a hand-off costs two cross-thread wake-ups per call
 // (108-121 us against 33-36 ns for a turn on the caller's thread: perf/engine_bench.cc,
-// perf/RESULTS.md), and host calls are most of the traffic. Operations never overlap, so the
+// perf/LOG.md), and host calls are most of the traffic. Operations never overlap, so the
 // UCX worker is driven by one thread at a time.
 //
 // The progress thread starts with the first enqueued operation, and when idle it sleeps on a

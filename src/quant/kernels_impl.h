@@ -67,7 +67,7 @@ inline void zeroPadding(uint8_t* out, const Layout& l, bool sym) {
 // Software prefetch (for reading, or with Write for writing) of the bytes [p, p + bytes) shifted
 // kPrefetchAhead forward, clipped to end: with it, single-threaded passes over data in L3 or
 // memory run 1.1-1.4x faster than with the hardware prefetchers alone (16 MiB quantize and
-// dequantize, perf/RESULTS.md).
+// dequantize, perf/LOG.md).
 constexpr size_t kPrefetchAhead = 4096;
 template <bool Write = false>
 inline void prefetchAhead(const void* p, size_t bytes, const void* end) {
@@ -401,7 +401,7 @@ struct BlockDecoder {
 // and the zero point. A block has it where every value decodes as BlockDecoder's even/odd decode
 // does: finite parameters and, for the scaled decode, a scaledExact scale; the sums take
 // BlockDecoder elsewhere. Checked and built in a few instructions per chunk: a block's work
-// outside the sum loop is hardly overlapped with the loop (perf/RESULTS.md, issue 32).
+// outside the sum loop is hardly overlapped with the loop (perf/LOG.md, issue 32).
 template <bool Sym>
 struct FastEvenOdd {
   static constexpr bool kTable = Vec::kNibbleTable;

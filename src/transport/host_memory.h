@@ -5,7 +5,7 @@
 // allocation from here is a memfd mapped MAP_SHARED, so a node peer that is told about it
 // (a RegionRef, published by the algorithm that reads it) maps the bytes it needs and reads
 // them with plain loads: no copy at all for a reduction, and memcpy's speed for a gather
-// (perf/RESULTS.md, "registered buffers"). The shape is NCCL's ncclMemAlloc plus a registered
+// (perf/LOG.md, "registered buffers"). The shape is NCCL's ncclMemAlloc plus a registered
 // buffer, for host memory.
 //
 // The pages are reserved at allocation (fallocate), so a machine short of memory fails the

@@ -3,7 +3,7 @@
 //
 // Why: mapping a peer's buffer for each call and unmapping it at the end made every page read a
 // first-touch fault and every call end in a TLB shootdown; reading through a kept mapping was
-// 1.76-2.65x faster at 1-64 MiB (issue 32; perf/RESULTS.md, "mapped once").
+// 1.76-2.65x faster at 1-64 MiB (issue 32; perf/LOG.md, "mapped once").
 //
 // The rules that keep it safe:
 // - A mapping is of a whole allocation, found by (owner pid, generation): the owner numbers its

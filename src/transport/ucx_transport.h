@@ -56,7 +56,7 @@ class UcxTransport final : public Transport {
   // has not set UCX_RNDV_THRESH: UCX 1.13's rendezvous over TCP sends its handshake in the
   // socket that carries the data going the other way, so two ranks exchanging large messages
   // each wait behind the other's data and a link runs at about half its rate in each direction
-  // (perf/RESULTS.md, "UCX over TCP: eager, not rendezvous").
+  // (perf/LOG.md, "UCX over TCP: eager, not rendezvous").
   bool tcpEager() const { return tcpEager_; }
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
