@@ -5,6 +5,7 @@ namespace zp = zcoll::perf;
 
 int main(int argc, char** argv) {
   zp::Collective c = zp::allReduceShape("all_reduce");
+  c.ringPartials = true;
   c.run = [](const zp::RunArgs& a) {
     return zcollAllReduce(a.send, a.recv, a.counts.count, a.dtype, a.op, a.info->comm, a.stream);
   };

@@ -2,6 +2,7 @@
 //   zcoll_info            version, build options, transports, topology, every parameter
 //   zcoll_info --version  one line: the version and the build's CUDA and UCX options
 //   zcoll_info --params   the parameter table only (name, default, current value, description)
+//   zcoll_info --params-markdown      docs/ENVIRONMENT.md: the table as Markdown (defaults only)
 //   zcoll_info --algorithms           every algorithm of every collective, with what it does
 //   zcoll_info --topology             host identity and every package/NUMA node/GPU/NIC
 //   zcoll_info --topology-xml FILE    the topology as hwloc XML (a fixture for ZCOLL_TOPO_FILE)
@@ -23,6 +24,7 @@
 #include "exec/device_component.h"
 #include "exec/executor.h"
 #include "quant/isa.h"
+#include "params_markdown.h"
 #include "status_query.h"
 #include "topology/topology.h"
 #include "transport/shm_segment.h"
@@ -103,7 +105,7 @@ void printTopology() {
 
 void printUsage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--version | --params | --algorithms | --topology | "
+               "usage: %s [--version | --params | --params-markdown | --algorithms | --topology | "
                "--topology-xml FILE | --routes | --status [--json] | --help]\n",
                argv0);
 }
@@ -186,6 +188,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--params") == 0) {
     printParams();
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--params-markdown") == 0) {
+    std::fputs(zcoll::environmentPageMarkdown().c_str(), stdout);
     return 0;
   }
   if (argc == 2 && std::strcmp(argv[1], "--topology") == 0) return printTopologyDetail();

@@ -149,7 +149,7 @@ ZCOLL_API zcollResult_t zcollGetDeviceSupport(int* supported);
  * node can read in place. When a collective's host buffer lies entirely inside one such
  * allocation, the node peers that read it map it (once: the mapping is kept for later calls) and
  * copy or reduce it with plain loads instead of a copy by the kernel (process_vm_readv): the shm_read algorithms of
- * all-gather, reduce-scatter and all-reduce, and hpZ's shm_read node stages (docs/README.md,
+ * all-gather, reduce-scatter and all-reduce, and hpZ's shm_read node stages (docs/MEMORY.md,
  * "Registered host memory"). Every collective accepts any buffer; this only makes the reads
  * inside a node cheaper, and ranks may mix such buffers with ordinary ones. Not tied to a
  * communicator; callable from any thread. The memory is shared (MAP_SHARED): a process forked
@@ -163,7 +163,7 @@ ZCOLL_API zcollResult_t zcollMemAllocHost(void** ptr, size_t size);
  * pointer, or one freed already, is zcollInvalidArgument. The memory must not be in use by a
  * collective still running (as for any buffer). Node peers that mapped it let it go at their
  * next in-place read of this process's buffers or when their communicator is destroyed; the
- * system gets the pages back then (docs/README.md, "Registered host memory"). */
+ * system gets the pages back then (docs/MEMORY.md, "Registered host memory"). */
 ZCOLL_API zcollResult_t zcollMemFreeHost(void* ptr);
 
 /* Windows: device buffers that a communicator's node peers read and write in place (NCCL 2.27's

@@ -78,6 +78,9 @@ struct Collective {
   bool reduces = false;  // takes -o; the redop column shows it
   bool rooted = false;   // takes -r; the root column shows it
   bool inPlace = true;   // has an in-place variant (else its columns read N/A)
+  // Its ring algorithm carries fp16/bf16 partial sums as ZCOLL_REDUCE_PARTIALS says: the header
+  // of a 16-bit run names the mode (zcoll's default moves about twice NCCL's bytes there).
+  bool ringPartials = false;
   std::function<double(int nranks)> busFactor;
   // Counts for a request of `elems` elements (requested bytes / type size).
   std::function<Counts(size_t elems, int nranks, int rank)> counts;

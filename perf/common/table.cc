@@ -87,6 +87,19 @@ std::string centered(const std::string& text, int width) {
          std::string(width - left - int(text.size()) > 0 ? width - left - int(text.size()) : 0, ' ');
 }
 
+// The mode of ZCOLL_REDUCE_PARTIALS the communicator read at init (empty or unset: fp32).
+void printPartialsMode() {
+  const char* env = std::getenv("ZCOLL_REDUCE_PARTIALS");
+  std::string mode = env != nullptr && *env != '\0' ? env : "fp32";
+  if (mode == "fp32")
+    std::printf("# 16-bit partials: fp32 (ZCOLL_REDUCE_PARTIALS=fp32: the ring carries fp32 partial "
+                "sums, about twice the bytes; =dtype rounds at every hop as NCCL does, for an "
+                "NCCL-comparable busbw)\n");
+  else
+    std::printf("# 16-bit partials: %s (ZCOLL_REDUCE_PARTIALS=%s; dtype: the ring rounds partial "
+                "sums to the data type at every hop, as NCCL does)\n", mode.c_str(), mode.c_str());
+}
+
 }  // namespace
 
 std::string rankLine(const RankInfo& info) {
@@ -117,6 +130,8 @@ void printSetup(const Collective& coll, const Options& opt, const RankInfo& info
   if (opt.device)
     std::printf("# device buffers (--device 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
                 "clock around %d enqueued calls + cudaStreamSynchronize\n", opt.iters);
+  if (coll.ringPartials && (opt.dtype == zcollFloat16 || opt.dtype == zcollBfloat16))
+    printPartialsMode();
   if (opt.registered)
     std::printf("# registered host buffers (-R 1): from zcollMemAllocHost, read in place by the "
                 "node's peers\n");

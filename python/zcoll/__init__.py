@@ -99,7 +99,7 @@ def empty_host(*size, dtype=torch.float32):
     """A zero-filled CPU tensor of shape ``size`` in registered host memory (zcollMemAllocHost):
     zcoll's collectives on one node read it in place from the peer ranks with plain loads
     instead of a kernel copy (all-gather from 1 MiB per rank, reduce-scatter and all-reduce
-    from 4 MiB, and a registered hpZ secondary; docs/README.md, "Registered host memory"). It
+    from 4 MiB, and a registered hpZ secondary; docs/MEMORY.md, "Registered host memory"). It
     is an ordinary tensor otherwise; the memory is freed when the last view of it goes.
     ``zcoll.empty_host(4, 1024)`` or ``zcoll.empty_host((4, 1024), dtype=torch.bfloat16)``."""
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):

@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # cmake --install gives headers, the library, a CMake package (find_package(zcoll) ->
-# zcoll::zcoll) and a pkg-config file; a consumer builds and runs against each. The prefix is
-# given only at install time (--prefix), never at configure time.
+# zcoll::zcoll, zcoll_LICENSE), a pkg-config file and the license (share/doc/zcoll/LICENSE,
+# NOTICE); a consumer builds and runs against each. The prefix is given only at install time
+# (--prefix), never at configure time.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$ZCOLL_BUILD_DIR" --prefix "$work/prefix" >/dev/null
 test -f "$work/prefix/include/zcoll/zcoll.h"
+# The license text as the repository has it, with its notice, and its name in the .pc.
+for f in LICENSE NOTICE; do
+  if ! cmp -s "$ZCOLL_SOURCE_DIR/$f" "$work/prefix/share/doc/zcoll/$f"; then
+    echo "FAIL: $work/prefix/share/doc/zcoll/$f is missing or differs from the repository's $f"
+    exit 1
+  fi
+done
+grep -q "Apache License" "$work/prefix/share/doc/zcoll/LICENSE"
+if ! grep -q "^# License: Apache-2.0" "$(find "$work/prefix" -name zcoll.pc)"; then
+  echo "FAIL: the installed zcoll.pc does not name the license"; exit 1
+fi
 mkdir -p "$work/app"
 cat > "$work/app/main.c" <<'C'
 #include <stdio.h>
@@ -29,6 +41,9 @@ cat > "$work/app/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.16)
 project(consumer C)
 find_package(zcoll REQUIRED)
+if(NOT zcoll_LICENSE STREQUAL "Apache-2.0")
+  message(FATAL_ERROR "zcoll_LICENSE is '${zcoll_LICENSE}', not Apache-2.0")
+endif()
 add_executable(consumer main.c)
 target_link_libraries(consumer PRIVATE zcoll::zcoll)
 CM
