@@ -186,7 +186,8 @@ std::string formatStatus(const std::vector<std::string>& answers) {
   // Keyed by the communicator's id, the same on its ranks and unique among the job's
   // communicators: two groups over the same ranks are two entries.
   std::map<std::string, std::vector<const Fields*>> byComm;
-  for (const Fields& f : lines) byComm[get(f, "id")].push_back(&f);
+  // (A process running a zcoll from before ids sends key=, its name and members' hash.)
+  for (const Fields& f : lines) byComm[get(f, get(f, "id") != "-" ? "id" : "key")].push_back(&f);
   const size_t answered = static_cast<size_t>(
       std::count_if(answers.begin(), answers.end(), [](const std::string& a) { return !a.empty(); }));
   std::string out;
