@@ -1,14 +1,20 @@
 // Unit tests of internals: fp16/bf16 conversions, node layout, tags, parameters, reductions,
-// per-peer transport selection.
+// per-peer transport selection, the flight recorder's dump paths, communicator ids and the
+// keying of zcoll_info --status by them.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/dtype.h"
@@ -18,6 +24,8 @@
 #include "coll/collectives.h"
 #include "core/comm.h"
 #include "core/flight_recorder.h"
+#include "core/live_comms.h"
+#include "core/status_service.h"
 #include "exec/reduce_kernels.h"
 #include "topology/node_layout.h"
 #include "transport/addresses.h"
@@ -25,6 +33,8 @@
 #include "transport/registry.h"
 #include "transport/select.h"
 #include "transport/self_transport.h"
+#include "status_query.h"
+#include "support/ranks.h"
 
 using namespace zcoll;
 
@@ -479,6 +489,203 @@ TEST(FlightRecorder, SizeZeroRecordsNothing) {
   EXPECT_TRUE(rec.snapshot().empty());
 }
 
+// ---- Dump paths, communicator ids, zcoll_info --status keying (issue 42) --------------------
+
+TEST(FlightRecorder, DumpPathExpandsEveryPlaceholder) {
+  zcollComm comm;
+  comm.name = "torch:1 a/b";
+  comm.rank = 3;
+  comm.id = 0x00ab00cd00ef0012ULL;
+  const std::string pid = std::to_string(getpid());
+  bool added = true;
+  EXPECT_EQ(dumpPathFor(&comm, "/d/fr.%r.json", false, &added), "/d/fr.3.json");
+  EXPECT_FALSE(added);
+  EXPECT_EQ(dumpPathFor(&comm, "/d/%c.%i.%p.json", false, &added),
+            "/d/torch:1_a_b.00ab00cd00ef0012." + pid + ".json");
+  EXPECT_FALSE(added);
+  EXPECT_EQ(dumpPathFor(&comm, "/d/100%%.%r%q", false, &added), "/d/100%.3%q");
+}
+
+TEST(FlightRecorder, DumpPathKeepsCommunicatorsAndRanksApart) {
+  zcollComm comm;
+  comm.name = "comm";
+  comm.rank = 2;
+  comm.id = 0x1234;
+  bool added = false;
+  // More than one communicator in the process and no %i: the id goes before the extension.
+  EXPECT_EQ(dumpPathFor(&comm, "/d/fr.%r.json", true, &added), "/d/fr.2.comm0000000000001234.json");
+  EXPECT_FALSE(added);
+  // %c alone is not enough (names repeat); %i is.
+  EXPECT_EQ(dumpPathFor(&comm, "/d/%c.%r.json", true, &added),
+            "/d/comm.2.comm0000000000001234.json");
+  EXPECT_EQ(dumpPathFor(&comm, "/d/%i.%r.json", true, &added), "/d/0000000000001234.2.json");
+  // Neither %r nor %p: the rank is added (and reported, for the warning).
+  EXPECT_EQ(dumpPathFor(&comm, "/d.x/fr.json", false, &added), "/d.x/fr.rank2.json");
+  EXPECT_TRUE(added);
+  EXPECT_EQ(dumpPathFor(&comm, "/d.x/fr", true, &added), "/d.x/fr.rank2.comm0000000000001234");
+  EXPECT_EQ(dumpPathFor(&comm, "/d/.hidden", false, &added), "/d/.hidden.rank2");
+  comm.id = 0x5678;  // another communicator of the same rank: another file
+  EXPECT_EQ(dumpPathFor(&comm, "/d.x/fr.json", true, &added),
+            "/d.x/fr.rank2.comm0000000000005678.json");
+}
+
+TEST(FlightRecorder, DumpOfARankWithoutRankInThePatternGoesToItsOwnFile) {
+  char dir[] = "/tmp/zcoll_dump_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string pattern = std::string(dir) + "/fr.json";
+  zcoll::test::ScopedEnv env("ZCOLL_DEBUG_DUMP", pattern.c_str());
+  zcollComm comm;
+  comm.name = "comm";
+  comm.rank = 1;
+  comm.nranks = 2;
+  comm.id = 0xfeed;
+  dumpFlightRecord(&comm, "request");
+  const std::string path = dumpPathFor(&comm, pattern, commsRegisteredSoFar() > 1, nullptr);
+  EXPECT_NE(path.find("/fr.rank1."), std::string::npos) << path;
+  FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr) << path;
+  char buf[512] = {};
+  EXPECT_GT(std::fread(buf, 1, sizeof(buf) - 1, f), 0u);
+  std::fclose(f);
+  EXPECT_NE(std::string(buf).find("\"comm_id\": \"000000000000feed\""), std::string::npos) << buf;
+  EXPECT_EQ(std::fopen(pattern.c_str(), "r"), nullptr) << "the bare pattern was written";
+  std::remove(path.c_str());
+  rmdir(dir);
+}
+
+// Per rank, the ids of the communicators a test made (gathered from the rank threads).
+struct IdsByRank {
+  std::mutex mu;
+  std::map<int, std::map<std::string, uint64_t>> ids;
+  void put(int rank, const std::string& what, zcollComm_t c) {
+    std::lock_guard<std::mutex> lock(mu);
+    ids[rank][what] = c != nullptr ? reinterpret_cast<zcollComm*>(c)->id : 0;
+  }
+};
+
+TEST(CommId, SameOnEveryRankAndDistinctForSplitsOverTheSameRanks) {
+  zcoll::test::RankSetup s;
+  s.nranks = 3;
+  s.timeoutSec = 30;
+  IdsByRank got;
+  zcoll::test::runRanks(s, [&](int rank, zcollComm_t comm) {
+    got.put(rank, "parent", comm);
+    zcollComm_t a = nullptr, b = nullptr, c = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, 0, rank, &a, nullptr));  // every rank, twice
+    ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, 0, rank, &b, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, rank % 2, rank, &c, nullptr));  // {0,2}, {1}
+    got.put(rank, "a", a);
+    got.put(rank, "b", b);
+    got.put(rank, "c", c);
+    for (zcollComm_t x : {a, b, c})
+      if (x != nullptr) {
+        EXPECT_EQ(zcollCommDestroy(x), zcollSuccess);
+      }
+  });
+  ASSERT_EQ(got.ids.size(), 3u);
+  for (const char* what : {"parent", "a", "b"}) {
+    EXPECT_NE(got.ids[0][what], 0u) << what;
+    EXPECT_EQ(got.ids[1][what], got.ids[0][what]) << what;
+    EXPECT_EQ(got.ids[2][what], got.ids[0][what]) << what;
+  }
+  EXPECT_EQ(got.ids[2]["c"], got.ids[0]["c"]);
+  const std::set<uint64_t> distinct = {got.ids[0]["parent"], got.ids[0]["a"], got.ids[0]["b"],
+                                       got.ids[0]["c"], got.ids[1]["c"]};
+  EXPECT_EQ(distinct.size(), 5u) << "two communicators share an id";
+}
+
+TEST(CommId, TwoShrinksExcludingTheSameRankGiveTwoIds) {
+  zcoll::test::RankSetup s;
+  s.nranks = 3;
+  s.timeoutSec = 30;
+  IdsByRank got;
+  zcoll::test::runRanks(s, [&](int rank, zcollComm_t comm) {
+    got.put(rank, "parent", comm);
+    if (rank == 2) return;  // excluded: takes no part
+    const int excluded[] = {2};
+    zcollComm_t first = nullptr, second = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommShrink(comm, excluded, 1, &first, nullptr,
+                                          ZCOLL_SHRINK_DEFAULT));
+    ZCOLL_EXPECT_OK(comm, zcollCommShrink(comm, excluded, 1, &second, nullptr,
+                                          ZCOLL_SHRINK_DEFAULT));
+    got.put(rank, "first", first);
+    got.put(rank, "second", second);
+    for (zcollComm_t x : {first, second})
+      if (x != nullptr) {
+        EXPECT_EQ(zcollCommDestroy(x), zcollSuccess);
+      }
+  });
+  for (const char* what : {"first", "second"}) {
+    EXPECT_NE(got.ids[0][what], 0u) << what;
+    EXPECT_EQ(got.ids[1][what], got.ids[0][what]) << what;
+  }
+  const std::set<uint64_t> distinct = {got.ids[0]["parent"], got.ids[0]["first"],
+                                       got.ids[0]["second"]};
+  EXPECT_EQ(distinct.size(), 3u);
+}
+
+// How many lines of `text` start with `prefix`.
+int linesStartingWith(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) n += line.rfind(prefix, 0) == 0 ? 1 : 0;
+  return n;
+}
+
+// The default group and a new_group over the same ranks, as torch makes them: one name, the
+// same members and processes. Each must be its own entry, each rank once in it, and their
+// different last calls no mismatch (keyed by name and members, they were merged into one
+// communicator listing every rank twice with a false "mismatched calls").
+TEST(StatusKeying, TwoCommsOverTheSameRanksWithOneNameAreTwoEntries) {
+  zcoll::test::RankSetup s;
+  s.nranks = 2;
+  s.timeoutSec = 30;
+  std::atomic<bool> queried{false};
+  std::string report;
+  zcoll::test::runRanks(s, [&](int rank, zcollComm_t comm) {
+    zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+    config.commName = "comm";  // the parent's name (runRanks leaves it unset)
+    zcollComm_t twin = nullptr;
+    ZCOLL_EXPECT_OK(comm, zcollCommSplit(comm, 0, rank, &twin, &config));
+    ASSERT_NE(twin, nullptr);
+    int x = rank, sum = -1;
+    ZCOLL_EXPECT_OK(twin, zcollAllReduce(&x, &sum, 1, zcollInt32, zcollSum, twin, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));  // both ranks: last call a barrier
+    if (rank == 0) {
+      report = formatStatus({statusReport("status")});
+      queried = true;
+    }
+    while (!queried.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(zcollCommDestroy(twin), zcollSuccess);
+  });
+  EXPECT_NE(report.find("2 communicators"), std::string::npos) << report;
+  EXPECT_EQ(linesStartingWith(report, "comm comm (id "), 2) << report;
+  EXPECT_EQ(linesStartingWith(report, "  rank 0 "), 2) << report;
+  EXPECT_EQ(linesStartingWith(report, "  rank 1 "), 2) << report;
+  EXPECT_EQ(report.find("=>"), std::string::npos) << report;
+}
+
+TEST(StatusKeying, RanksThatDidNotAnswerAreCountedOnAnArrowLine) {
+  const std::string line = "comm=torch:1 id=00000000000000aa nranks=4 pid=%d host=h error=- "
+                           "last=4 op=allreduce algo=ring count=8 dtype=float redop=sum root=-1 "
+                           "peer=-1 state=running age_ms=300 waiting=%d\n";
+  std::vector<std::string> answers;
+  for (int r : {0, 2}) {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), line.c_str(), 100 + r, (r + 1) % 4);
+    std::string withRank = buf;
+    withRank.insert(withRank.find(" nranks"), " rank=" + std::to_string(r));
+    answers.push_back(withRank);
+  }
+  const std::string report = formatStatus(answers);
+  EXPECT_NE(report.find("comm torch:1 (id 00000000000000aa, 4 ranks)\n"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("  => 2 of 4 ranks did not answer here (ranks 1,3): "),
+            std::string::npos) << report;
+  EXPECT_EQ(linesStartingWith(report, "  ("), 0) << report;
+}
+
 TEST(FlightRecorder, JsonNamesTheCommAndEscapesItsName) {
   zcollComm comm;
   comm.name = "odd \"name\"";
@@ -493,7 +700,8 @@ TEST(FlightRecorder, JsonNamesTheCommAndEscapesItsName) {
   comm.recorder.end(comm.recorder.begin(e), zcollSuccess);
   const std::string json = flightRecordJson(&comm);
   EXPECT_NE(json.find("\"schema\": \"zcoll-flight-record/1\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"comm\": \"odd \\\"name\\\"\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"comm\": \"odd \\\"name\\\"\", \"comm_id\": \"0000000000000000\""),
+            std::string::npos) << json;
   EXPECT_NE(json.find("\"op\": \"broadcast\", \"algorithm\": \"binomial\""), std::string::npos)
       << json;
   EXPECT_NE(json.find("\"dtype\": \"float\""), std::string::npos) << json;

@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -109,44 +111,98 @@ std::string rankList(const std::vector<const Fields*>& ranks) {
   return (ranks.size() > 1 ? "ranks " : "rank ") + s;
 }
 
-void printRank(const Fields& f) {
-  const double ageS = static_cast<double>(num(f, "age_ms")) / 1000.0;
-  std::printf("  rank %-3s pid %-7s %-12s #%-5s %-40s %s %.1f s", get(f, "rank").c_str(),
-              get(f, "pid").c_str(), get(f, "host").c_str(), get(f, "last").c_str(),
-              callOf(f).c_str(), get(f, "state").c_str(), ageS);
-  if (get(f, "waiting") != "-") std::printf(", waiting on rank %s", get(f, "waiting").c_str());
-  if (get(f, "error") != "-") std::printf(", error %s", get(f, "error").c_str());
-  std::printf("\n");
+void appendf(std::string* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void appendf(std::string* out, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  *out += buf;
 }
 
-// What holds this comm up: ranks behind the furthest one, different calls at one number.
-void diagnose(const std::vector<const Fields*>& ranks, long long nranks) {
+void appendRank(std::string* out, const Fields& f) {
+  const double ageS = static_cast<double>(num(f, "age_ms")) / 1000.0;
+  appendf(out, "  rank %-3s pid %-7s %-12s #%-5s %-40s %s %.1f s", get(f, "rank").c_str(),
+          get(f, "pid").c_str(), get(f, "host").c_str(), get(f, "last").c_str(),
+          callOf(f).c_str(), get(f, "state").c_str(), ageS);
+  if (get(f, "waiting") != "-") appendf(out, ", waiting on rank %s", get(f, "waiting").c_str());
+  if (get(f, "error") != "-") appendf(out, ", error %s", get(f, "error").c_str());
+  *out += "\n";
+}
+
+// "rank 3" or "ranks 2,3": the ranks in [0, nranks) that are not in `ranks`.
+std::string missingRanks(const std::vector<const Fields*>& ranks, long long nranks) {
+  std::set<long long> seen;
+  for (const Fields* f : ranks) seen.insert(num(*f, "rank"));
+  std::string s;
+  long long count = 0;
+  for (long long r = 0; r < nranks; ++r)
+    if (seen.count(r) == 0) s += (count++ ? "," : "") + std::to_string(r);
+  return (count > 1 ? "ranks " : "rank ") + s;
+}
+
+// What holds this comm up: ranks behind the furthest one, different calls at one number, ranks
+// in the error state, ranks that did not answer. Each on a line starting with "=>".
+void diagnose(std::string* out, const std::vector<const Fields*>& ranks, long long nranks) {
   long long furthest = 0;
   for (const Fields* f : ranks) furthest = std::max(furthest, num(*f, "last"));
   std::vector<const Fields*> ahead, behind;
   for (const Fields* f : ranks) (num(*f, "last") == furthest ? ahead : behind).push_back(f);
   for (const Fields* f : behind)
-    std::printf("  => rank %s is behind: its last operation is #%s (%s, %s); %s reached #%lld "
-                "(%s)\n", get(*f, "rank").c_str(), get(*f, "last").c_str(), callOf(*f).c_str(),
-                get(*f, "state").c_str(), rankList(ahead).c_str(), furthest,
-                callOf(*ahead.front()).c_str());
+    appendf(out, "  => rank %s is behind: its last operation is #%s (%s, %s); %s reached #%lld "
+            "(%s)\n", get(*f, "rank").c_str(), get(*f, "last").c_str(), callOf(*f).c_str(),
+            get(*f, "state").c_str(), rankList(ahead).c_str(), furthest,
+            callOf(*ahead.front()).c_str());
   std::map<std::string, std::vector<const Fields*>> calls;
   for (const Fields* f : ahead) calls[callOf(*f)].push_back(f);
   if (calls.size() > 1) {
-    std::printf("  => mismatched calls at #%lld:", furthest);
-    for (const auto& [call, who] : calls) std::printf(" %s: %s;", rankList(who).c_str(), call.c_str());
-    std::printf("\n");
+    appendf(out, "  => mismatched calls at #%lld:", furthest);
+    for (const auto& [call, who] : calls)
+      appendf(out, " %s: %s;", rankList(who).c_str(), call.c_str());
+    *out += "\n";
   }
   for (const Fields* f : ranks)
     if (get(*f, "error") != "-")
-      std::printf("  => rank %s is in the error state (%s)\n", get(*f, "rank").c_str(),
-                  get(*f, "error").c_str());
-  if (static_cast<long long>(ranks.size()) < nranks)
-    std::printf("  (%zu of %lld ranks answered here: the others run on other machines, have "
-                "ZCOLL_STATUS=off, or are gone)\n", ranks.size(), nranks);
+      appendf(out, "  => rank %s is in the error state (%s)\n", get(*f, "rank").c_str(),
+              get(*f, "error").c_str());
+  const long long answered = static_cast<long long>(ranks.size());
+  if (answered < nranks)
+    appendf(out, "  => %lld of %lld ranks did not answer here (%s): they run on other machines "
+            "(run zcoll_info --status there), have ZCOLL_STATUS=off, or are gone\n",
+            nranks - answered, nranks, missingRanks(ranks, nranks).c_str());
 }
 
 }  // namespace
+
+std::string formatStatus(const std::vector<std::string>& answers) {
+  std::vector<Fields> lines;
+  for (const std::string& answer : answers) {
+    std::istringstream in(answer);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("comm=", 0) == 0) lines.push_back(parseLine(line));
+  }
+  // Keyed by the communicator's id, the same on its ranks and unique among the job's
+  // communicators: two groups over the same ranks are two entries.
+  std::map<std::string, std::vector<const Fields*>> byComm;
+  // (A process running a zcoll from before ids sends key=, its name and members' hash.)
+  for (const Fields& f : lines) byComm[get(f, get(f, "id") != "-" ? "id" : "key")].push_back(&f);
+  const size_t answered = static_cast<size_t>(
+      std::count_if(answers.begin(), answers.end(), [](const std::string& a) { return !a.empty(); }));
+  std::string out;
+  appendf(&out, "zcoll status: %zu processes answered, %zu communicators\n", answered,
+          byComm.size());
+  for (auto& [id, ranks] : byComm) {
+    std::sort(ranks.begin(), ranks.end(),
+              [](const Fields* a, const Fields* b) { return num(*a, "rank") < num(*b, "rank"); });
+    appendf(&out, "comm %s (id %s, %s ranks)\n", get(*ranks[0], "comm").c_str(), id.c_str(),
+            get(*ranks[0], "nranks").c_str());
+    for (const Fields* f : ranks) appendRank(&out, *f);
+    diagnose(&out, ranks, num(*ranks[0], "nranks"));
+  }
+  return out;
+}
 
 int printStatus(bool json) {
   const std::vector<std::string> sockets = statusSockets();
@@ -155,30 +211,14 @@ int printStatus(bool json) {
                 "(or all have ZCOLL_STATUS=off)\n");
     return 1;
   }
-  std::vector<Fields> lines;
+  std::vector<std::string> answers;
   for (const std::string& s : sockets) {
     const std::string answer = ask(s, json ? "json" : "status", 1500);
-    if (json) {
+    if (json)
       std::fputs(answer.c_str(), stdout);
-      continue;
-    }
-    std::istringstream in(answer);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("comm=", 0) == 0) lines.push_back(parseLine(line));
+    else
+      answers.push_back(answer);
   }
-  if (json) return 0;
-  std::map<std::string, std::vector<const Fields*>> byComm;
-  for (const Fields& f : lines) byComm[get(f, "key")].push_back(&f);
-  std::printf("zcoll status: %zu processes answered, %zu communicators\n", sockets.size(),
-              byComm.size());
-  for (auto& [key, ranks] : byComm) {
-    std::sort(ranks.begin(), ranks.end(),
-              [](const Fields* a, const Fields* b) { return num(*a, "rank") < num(*b, "rank"); });
-    std::printf("comm %s (key %s, %s ranks)\n", get(*ranks[0], "comm").c_str(), key.c_str(),
-                get(*ranks[0], "nranks").c_str());
-    for (const Fields* f : ranks) printRank(*f);
-    diagnose(ranks, num(*ranks[0], "nranks"));
-  }
+  if (!json) std::fputs(formatStatus(answers).c_str(), stdout);
   return 0;
 }

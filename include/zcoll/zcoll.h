@@ -263,7 +263,9 @@ typedef struct {
   /* Host identity override: ranks with equal hostId form one node. NULL: ZCOLL_HOSTID, else
    * hostname + boot id + IPC namespace. Lets one process emulate several nodes (tests). */
   const char* hostId;
-  /* Name used in log lines; NULL: "comm". The string is copied. */
+  /* Name used in log lines, zcoll_info --status and flight records (docs/FLIGHT_RECORDER.md;
+   * the id there tells communicators apart, names may repeat); NULL: "comm", or for a split,
+   * shrink or grow the parent's name + ".split", ".shrink", ".grow". The string is copied. */
   const char* commName;
 } zcollConfig_t;
 

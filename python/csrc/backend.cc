@@ -108,14 +108,15 @@ at::Tensor reduceInput(Ctx& c, const Reduction& r, const at::Tensor& t) {
 
 // ---- lifecycle ----------------------------------------------------------------------------
 
-ZcollBackend::ZcollBackend(const std::string& uniqueId, int rank, int size, int timeoutSec)
-    : Backend(rank, size), timeoutSec_(timeoutSec) {
+ZcollBackend::ZcollBackend(const std::string& uniqueId, int rank, int size, int timeoutSec,
+                           const std::string& commName)
+    : Backend(rank, size), commName_(commName), timeoutSec_(timeoutSec) {
   TORCH_CHECK(uniqueId.size() == ZCOLL_UNIQUE_ID_BYTES, "zcoll: bad unique id size");
   zcollUniqueId id;
   std::memcpy(id.internal, uniqueId.data(), ZCOLL_UNIQUE_ID_BYTES);
   zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
   config.timeoutSec = timeoutSec;
-  config.commName = "torch";
+  config.commName = commName_.c_str();
   zcollResult_t rc;
   {
     MaybeReleaseGil noGil;
@@ -126,8 +127,8 @@ ZcollBackend::ZcollBackend(const std::string& uniqueId, int rank, int size, int 
 }
 
 ZcollBackend::ZcollBackend(zcollComm_t comm, int rank, int size, int timeoutSec,
-                           std::chrono::milliseconds workTimeout)
-    : Backend(rank, size), comm_(comm), timeoutSec_(timeoutSec) {
+                           std::chrono::milliseconds workTimeout, const std::string& commName)
+    : Backend(rank, size), comm_(comm), commName_(commName), timeoutSec_(timeoutSec) {
   if (workTimeout != ::kNoTimeout) workTimeoutMs_.store(workTimeout.count());
   initAfterComm();
 }
@@ -241,9 +242,9 @@ c10::intrusive_ptr<c10d::Backend::Options> ZcollBackend::getBackendOptions() {
       "zcoll", std::chrono::milliseconds(static_cast<int64_t>(timeoutSec_) * 1000));
 }
 
-zcollConfig_t ZcollBackend::childConfig(int* timeoutSec) const {
+zcollConfig_t ZcollBackend::childConfig(const std::string& name, int* timeoutSec) const {
   zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
-  config.commName = "torch";
+  config.commName = name.c_str();
   *timeoutSec = timeoutSec_;
   int64_t ms = workTimeoutMs_.load();
   if (ms > 0 && !zcollTimeoutFromEnv())
@@ -257,6 +258,15 @@ zcollConfig_t ZcollBackend::childConfig(int* timeoutSec) const {
 c10::intrusive_ptr<c10d::Backend> ZcollBackend::split(
     const c10::intrusive_ptr<c10d::Store>&, const std::vector<int>& ranks,
     const c10::intrusive_ptr<Options>& opts) {
+  // split_group gives the new group's name (torch's group_name) in opts.
+  const std::string name = opts && !opts->group_name.empty() ? torchCommName(opts->group_name)
+                                                              : commName_ + ".split";
+  return splitAs(ranks, opts, name);
+}
+
+c10::intrusive_ptr<c10d::Backend> ZcollBackend::splitAs(const std::vector<int>& ranks,
+                                                        const c10::intrusive_ptr<Options>& opts,
+                                                        const std::string& name) {
   // torch's ProcessGroup::splitGroup calls split once per device type of the parent (cpu and
   // cuda both name this backend): a member's first result is reused for the second, but a
   // non-member's null result is not, so it calls again. Every call of one split_group carries
@@ -271,7 +281,7 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::split(
   int color = me == ranks.end() ? ZCOLL_SPLIT_NOCOLOR : *std::min_element(ranks.begin(), ranks.end());
   int key = static_cast<int>(me - ranks.begin());
   int timeoutSec = 0;
-  zcollConfig_t config = childConfig(&timeoutSec);
+  zcollConfig_t config = childConfig(name, &timeoutSec);
   std::chrono::milliseconds workTimeout = ::kNoTimeout;
   if (int64_t ms = workTimeoutMs_.load(); ms > 0) workTimeout = std::chrono::milliseconds(ms);
   if (opts && !zcollTimeoutFromEnv()) {  // the new group's timeout= (torch's default if none)
@@ -290,7 +300,7 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::split(
   c10::intrusive_ptr<c10d::Backend> result;
   if (child != nullptr)
     result = c10::make_intrusive<ZcollBackend>(child, key, static_cast<int>(ranks.size()),
-                                               timeoutSec, workTimeout);
+                                               timeoutSec, workTimeout, name);
   lastSplitName_ = groupName;
   lastSplit_ = c10::weak_intrusive_ptr<c10d::Backend>(result);
   return result;
@@ -339,7 +349,9 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::shrinkGroup(
     TORCH_CHECK(!batch_, "zcoll: shrink inside a coalescing block (end it first)");
   }
   int timeoutSec = 0;
-  zcollConfig_t config = childConfig(&timeoutSec);
+  // torch names the shrunk group only once it exists (its description: "<group name>:shrunk").
+  const std::string name = commName_ + ":shrunk";
+  zcollConfig_t config = childConfig(name, &timeoutSec);
   std::chrono::milliseconds workTimeout = ::kNoTimeout;
   if (int64_t ms = workTimeoutMs_.load(); ms > 0) workTimeout = std::chrono::milliseconds(ms);
   if (opts && !zcollTimeoutFromEnv()) {  // shrink_group's pg_options: its timeout
@@ -378,7 +390,8 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::shrinkGroup(
     zcollCommDestroy(child);
     std::rethrow_exception(error);
   }
-  return c10::make_intrusive<ZcollBackend>(child, newRank, newSize, timeoutSec, workTimeout);
+  return c10::make_intrusive<ZcollBackend>(child, newRank, newSize, timeoutSec, workTimeout,
+                                           name);
 }
 
 void ZcollBackend::eagerConnectSingleDevice(at::Device device) {
@@ -415,7 +428,8 @@ zcollComm_t ZcollBackend::connectDevice(c10::Device device) {
   // initialized it (an allocation does).
   C10_CUDA_CHECK(cudaFree(nullptr));
   int timeoutSec = 0;
-  zcollConfig_t config = childConfig(&timeoutSec);
+  const std::string name = commName_ + ":cuda";
+  zcollConfig_t config = childConfig(name, &timeoutSec);
   zcollComm_t dc = nullptr;
   zcollResult_t rc;
   {

@@ -75,10 +75,13 @@ using Job = std::function<void(Ctx&)>;
 class ZcollBackend : public c10d::Backend {
  public:
   // A new communicator (init_process_group, new_group): every rank of the group calls it.
-  ZcollBackend(const std::string& uniqueId, int rank, int size, int timeoutSec);
-  // A communicator zcollCommSplit made (split, new_group splitting the default group).
+  // commName: the communicator's name (torchCommName of torch's group name), shown by
+  // zcoll_info --status, in flight records and in zcoll's log lines.
+  ZcollBackend(const std::string& uniqueId, int rank, int size, int timeoutSec,
+               const std::string& commName = "torch");
+  // A communicator zcollCommSplit or zcollCommShrink made, named commName.
   ZcollBackend(zcollComm_t comm, int rank, int size, int timeoutSec,
-               std::chrono::milliseconds workTimeout);
+               std::chrono::milliseconds workTimeout, const std::string& commName);
   ~ZcollBackend() override;
 
   const std::string getBackendName() const override { return "zcoll"; }
@@ -91,8 +94,15 @@ class ZcollBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  // split's work, the new communicator named `name` (new_group splitting a group passes
+  // torchCommName of the new group's name; python/zcoll/__init__.py).
+  c10::intrusive_ptr<c10d::Backend> splitAs(const std::vector<int>& ranks,
+                                            const c10::intrusive_ptr<Options>& opts,
+                                            const std::string& name);
   // Non-members' part of a split of this group (new_group with the default group split).
   void splitNoColor();
+  // The name of the group's host communicator (its CUDA one adds ":cuda").
+  const std::string& commName() const { return commName_; }
   void eagerConnectSingleDevice(at::Device device) override;
   // dist.shrink_group over zcollCommShrink: the ranks of this group not in ranksToExclude (ranks
   // of this group) get a new group on a new communicator, renumbered in this group's order.
@@ -246,7 +256,8 @@ class ZcollBackend : public c10d::Backend {
   // device current at its creation (python/README.md, "CUDA tensors").
   zcollComm_t deviceComm(c10::Device device, bool collective);
   zcollComm_t connectDevice(c10::Device device);
-  zcollConfig_t childConfig(int* timeoutSec) const;
+  // A child communicator's config, named `name` (which must outlive the config's use).
+  zcollConfig_t childConfig(const std::string& name, int* timeoutSec) const;
   zcollComm_t hostComm() const;
 
   void checkGatherShapes(const at::Tensor& output, const at::Tensor& input, const char* what);
@@ -258,6 +269,7 @@ class ZcollBackend : public c10d::Backend {
   std::vector<int64_t> splitsOrEqual(const std::vector<int64_t>& splits, const at::Tensor& t);
 
   zcollComm_t comm_ = nullptr;
+  std::string commName_;
   // The last split's group_name and result (split: torch may ask twice for one split_group).
   std::string lastSplitName_;
   // Weak: the child's lifetime is its group's.
@@ -279,6 +291,10 @@ class ZcollBackend : public c10d::Backend {
   std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams_;
 #endif
 };
+
+// The communicator name of torch's group `groupName` (pg.group_name: "0" for the default group,
+// "1", "2", ... for new_group, a hash for split_group's): "torch:<groupName>".
+inline std::string torchCommName(const std::string& groupName) { return "torch:" + groupName; }
 
 // A uint8 tensor of `bytes` in registered host memory (zcollMemAllocHost): node peers read it in
 // place. Its storage frees the memory (zcollMemFreeHost) when the last view of it goes.

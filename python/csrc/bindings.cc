@@ -38,8 +38,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using zcoll_torch::ZcollBackend;
   py::module::import("torch.distributed");
   py::class_<ZcollBackend, c10d::Backend, c10::intrusive_ptr<ZcollBackend>>(m, "ZcollBackend")
-      .def(py::init<const std::string&, int, int, int>(), py::arg("unique_id"), py::arg("rank"),
-           py::arg("size"), py::arg("timeout_sec"))
+      .def(py::init<const std::string&, int, int, int, const std::string&>(),
+           py::arg("unique_id"), py::arg("rank"), py::arg("size"), py::arg("timeout_sec"),
+           py::arg("comm_name") = "torch")
+      // The group's communicator name: "torch:<group name>" (zcoll_info --status, dumps).
+      .def_property_readonly("comm_name", &ZcollBackend::commName)
       .def("node_count", &ZcollBackend::nodeCount)
       .def("local_size", &ZcollBackend::localSize)
       .def("rebuild_from_secondary", &ZcollBackend::rebuildFromSecondary, py::arg("output"),
@@ -67,10 +70,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       // new group's ranks, non-members perform_nocolor_split; collective over this group.
       .def(
           "split_ranks",
-          [](ZcollBackend& b, const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
-            return b.split({}, ranks, c10::make_intrusive<c10d::Backend::Options>("zcoll", timeout));
+          [](ZcollBackend& b, const std::vector<int>& ranks, std::chrono::milliseconds timeout,
+             const std::string& commName) {
+            return b.splitAs(ranks, c10::make_intrusive<c10d::Backend::Options>("zcoll", timeout),
+                             commName.empty() ? b.commName() + ".split" : commName);
           },
-          py::arg("ranks"), py::arg("timeout"))
+          py::arg("ranks"), py::arg("timeout"), py::arg("comm_name") = "")
       .def(
           "perform_nocolor_split",
           [](ZcollBackend& b, const std::optional<at::Device>&) { b.splitNoColor(); },

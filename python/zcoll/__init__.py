@@ -38,17 +38,22 @@ def _create_backend(opts, backend_options=None):
     prefixed per group by c10d), the others read it; no extra port."""
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     timeout_sec = _timeout_seconds(opts.timeout)  # before anything waits on another rank
+    # The communicator is named after torch's group name (pg.group_name: "0" for the default
+    # group, "1", "2", ... for new_group): zcoll_info --status and flight records tell groups
+    # apart by it. torch sets the group's description (group_desc) only after this returns.
+    comm_name = f"torch:{opts.group_id}"
     split_from = getattr(opts, "split_from", None)
     if isinstance(split_from, _C.ZcollBackend):
         # new_group on a default group bound with device_id: a zcollCommSplit of it, whose
         # non-members call perform_nocolor_split (torch does).
-        return split_from.split_ranks(list(opts.global_ranks_in_group), opts.timeout)
+        return split_from.split_ranks(list(opts.global_ranks_in_group), opts.timeout,
+                                      comm_name=comm_name)
     # No device is bound here: CUDA operations connect the group to their tensors' device at
     # the first one (or init_process_group's device_id), as ProcessGroupNCCL does.
     if rank == 0:
         store.set(_UID_KEY, _C.get_unique_id())
     uid = store.get(_UID_KEY)
-    return _C.ZcollBackend(uid, rank, size, timeout_sec)
+    return _C.ZcollBackend(uid, rank, size, timeout_sec, comm_name=comm_name)
 
 
 # An integer as zcoll's C side reads ZCOLL_TIMEOUT (strtoll, base 0: decimal, 0x hex, 0 octal).

@@ -31,7 +31,9 @@ const std::vector<ParamDesc> kParams = {
     {"ZCOLL_DEBUG_DUMP", ParamType::kString, "",
      "Write each communicator's flight record as JSON to this file on a timeout, on "
      "zcollCommAbort and on ZCOLL_DEBUG_DUMP_SIGNAL; %h expands to the hostname, %p to the pid, "
-     "%r to the rank, %c to the communicator's name. Empty: no dumps."},
+     "%r to the rank, %c to the communicator's name, %i to its id. Without %r and %p, "
+     ".rank<R> goes before the extension (with a warning); without %i, in a process with more "
+     "than one communicator, .comm<ID> does (docs/FLIGHT_RECORDER.md). Empty: no dumps."},
     {"ZCOLL_DEBUG_DUMP_SIGNAL", ParamType::kString, "",
      "A signal (USR1 or USR2) that makes every communicator of the process dump its flight "
      "record to ZCOLL_DEBUG_DUMP. Empty: none (zcoll installs no handler)."},

@@ -83,6 +83,11 @@ struct zcollComm {
   int rank = 0;
   int nranks = 0;
   std::string name;
+  // The same on every rank of this comm and, with overwhelming likelihood, different from every
+  // other comm of the job, even one over the same ranks with the same name (a torch group and a
+  // new_group of it): keys zcoll_info --status and dump paths. Set in finishComm (commIdOf).
+  uint64_t id = 0;
+  uint32_t splitCount = 0;  // zcollCommSplit calls on this comm (their children's ids)
   int timeoutSec = 300;
   // Ring reductions of fp16/bf16 send fp32 partials (false: the result is rounded once) or
   // partials rounded to the data type at every hop (true, ZCOLL_REDUCE_PARTIALS=dtype: NCCL's

@@ -7,6 +7,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cstring>
 #include <ctime>
 
@@ -14,6 +16,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "core/comm.h"
+#include "core/live_comms.h"
 
 namespace zcoll {
 
@@ -75,25 +78,29 @@ void appendEntry(std::string* out, const FlightEntry& e) {
   *out += "]}";
 }
 
-// ZCOLL_DEBUG_DUMP with %h, %p, %r and %c expanded.
-std::string dumpPath(const zcollComm* comm, const std::string& pattern) {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] != '%' || i + 1 == pattern.size()) {
-      out.push_back(pattern[i]);
-      continue;
-    }
-    switch (pattern[++i]) {
-      case 'h': out += host; break;
-      case 'p': out += std::to_string(getpid()); break;
-      case 'r': out += std::to_string(comm->rank); break;
-      case 'c': out += comm->name; break;
-      default: out.push_back('%'); out.push_back(pattern[i]);
-    }
-  }
+// A name as a file name's part: letters, digits and ._:+- kept, anything else '_'.
+std::string fileToken(const std::string& s) {
+  std::string out = s.empty() ? std::string("-") : s;
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && std::strchr("._:+-", c) == nullptr)
+      c = '_';
   return out;
+}
+
+// `path` with `part` inserted before the extension of its last component ("a/b.json" + ".x":
+// "a/b.x.json"), or appended when it has none (a leading dot is no extension).
+std::string beforeExtension(const std::string& path, const std::string& part) {
+  const size_t slash = path.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos || dot <= base) return path + part;
+  return path.substr(0, dot) + part + path.substr(dot);
+}
+
+std::string hexId(uint64_t id) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, id);
+  return buf;
 }
 
 }  // namespace
@@ -163,6 +170,7 @@ std::string flightRecordJson(const zcollComm* comm) {
   if (!comm->peers.empty()) std::snprintf(host, sizeof(host), "%s", comm->peers[comm->rank].hostName);
   std::string out = "{\"schema\": \"zcoll-flight-record/1\", \"comm\": ";
   appendEscaped(&out, comm->name.c_str());
+  appendf(&out, ", \"comm_id\": \"%016" PRIx64 "\"", comm->id);
   appendf(&out, ", \"rank\": %d, \"nranks\": %d, \"pid\": %d, \"host\": ", comm->rank,
           comm->nranks, static_cast<int>(getpid()));
   appendEscaped(&out, host);
@@ -179,10 +187,45 @@ std::string flightRecordJson(const zcollComm* comm) {
   return out;
 }
 
+std::string dumpPathFor(const zcollComm* comm, const std::string& pattern, bool severalComms,
+                        bool* rankAdded) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string out;
+  bool hasRank = false, hasId = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out.push_back(pattern[i]);
+      continue;
+    }
+    switch (pattern[++i]) {
+      case 'h': out += host; break;
+      case 'p': out += std::to_string(getpid()); hasRank = true; break;
+      case 'r': out += std::to_string(comm->rank); hasRank = true; break;
+      case 'c': out += fileToken(comm->name); break;
+      case 'i': out += hexId(comm->id); hasId = true; break;
+      case '%': out.push_back('%'); break;
+      default: out.push_back('%'); out.push_back(pattern[i]);
+    }
+  }
+  std::string added;
+  if (!hasRank) added += ".rank" + std::to_string(comm->rank);
+  if (!hasId && severalComms) added += ".comm" + hexId(comm->id);
+  if (!added.empty()) out = beforeExtension(out, added);
+  if (rankAdded != nullptr) *rankAdded = !hasRank;
+  return out;
+}
+
 void dumpFlightRecord(const zcollComm* comm, const char* why) {
   const std::string pattern = paramString("ZCOLL_DEBUG_DUMP");
   if (pattern.empty()) return;
-  const std::string path = dumpPath(comm, pattern);
+  bool rankAdded = false;
+  const std::string path = dumpPathFor(comm, pattern, commsRegisteredSoFar() > 1, &rankAdded);
+  static std::atomic<bool> warned{false};
+  if (rankAdded && !warned.exchange(true))
+    ZCOLL_WARN(LogSubsys::kCore, "ZCOLL_DEBUG_DUMP=%s names neither %%r (rank) nor %%p (pid): "
+               "so that ranks do not overwrite one another's dumps, each file name gets "
+               ".rank<R> before its extension (%s)", pattern.c_str(), path.c_str());
   std::string json = flightRecordJson(comm);
   json.insert(1, std::string("\"reason\": \"") + why + "\", ");
   FILE* f = std::fopen(path.c_str(), "w");

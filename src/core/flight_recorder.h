@@ -66,9 +66,19 @@ class FlightRecorder {
 // oldest first.
 std::string flightRecordJson(const zcollComm* comm);
 
-// Writes flightRecordJson to the file ZCOLL_DEBUG_DUMP names (%h host, %p pid, %r rank, %c comm
-// name), with `why` ("timeout", "abort", "signal", "request"); nothing when it is unset. Never
-// fails the caller: a dump that cannot be written is a warning.
+// The file a dump of `comm` goes to, from the ZCOLL_DEBUG_DUMP `pattern` (docs/
+// FLIGHT_RECORDER.md): %h host, %p pid, %r rank, %c the comm's name (characters other than
+// letters, digits and ._:+- as '_'), %i its id (16 hex digits), %% a '%'. So that files never
+// overwrite one another: a pattern with neither %r nor %p gets ".rank<R>" before the extension
+// (*rankAdded: true), and one without %i gets ".comm<ID>" there when `severalComms` (the process
+// has made more than one communicator).
+std::string dumpPathFor(const zcollComm* comm, const std::string& pattern, bool severalComms,
+                        bool* rankAdded);
+
+// Writes flightRecordJson to the file dumpPathFor names (ZCOLL_DEBUG_DUMP), with `why`
+// ("timeout", "abort", "signal", "request"); nothing when it is unset. The first pattern that
+// needed ".rank<R>" is a warning, once per process. Never fails the caller: a dump that cannot
+// be written is a warning.
 void dumpFlightRecord(const zcollComm* comm, const char* why);
 
 // One entry of the comm's recorder for the lifetime of an operation: begins it, ends it with the

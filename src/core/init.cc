@@ -444,6 +444,22 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   return zcollSuccess;
 }
 
+uint64_t commIdOf(uint64_t derivation, const std::vector<PeerInfo>& peers) {
+  std::string bytes(reinterpret_cast<const char*>(&derivation), sizeof(derivation));
+  for (const PeerInfo& p : peers)
+    bytes.append(reinterpret_cast<const char*>(&p.memberId), sizeof(p.memberId));
+  return fnv1a64(bytes);
+}
+
+uint64_t childDerivation(const zcollComm* parent, const char* kind, uint64_t attempt,
+                         uint64_t detail) {
+  std::string bytes(reinterpret_cast<const char*>(&parent->id), sizeof(parent->id));
+  bytes += kind;
+  bytes.append(reinterpret_cast<const char*>(&attempt), sizeof(attempt));
+  bytes.append(reinterpret_cast<const char*>(&detail), sizeof(detail));
+  return fnv1a64(bytes);
+}
+
 Result startComm(const InitSettings& s, int nranks, int rank, std::unique_ptr<zcollComm>* comm,
                  PeerInfo* me, std::string* packed) {
   *comm = newComm(s, nranks, rank);
@@ -459,6 +475,7 @@ Result finishComm(std::vector<PeerInfo> peers, const std::vector<std::string>& a
   comm->rank = rank;
   for (size_t i = 0; i < peers.size(); ++i) peers[i].rank = static_cast<int32_t>(i);
   comm->peers = std::move(peers);
+  comm->id = commIdOf(comm->id, comm->peers);  // comm->id held the derivation until here
   if (comm->nranks == 1) {  // alone after all: only the transports a lone rank has
     auto& list = comm->transportList;
     list.erase(std::remove_if(list.begin(), list.end(),
@@ -517,6 +534,7 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
                   Result argError) {
   *out = nullptr;
   const int pn = parent->nranks;
+  const uint32_t attempt = ++parent->splitCount;  // every rank of the parent calls, alike
   std::unique_ptr<zcollComm> comm;
   std::string address;
   Result mineError = argError;
@@ -564,6 +582,7 @@ Result splitComm(zcollComm* parent, int color, int key, const InitSettings& s, z
                    [&](int a, int b) { return recs[a].key < recs[b].key; });
   std::vector<std::string> addresses(pn);
   for (int pr : members) addresses[pr] = addrs.substr(pr * maxAddr, recs[pr].addressBytes);
+  comm->id = childDerivation(parent, "split", attempt, static_cast<uint32_t>(color));
   return finishChildComm(parent, members, addresses, std::move(comm), out);
 }
 

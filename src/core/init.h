@@ -69,6 +69,17 @@ Result finishChildComm(const zcollComm* parent, const std::vector<int>& members,
                        const std::vector<std::string>& addresses, std::unique_ptr<zcollComm> comm,
                        zcollComm** out);
 
+// A communicator's id (zcollComm::id): a hash of `derivation` and its members' ids in rank
+// order, so every rank computes the same one. Ranks that met through a rendezvous (init, a
+// grow's new ranks) draw fresh member ids, which alone make the id unique: their derivation is
+// 0. A split's or shrink's members keep their parent's member ids, so its derivation
+// (childDerivation) tells it from every other child of the same members.
+uint64_t commIdOf(uint64_t derivation, const std::vector<PeerInfo>& peers);
+// The derivation of the child made by the `attempt`th `kind` ("split", "shrink") of `parent`,
+// with `detail` (a split's color, a shrink's excluded set) telling siblings apart.
+uint64_t childDerivation(const zcollComm* parent, const char* kind, uint64_t attempt,
+                         uint64_t detail);
+
 // Tears down transports and frees the communicator. `flushMs` bounds how long endpoints may
 // take to deliver what is in flight (0 when the comm is broken or aborted).
 void destroyComm(zcollComm* comm, int flushMs);

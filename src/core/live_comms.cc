@@ -1,5 +1,6 @@
 #include "core/live_comms.h"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_set>
 
@@ -10,6 +11,8 @@ namespace zcoll {
 namespace {
 
 std::mutex gLiveMu;
+// Atomic, not under gLiveMu: a dump inside forEachLiveComm reads it.
+std::atomic<uint64_t> gRegisteredSoFar{0};
 std::unordered_set<const zcollComm*>& liveComms() {
   static auto* live = new std::unordered_set<const zcollComm*>();  // never destroyed: usable at exit
   return *live;
@@ -21,6 +24,7 @@ void registerComm(zcollComm* comm) {
   {
     std::lock_guard<std::mutex> lock(gLiveMu);
     liveComms().insert(comm);
+    ++gRegisteredSoFar;
   }
   startStatusService();  // once per process: zcoll_info --status can ask about this comm now
 }
@@ -29,6 +33,8 @@ bool isRegistered(const zcollComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);
   return comm != nullptr && liveComms().count(comm) != 0;
 }
+
+uint64_t commsRegisteredSoFar() { return gRegisteredSoFar.load(); }
 
 Pin pinComm(const zcollComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);

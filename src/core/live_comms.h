@@ -21,6 +21,8 @@ constexpr uint64_t kCommDeadMagic = 0xdeadc0111dead;
 // handle is recognised without reading the memory it points to.
 void registerComm(zcollComm* comm);
 bool isRegistered(const zcollComm* comm);
+// How many comms this process has registered so far (destroyed ones included).
+uint64_t commsRegisteredSoFar();
 // Counts a call on `comm` as active (undo with unpinComm) when it is registered and not being
 // aborted: an abort then waits only for the calls already running, never for new ones.
 enum class Pin { kPinned, kNotLive, kAborting };

@@ -118,6 +118,7 @@ Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, const Ini
     ZCOLL_CHECK(round.run(stayers, address, sizes));
     for (int p : stayers) addresses[p] = p == parent->rank ? address : round.from(p);
   }
+  comm->id = childDerivation(parent, "shrink", parent->shrinkAttempts, mine.excludedHash);
   ZCOLL_CHECK(finishChildComm(parent, stayers, addresses, std::move(comm), out));
   (*out)->parentLayout = parent->layout;
   for (const PeerInfo& p : parent->peers) (*out)->parentMemberIds.push_back(p.memberId);

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "base/dtype.h"
-#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "core/comm.h"
@@ -47,14 +46,6 @@ std::string token(const std::string& s) {
   for (char& c : out)
     if (std::isspace(static_cast<unsigned char>(c)) || c == '=') c = '_';
   return out;
-}
-
-// Same on every rank of the comm: its name and its members (pid and machine of each).
-uint64_t commKey(const zcollComm* comm) {
-  std::string id = comm->name + "|" + std::to_string(comm->nranks);
-  for (const PeerInfo& p : comm->peers)
-    id += "|" + std::to_string(p.pid) + "@" + std::to_string(p.machineHash);
-  return fnv1a64(id);
 }
 
 void onDumpSignal(int) {
@@ -175,8 +166,8 @@ std::string statusLine(const zcollComm* comm) {
   const std::vector<FlightEntry> ops = comm->recorder.snapshot();
   const int err = comm->asyncError.load();
   char head[512];
-  std::snprintf(head, sizeof(head), "comm=%s key=%016" PRIx64 " rank=%d nranks=%d pid=%d host=%s "
-                "error=%s last=%" PRIu64, token(comm->name).c_str(), commKey(comm), comm->rank,
+  std::snprintf(head, sizeof(head), "comm=%s id=%016" PRIx64 " rank=%d nranks=%d pid=%d host=%s "
+                "error=%s last=%" PRIu64, token(comm->name).c_str(), comm->id, comm->rank,
                 comm->nranks, static_cast<int>(getpid()),
                 token(comm->peers.empty() ? "" : comm->peers[comm->rank].hostName).c_str(),
                 err == zcollSuccess ? "-" : resultName(static_cast<Result>(err)),

@@ -24,9 +24,10 @@ namespace zcoll {
 // Installs the ZCOLL_DEBUG_DUMP_SIGNAL handler the first time.
 void startStatusService();
 
-// The comm's state in one line: comm=NAME key=HEX rank=R nranks=N pid=P host=H error=E
+// The comm's state in one line: comm=NAME id=HEX rank=R nranks=N pid=P host=H error=E
 // last=SEQ op=OP algo=A count=C dtype=D redop=O root=R peer=P state=running|done|idle
-// age_ms=MS waiting=A,B ("-" for an empty field). `key` is the same on every rank of the comm.
+// age_ms=MS waiting=A,B ("-" for an empty field). `id` is the comm's (zcollComm::id): the same
+// on every rank of it, different for two comms over the same ranks.
 std::string statusLine(const zcollComm* comm);
 
 // What the service answers to `request` ("status" or "json") for every live comm.

@@ -5,6 +5,8 @@
 # `zcoll_info --status` must name rank 3, operation #4 and the call; after ZCOLL_TIMEOUT (15 s) the
 # other ranks' dumps (ZCOLL_DEBUG_DUMP) must be valid JSON naming operation #4, still running,
 # and the peers it waits for, and SIGUSR2 (ZCOLL_DEBUG_DUMP_SIGNAL) must make rank 3 dump at once. Nothing may be left behind: the status sockets are abstract.
+# In the third case rank 2 runs with ZCOLL_STATUS=off: the `=>` summary must count it as a rank
+# that did not answer (docs/FLIGHT_RECORDER.md), on a line of its own starting with `=>`.
 set -u
 BUILD=${ZCOLL_BUILD_DIR:?ZCOLL_BUILD_DIR must name the build directory}
 SRC=${ZCOLL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -48,10 +50,12 @@ status_of_job() {
 }
 
 run_case() {
-  local mode=$1 expect=$2
+  local mode=$1 expect=$2 silent=${3:-}
+  # Rank $silent (if given) does not answer zcoll_info --status (exec keeps its pid).
   ZCOLL_TIMEOUT=15 ZCOLL_DEBUG_DUMP="$work/$mode.%r.json" ZCOLL_DEBUG_DUMP_SIGNAL=USR2 \
-    setsid timeout 90 python3 "$SRC/tools/zcollrun" -n 4 --nodes 2 "$PROG" "$mode" 3 \
-    >"$work/$mode.log" 2>&1 &
+    SILENT_RANK="$silent" setsid timeout 90 python3 "$SRC/tools/zcollrun" -n 4 --nodes 2 \
+    bash -c '[ "$RANK" = "$SILENT_RANK" ] && export ZCOLL_STATUS=off; exec "$@"' rank \
+    "$PROG" "$mode" 3 >"$work/$mode.log" 2>&1 &
   job=$!
   sleep 0.5
   local launcher
@@ -60,6 +64,12 @@ run_case() {
   status=$(status_of_job "$expect")
   echo "== $mode"; echo "$status"
   echo "$status" | grep -qE "$expect" || fail "$mode: status did not say /$expect/"
+  if [ -n "$silent" ]; then
+    echo "$status" | grep -qE "^  => 1 of 4 ranks did not answer here \(rank $silent\): " ||
+      fail "$mode: no '=>' line counted rank $silent, which has ZCOLL_STATUS=off"
+  else
+    ! echo "$status" | grep -q "did not answer" || fail "$mode: a rank did not answer"
+  fi
   # The signal makes rank 3 dump at once, while the job is alive.
   pid3=$(echo "$status" | awk '$1 == "rank" && $2 == "3" { print $4; exit }')
   kill -USR2 "$pid3" 2>/dev/null || fail "$mode: no pid for rank 3 in the status"
@@ -92,7 +102,7 @@ PY
 
 run_case skip "mismatched calls at #4: .*rank 3: barrier"
 run_case sleep "rank 3 is behind: its last operation is #3"
-run_case count "mismatched calls at #4: .*count 1000 .*rank 3: allreduce count 100000"
+run_case count "mismatched calls at #4: .*count 1000 .*rank 3: allreduce count 100000" 2
 # Abstract sockets vanish with their processes: no status service of the last job is left.
 sleep 0.5
 ! grep -q "zcoll-status\.$(id -u)\.$pid3\b" /proc/net/unix ||
