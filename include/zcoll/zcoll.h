@@ -350,10 +350,13 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
  * other rank that stays (zcollRemoteError naming it: within about 50 ms for a process of the same
  * machine or a comm closed, as soon as the transport reports it for a remote process, at the
  * latest at the parent's timeout); calling zcollCommShrink
- * again with it excluded too then works (each call is a new attempt; all ranks that stay must
- * make the same number of calls). A rank that stays and never calls fails the others at the
+ * again with it excluded too then works. Each call on `comm` is a new attempt, whatever it
+ * returned: one that took no part, failed its arguments or was refused counts too. The ranks
+ * that stay in a call must have made the same number of zcollCommShrink calls on `comm` before
+ * it (a rank that skipped one, even one it was excluded from, stays out of the later ones too).
+ * A rank that stays and never calls fails the others at the
  * parent's timeout. A rank that calls with itself in excludeRanks takes no part: zcollSuccess,
- * *newcomm = NULL. config may be NULL (inherit the parent's settings, as a split). Argument
+ * *newcomm = NULL, and the call counts as an attempt (it may stay in a later shrink of `comm`). config may be NULL (inherit the parent's settings, as a split). Argument
  * errors (newcomm NULL, excludeCount < 0, above the rank count or with excludeRanks NULL, a
  * rank out of range or repeated, every rank excluded, unknown flags, a bad config) are
  * zcollInvalidArgument before any exchange; between zcollGroupStart and zcollGroupEnd it is zcollInvalidUsage. The parent is
