@@ -278,7 +278,9 @@ typedef struct {
 /* ------------------------------------------------------------------------------------------ */
 
 /* Creates a unique id on the root rank and starts the rendezvous service it names (a TCP
- * listener on ZCOLL_SOCKET_IFNAME's address, bounded by ZCOLL_TIMEOUT). Pass the id to every
+ * listener bounded by ZCOLL_TIMEOUT, on the address of the interface ZCOLL_SOCKET_IFNAME selects;
+ * with it unset, on MASTER_ADDR's address when that is this machine's, else on the first up
+ * interface that is not loopback or docker; docs/MULTI_NODE.md). Pass the id to every
  * rank out of band. One id serves one zcollCommInitRank round: using it again within
  * ZCOLL_TIMEOUT fails at once with zcollInvalidUsage ("already used"). The id holds a random
  * 64-bit key: connections without it are refused, and no number of idle, slow or garbage
@@ -374,7 +376,7 @@ ZCOLL_API zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRank
  *
  * zcollCommGetUniqueId, on one member of `comm` (the coordinator; any rank), makes the id the new
  * ranks join with and starts the rendezvous service it names in this process (on
- * ZCOLL_SOCKET_IFNAME's address, as zcollGetUniqueId). Hand it to the new ranks out of band. One
+ * the address zcollGetUniqueId would take). Hand it to the new ranks out of band. One
  * id at a time per communicator: another call before a zcollCommGrow on `comm` has used the last
  * one is zcollInvalidUsage, until that id expires (`comm`'s timeout after it was made: its service
  * then gives up). A NULL uniqueId is zcollInvalidArgument; a broken comm is refused as any call.
