@@ -176,6 +176,27 @@ TEST_P(InitFromEnv, OneRankNeedsNoRendezvous) {
   }
 }
 
+// The root listens where the address points, not on an interface of its own choosing: with
+// 127.0.0.2 (this machine's, but no interface's first address) every style's rank 0 says so at
+// INFO, and the ranks meet there.
+TEST_P(InitFromEnv, TheRootListensWhereTheAddressPoints) {
+  const Style st = GetParam();
+  const int port = freePort();
+  auto procs = runProbes(2, {"ok"}, [&](int r) {
+    Env e{{st.rankVar, std::to_string(r)}, {st.sizeVar, "2"}, {"ZCOLL_DEBUG", "INFO"}};
+    if (st.masterAddr) {
+      e["MASTER_ADDR"] = "127.0.0.2";
+      e["MASTER_PORT"] = std::to_string(port - 1);
+    } else {
+      e["ZCOLL_COMM_ID"] = "127.0.0.2:" + std::to_string(port);
+    }
+    return e;
+  });
+  expectAllExit(procs, 0);
+  const std::string want = "rendezvous root listening on 127.0.0.2:" + std::to_string(port);
+  EXPECT_NE(readLog(procs[0]).find(want), std::string::npos) << want << "\n" << readLog(procs[0]);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Styles, InitFromEnv,
     testing::Values(Style{"zcollrun", "RANK", "WORLD_SIZE", false},

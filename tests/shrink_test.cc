@@ -1,9 +1,10 @@
 // zcollCommRevoke and zcollCommShrink (core/shrink.h), ranks as threads: a rank that dies (its
 // comm aborted) is shrunk away and the others go on with exact collectives on the new comm; a
-// healthy shrink drops a rank that takes no part; a rank that dies during the shrink fails it on
+// healthy shrink drops a rank that takes no part, and that rank stays in a second shrink of the
+// same parent (its call counted as an attempt); a rank that dies during the shrink fails it on
 // the others, and a second shrink without it works; mismatched sets and bad arguments fail on
 // every rank without a comm; revoke interrupts a call blocked in another thread. ZCOLL_TIMEOUT
-// is 60 s, so a return after kHangGuard means the news did not travel (a hang guard, not a
+// is 60 s (20 s where said), so a return after kHangGuard means the news did not travel (a hang guard, not a
 // performance assertion).
 #include <atomic>
 #include <chrono>
@@ -116,6 +117,52 @@ TEST(Shrink, AHealthyShrinkDropsARankThatTakesNoPart) {
     EXPECT_EQ(state, zcollSuccess);  // a default shrink leaves the parent healthy
     EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
   });
+}
+
+// Two healthy shrinks of one parent, every rank calling both: first[] then second[]. A rank
+// that takes no part in the first (it excluded itself) still counts the call, so it meets the
+// others on the second's tags (issue 42: it was one attempt behind, and both shrinks' stayers
+// waited on each other until ZCOLL_TIMEOUT). The timeout is 20 s, the hang guard 10 s.
+void shrinkTwice(const RankSetup& setup, int first, int second) {
+  runOwningRanks(setup, [&](int rank, zcollComm_t comm) {
+    const int out1[] = {first};
+    const int out2[] = {second};
+    for (const int* out : {out1, out2}) {
+      zcollComm_t shrunk = reinterpret_cast<zcollComm_t>(&rank);  // must be set
+      const auto start = Clock::now();
+      ZCOLL_EXPECT_OK(comm, zcollCommShrink(comm, out, 1, &shrunk, nullptr,
+                                            ZCOLL_SHRINK_DEFAULT));
+      EXPECT_LT(Clock::now() - start, kHangGuard) << "rank " << rank << " excluding " << *out;
+      if (rank == *out) {
+        EXPECT_EQ(shrunk, nullptr) << "rank " << rank;
+        continue;
+      }
+      ASSERT_NE(shrunk, nullptr) << "rank " << rank << " excluding " << *out;
+      EXPECT_EQ(countOf(shrunk), setup.nranks - 1);
+      EXPECT_EQ(rankOf(shrunk), rank < *out ? rank : rank - 1);
+      expectExactAllReduce(shrunk);
+      EXPECT_EQ(zcollCommDestroy(shrunk), zcollSuccess);
+    }
+    zcollResult_t state = zcollInternalError;
+    EXPECT_EQ(zcollCommGetAsyncError(comm, &state), zcollSuccess);
+    EXPECT_EQ(state, zcollSuccess);
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  });
+}
+
+TEST(Shrink, ARankThatTookNoPartStaysInTheNextShrinkOnOneNode) {
+  RankSetup s;
+  s.nranks = 3;
+  s.timeoutSec = 20;
+  shrinkTwice(s, 0, 2);  // rank 0 out of the first, in the second with rank 1
+}
+
+TEST(Shrink, ARankThatTookNoPartStaysInTheNextShrinkOnTwoNodes) {
+  RankSetup s;
+  s.nranks = 4;
+  s.nodes = 2;
+  s.timeoutSec = 20;
+  shrinkTwice(s, 2, 1);  // 2x2: rank 2 out of the first, in the second with ranks 0 and 3
 }
 
 TEST(Shrink, ARankThatDiesDuringTheShrinkFailsItAndASecondShrinkWithoutItWorks) {

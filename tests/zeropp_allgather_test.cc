@@ -15,6 +15,7 @@
 
 #include "support/ranks.h"
 #include "support/values.h"
+#include "support/wire_notices.h"
 
 using namespace zcoll::test;
 
@@ -253,9 +254,10 @@ TEST_P(ZeroppAllGather, StochasticRoundingIsDeterministicPerSeed) {
   });
 }
 
-// hpZ: one forward (Hier) and one backward (FromSecondary) call, checked.
+// hpZ: one forward (Hier) and one backward (FromSecondary) call, checked. `readBytes`: what
+// stage B adds per local peer (read in place: kHpzHostReadBytes; by messages: 0).
 void checkHpz(const RankSetup& s, int rank, zcollComm_t comm, zcollDataType_t t, size_t count,
-              const Quant* q, bool inPlace, bool userSecondary) {
+              const Quant* q, bool inPlace, bool userSecondary, uint64_t readBytes = 0) {
   const Layout lay(s);
   const int w = s.nranks, n = lay.nodes(), l = lay.localSize();
   const size_t es = typeSize(t);
@@ -273,7 +275,8 @@ void checkHpz(const RankSetup& s, int rank, zcollComm_t comm, zcollDataType_t t,
   Bytes fwd = sentSince(comm, before);
   size_t shardWire = q ? q->wireBytes(count) : count * es;
   EXPECT_EQ(fwd.inter, (n - 1) * shardWire) << "stage A: N-1 shards per rank across nodes";
-  EXPECT_EQ(fwd.intra, (l - 1) * n * count * es) << "stage B: N shards to each local peer";
+  const uint64_t stageB = count == 0 ? 0 : (l - 1) * (n * count * es + readBytes);
+  EXPECT_EQ(fwd.intra, stageB) << "stage B: N shards to each local peer";
   EXPECT_TRUE(sameOnAllRanks(comm, w, recv.data(), recv.size()));
   // Reference: exact all-gather, or qwZ with the same settings (same bits: same quantizer).
   auto want = makeBuffer(t, count * w);
@@ -295,7 +298,7 @@ void checkHpz(const RankSetup& s, int rank, zcollComm_t comm, zcollDataType_t t,
                                                     nullptr));
   Bytes bwd = sentSince(comm, before);
   EXPECT_EQ(bwd.inter, 0u) << "backward sends nothing across nodes";
-  EXPECT_EQ(bwd.intra, (l - 1) * n * count * es);
+  EXPECT_EQ(bwd.intra, stageB);
   EXPECT_EQ(back, recv) << "forward and backward differ on rank " << rank;
 }
 
@@ -313,6 +316,23 @@ TEST_P(ZeroppAllGather, HierarchicalAllGather) {
             checkHpz(setup(), rank, comm, t, count, q, inPlace, !inPlace || count == 13);
           }
     checkHpz(setup(), rank, comm, zcollBfloat16, largeCount(), &int8, false, true);
+  });
+}
+
+// Stage B read in place (both *_shm_read algorithms forced; every local peer is on shm): the
+// shard bytes of the exchange, counted as sent by their owner, plus docs/ZEROPP.md's
+// `(L-1) * 57`: a published secondary (an ExposedRange with shm's handle) and a release token
+// per local peer, from the structures themselves (support/wire_notices.h).
+TEST_P(ZeroppAllGather, HierarchicalReadInPlaceAddsTheDocumentedBytes) {
+  ScopedEnv fwd("ZCOLL_ALGO_ALLGATHER_HIER", "rail_then_node_shm_read");
+  ScopedEnv bwd("ZCOLL_ALGO_ALLGATHER_FROM_SECONDARY", "node_shm_read");
+  runRanks(setup(), [&](int rank, zcollComm_t comm) {
+    Quant int8;
+    for (size_t count : {size_t(1), size_t(13), size_t(1000)})
+      for (const Quant* q : std::vector<const Quant*>{nullptr, &int8}) {
+        SCOPED_TRACE("count " + std::to_string(count) + (q ? " int8" : " exact"));
+        checkHpz(setup(), rank, comm, zcollFloat32, count, q, false, true, kHpzHostReadBytes);
+      }
   });
 }
 

@@ -26,6 +26,7 @@
 #include "quant/quant.h"
 #include "support/ranks.h"
 #include "support/values.h"
+#include "support/wire_notices.h"
 
 using namespace zcoll::test;
 
@@ -274,7 +275,8 @@ uint64_t piecedBytes(size_t count, int depth, int bits, int block, bool symmetri
 // The hop inside the node reads the peers' windows in place (two_hop_shm_read, the default
 // when every local peer is on shm): a window reference per piece (a shm range: 56 bytes on the
 // wire, transport/peer_memory.h) and a 1-byte release token per call go to every local peer on
-// top of the quantized pieces they read.
+// top of the quantized pieces they read (support/wire_notices.h, checked against
+// docs/ZEROPP.md's numbers by zeropp_doc_test.cc).
 bool readsInPlace(zcollComm_t comm) {
   const zcollComm* c = comm;
   return zcoll::peerMemoryOf(c, zcoll::makeGroup(c, c->layout.nodeGroup(c->rank)),
@@ -283,8 +285,7 @@ bool readsInPlace(zcollComm_t comm) {
 
 uint64_t windowControlBytes(size_t count, int depth, int block) {
   const size_t piece = pieceElems(count, depth, block);
-  const uint64_t range = offsetof(zcoll::ExposedRange, handle) + sizeof(zcoll::shm::RegionRef);
-  return range * ((count + piece - 1) / piece) + 1;
+  return kHostRangeBytes * ((count + piece - 1) / piece) + kTokenBytes;
 }
 
 TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {

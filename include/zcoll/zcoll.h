@@ -280,7 +280,9 @@ typedef struct {
 /* ------------------------------------------------------------------------------------------ */
 
 /* Creates a unique id on the root rank and starts the rendezvous service it names (a TCP
- * listener on ZCOLL_SOCKET_IFNAME's address, bounded by ZCOLL_TIMEOUT). Pass the id to every
+ * listener bounded by ZCOLL_TIMEOUT, on the address of the interface ZCOLL_SOCKET_IFNAME selects;
+ * with it unset, on MASTER_ADDR's address when that is this machine's, else on the first up
+ * interface that is not loopback or docker; docs/MULTI_NODE.md). Pass the id to every
  * rank out of band. One id serves one zcollCommInitRank round: using it again within
  * ZCOLL_TIMEOUT fails at once with zcollInvalidUsage ("already used"). The id holds a random
  * 64-bit key: connections without it are refused, and no number of idle, slow or garbage
@@ -352,10 +354,13 @@ ZCOLL_API zcollResult_t zcollCommSplit(zcollComm_t comm, int color, int key, zco
  * other rank that stays (zcollRemoteError naming it: within about 50 ms for a process of the same
  * machine or a comm closed, as soon as the transport reports it for a remote process, at the
  * latest at the parent's timeout); calling zcollCommShrink
- * again with it excluded too then works (each call is a new attempt; all ranks that stay must
- * make the same number of calls). A rank that stays and never calls fails the others at the
+ * again with it excluded too then works. Each call on `comm` is a new attempt, whatever it
+ * returned: one that took no part, failed its arguments or was refused counts too. The ranks
+ * that stay in a call must have made the same number of zcollCommShrink calls on `comm` before
+ * it (a rank that skipped one, even one it was excluded from, stays out of the later ones too).
+ * A rank that stays and never calls fails the others at the
  * parent's timeout. A rank that calls with itself in excludeRanks takes no part: zcollSuccess,
- * *newcomm = NULL. config may be NULL (inherit the parent's settings, as a split). Argument
+ * *newcomm = NULL, and the call counts as an attempt (it may stay in a later shrink of `comm`). config may be NULL (inherit the parent's settings, as a split). Argument
  * errors (newcomm NULL, excludeCount < 0, above the rank count or with excludeRanks NULL, a
  * rank out of range or repeated, every rank excluded, unknown flags, a bad config) are
  * zcollInvalidArgument before any exchange; between zcollGroupStart and zcollGroupEnd it is zcollInvalidUsage. The parent is
@@ -373,7 +378,7 @@ ZCOLL_API zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRank
  *
  * zcollCommGetUniqueId, on one member of `comm` (the coordinator; any rank), makes the id the new
  * ranks join with and starts the rendezvous service it names in this process (on
- * ZCOLL_SOCKET_IFNAME's address, as zcollGetUniqueId). Hand it to the new ranks out of band. One
+ * the address zcollGetUniqueId would take). Hand it to the new ranks out of band. One
  * id at a time per communicator: another call before a zcollCommGrow on `comm` has used the last
  * one is zcollInvalidUsage, until that id expires (`comm`'s timeout after it was made: its service
  * then gives up). A NULL uniqueId is zcollInvalidArgument; a broken comm is refused as any call.

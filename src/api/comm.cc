@@ -11,6 +11,7 @@
 #include "base/params.h"
 #include "base/tags.h"
 #include "bootstrap/rendezvous.h"
+#include "bootstrap/root_address.h"
 #include "core/flight_recorder.h"
 #include "core/init.h"
 #include "core/progress.h"
@@ -203,9 +204,9 @@ zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId) {
     if (uniqueId == nullptr) return fail(zcollInvalidArgument, "uniqueId pointer is NULL");
     ZCOLL_CHECK(checkParamValues());
     SockAddr addr{};
-    std::string ifName;
-    ZCOLL_CHECK(pickInterfaceAddress(&addr, &ifName));
-    ZCOLL_INFO(LogSubsys::kBootstrap, "bootstrap interface %s", ifName.c_str());
+    std::string from;
+    ZCOLL_CHECK(pickRootAddress(&addr, &from));
+    ZCOLL_INFO(LogSubsys::kBootstrap, "bootstrap address from %s", from.c_str());
     RendezvousId id{};
     ZCOLL_CHECK(startRendezvousRoot(addr, randomMagic(), 0,
                                     static_cast<int>(paramInt("ZCOLL_TIMEOUT")), true, &id));

@@ -69,6 +69,9 @@ zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRanks, int exc
   if (newcomm != nullptr) *newcomm = nullptr;
   zcollComm_t made = nullptr;
   zcollResult_t r = pinnedCall(comm, "zcollCommShrink", [&]() -> Result {
+    // Every call on a live comm is an attempt, whatever it returns (taking no part, refused,
+    // failed): the ranks that take part in a later call then agree on its number, its tags.
+    const uint32_t attempt = comm->shrinkAttempts.fetch_add(1) + 1;
     std::vector<int> excluded;
     bool self = false;
     ZCOLL_CHECK(refuseInGroup("zcollCommShrink"));
@@ -87,7 +90,7 @@ zcollResult_t zcollCommShrink(zcollComm_t comm, const int* excludeRanks, int exc
                       "with ZCOLL_SHRINK_ABORT", comm->name.c_str(),
                       comm->revoked.load() ? "revoked" : "in the error state");
         }
-        return shrinkComm(comm, excluded, s, &made);
+        return shrinkComm(comm, excluded, attempt, s, &made);
       });
       if (turn != zcollSuccess) settleCancelledTransfers(comm);
       return turn;

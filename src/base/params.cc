@@ -74,7 +74,8 @@ const std::vector<ParamDesc> kParams = {
      "host:port of the rendezvous for zcollCommInitFromEnv (rank 0 listens there)."},
     {"ZCOLL_SOCKET_IFNAME", ParamType::kString, "",
      "Interfaces for the bootstrap socket, NCCL syntax: prefixes 'eth,ib', ^ to exclude, = for "
-     "exact names. Empty: the first up interface that is not loopback or docker, else lo."},
+     "exact names. Empty: MASTER_ADDR's address when it is this machine's (zcollGetUniqueId's "
+     "root), else the first up interface that is not loopback or docker, else lo."},
     {"ZCOLL_HOSTID", ParamType::kString, "",
      "Host identity override: ranks with equal values form one node (emulates several nodes on "
      "one machine). Empty: hostname + boot id + IPC namespace."},

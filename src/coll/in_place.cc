@@ -130,8 +130,8 @@ Result PeerBuffers::release(const Stage& st, uint32_t step) const {
 }
 
 Result tradeTokens(const Stage& st, const Group& g, uint32_t step) {
-  std::vector<uint8_t> tokens(g.size(), 1);
-  return tradeItems(st, g, step, tokens.data(), 1, 1);
+  std::vector<uint8_t> tokens(g.size() * kTokenBytes, 1);
+  return tradeItems(st, g, step, tokens.data(), kTokenBytes, kTokenBytes);
 }
 
 Result shareWindows(const Stage& st, const Group& g, PeerMemory& pm, const ExposedRange& mine,

@@ -71,7 +71,10 @@ class PeerBuffers {
 Result tradeItems(const Stage& st, const Group& g, uint32_t step, void* items, size_t stride,
                   size_t bytes);
 
-// A one-byte token to and from every other member of g, as step `step` of the stage.
+// The bytes of a release token on the wire (docs/ZEROPP.md counts them).
+constexpr size_t kTokenBytes = 1;
+
+// A kTokenBytes token to and from every other member of g, as step `step` of the stage.
 Result tradeTokens(const Stage& st, const Group& g, uint32_t step);
 
 // This rank's window of `pm`, grown to `bytes`, shared with every member of g (as step `step`

@@ -130,7 +130,9 @@ struct zcollComm {
   std::atomic<int> asyncError{zcollSuccess};
   std::atomic<bool> aborting{false};
   std::atomic<bool> revoked{false};  // zcollCommRevoke: broken on purpose, kept for a shrink
-  uint32_t shrinkAttempts = 0;       // zcollCommShrink calls on this comm (their tags)
+  // zcollCommShrink calls on this comm (their tags): every call counts, one that takes no part
+  // or fails included, so the ranks' n-th calls meet on the same tags (api/shrink.cc).
+  std::atomic<uint32_t> shrinkAttempts{0};
   uint32_t growAttempts = 0;         // zcollCommGrow calls on this comm (their tags)
   // Made by zcollCommShrink: the parent as it was (its layout, its members' ids in rank order),
   // so a rebuild after the shrink can read it once the parent is gone (zcollRebuildFrom*

@@ -7,6 +7,7 @@
 
 #include "base/tags.h"
 #include "bootstrap/hello.h"
+#include "bootstrap/root_address.h"
 #include "core/member_exchange.h"
 #include "core/rank_blob.h"
 
@@ -287,8 +288,8 @@ Result hearFromCoordinator(zcollComm* parent, int coordinator, int joinerCount,
 
 Result makeGrowId(const zcollComm* parent, GrowId* id) {
   SockAddr addr{};
-  std::string ifName;
-  ZCOLL_CHECK(pickInterfaceAddress(&addr, &ifName));
+  std::string from;
+  ZCOLL_CHECK(pickRootAddress(&addr, &from));
   std::memset(id, 0, sizeof(*id));
   ZCOLL_CHECK(startRendezvousRoot(addr, randomMagic(), 0, parent->timeoutSec, true,
                                   &id->rendezvous));
@@ -296,7 +297,7 @@ Result makeGrowId(const zcollComm* parent, GrowId* id) {
   id->parentRanks = parent->nranks;
   ZCOLL_INFO(LogSubsys::kInit, "%s rank %d: grow id on %s (%s), for ranks from %d",
              parent->name.c_str(), parent->rank, addrToString(id->rendezvous.root).c_str(),
-             ifName.c_str(), parent->nranks);
+             from.c_str(), parent->nranks);
   return zcollSuccess;
 }
 

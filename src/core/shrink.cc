@@ -40,7 +40,7 @@ std::vector<int> stayersOf(const zcollComm* parent, const std::vector<int>& excl
 }
 
 // The exchange's failures say what to do next (core/member_exchange.h).
-ExchangeContext shrinkContext(const zcollComm* parent) {
+ExchangeContext shrinkContext(uint32_t attempt) {
   ExchangeContext c;
   c.fn = "zcollCommShrink";
   c.during = "during the shrink";
@@ -49,7 +49,7 @@ ExchangeContext shrinkContext(const zcollComm* parent) {
   c.whyLate =
       "a rank that stays did not call zcollCommShrink, or left this rank out of its own set";
   c.tag = makeShrinkTag;
-  c.attempt = parent->shrinkAttempts;
+  c.attempt = attempt;
   return c;
 }
 
@@ -78,10 +78,9 @@ Result checkRecords(const zcollComm* parent, const std::vector<int>& stayers,
 
 }  // namespace
 
-Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, const InitSettings& s,
-                  zcollComm** out) {
+Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, uint32_t attempt,
+                  const InitSettings& s, zcollComm** out) {
   *out = nullptr;
-  ++parent->shrinkAttempts;
   const std::vector<int> stayers = stayersOf(parent, excluded);
   std::unique_ptr<zcollComm> comm;
   std::string address;
@@ -96,7 +95,7 @@ Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, const Ini
   std::vector<ShrinkRecord> recs(parent->nranks, mine);
   {
     // After myRecord: cancels before it goes.
-    MemberExchange records(parent, shrinkContext(parent), kShrinkRecordStep);
+    MemberExchange records(parent, shrinkContext(attempt), kShrinkRecordStep);
     ZCOLL_CHECK(records.run(stayers, myRecord,
                             std::vector<size_t>(parent->nranks, sizeof(ShrinkRecord))));
     for (int p : stayers)
@@ -114,7 +113,7 @@ Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, const Ini
   for (int p : stayers) sizes[p] = recs[p].addressBytes;
   std::vector<std::string> addresses(parent->nranks);
   {
-    MemberExchange round(parent, shrinkContext(parent), kShrinkAddressStep);
+    MemberExchange round(parent, shrinkContext(attempt), kShrinkAddressStep);
     ZCOLL_CHECK(round.run(stayers, address, sizes));
     for (int p : stayers) addresses[p] = p == parent->rank ? address : round.from(p);
   }

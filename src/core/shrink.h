@@ -6,8 +6,10 @@
 //      S[i] (NCCL's renumbering).
 //   2. Each stayer makes its part locally (core/init.h startChildComm) and sends every other
 //      stayer a record {hash of the excluded set, its address's size, its local error}, then its
-//      address, on tags no collective uses (base/tags.h makeShrinkTag, with the parent's attempt
-//      count: a later attempt never takes a message of an earlier, failed one).
+//      address, on tags no collective uses (base/tags.h makeShrinkTag, with the call's attempt
+//      number: a later attempt never takes a message of an earlier, failed one). The API counts
+//      every call on the parent as an attempt, one that takes no part or fails before the
+//      exchange included, so the n-th call of every rank uses the same number.
 //   3. It waits for theirs, bounded by the parent's timeout, and fails at once when a stayer
 //      goes down (its process ended, its transport failed, it destroyed its comm): a rank that
 //      dies during the shrink fails it on every stayer, and a second call that excludes it too
@@ -25,9 +27,10 @@
 
 namespace zcoll {
 
-// `excluded`: sorted, distinct parent ranks, not this one (the API checks the arguments). The
+// `excluded`: sorted, distinct parent ranks, not this one (the API checks the arguments).
+// `attempt`: this call's number among the zcollCommShrink calls on the parent (from 1). The
 // parent is used in its turn (nothing else runs on it meanwhile); *out: the new comm.
-Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded,
+Result shrinkComm(zcollComm* parent, const std::vector<int>& excluded, uint32_t attempt,
                   const InitSettings& settings, zcollComm** out);
 
 }  // namespace zcoll

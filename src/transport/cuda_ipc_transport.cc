@@ -953,6 +953,7 @@ struct RegisteredRef {
   uint32_t reserved;
   uint64_t offset;
 };
+static_assert(sizeof(RegisteredRef) == CudaIpcTransport::kHandleBytes, "what a range carries");
 constexpr uint32_t kWindowId = ~uint32_t{0};  // the rank's window (mapped at connect)
 
 }  // namespace
@@ -963,8 +964,6 @@ const CudaIpcTransport::Registration* CudaIpcTransport::findRegistration(
     if (r.id == id) return &r;
   return nullptr;
 }
-
-size_t CudaIpcTransport::handleBytes() const { return sizeof(RegisteredRef); }
 
 Result CudaIpcTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {
   *out = ExposedRange{};

@@ -134,7 +134,10 @@ class CudaIpcTransport final : public FencedTransport, public PeerMemory {
   PeerMemory* peerMemory() override { return ipc_ != nullptr && connected_ ? this : nullptr; }
   bool exposesCallerBuffers() const override { return !registered_.empty(); }
   bool readsUnmapped() const override { return false; }
-  size_t handleBytes() const override;
+  // The used part of a range's handle: {registration id, reserved, offset} (RegisteredRef in
+  // cuda_ipc_transport.cc; docs/ZEROPP.md's device byte formulas: tests/zeropp_doc_test.cc).
+  static constexpr size_t kHandleBytes = 16;
+  size_t handleBytes() const override { return kHandleBytes; }
   bool registersCallerMemory() const override { return true; }
   Result registerOwn(uint32_t id, void* ptr, size_t bytes, ExposedRange* out) override;
   Result registerPeer(int peer, uint32_t id, const ExposedRange& r) override;

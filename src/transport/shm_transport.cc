@@ -354,10 +354,6 @@ void ShmTransport::deliverRendezvous(int peer, const Message& m, const Posted& r
 static_assert(sizeof(shm::RegionRef) <= sizeof(ExposedRange::handle), "a region fits a range");
 static_assert(sizeof(shm::WindowRef) <= sizeof(ExposedRange::handle), "a window fits a range");
 
-size_t ShmTransport::handleBytes() const {
-  return std::max(sizeof(shm::RegionRef), sizeof(shm::WindowRef));
-}
-
 bool ShmTransport::pairsConnected(const std::vector<int>& ranks) const {
   for (int r : ranks)
     if (r != myRank_ && (r < 0 || static_cast<size_t>(r) >= peers_.size() ||

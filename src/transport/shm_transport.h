@@ -67,7 +67,12 @@ class ShmTransport final : public Transport, public PeerMemory {
   // memfds (transport/shm_window.h), remapped by a peer only when they have grown.
   bool exposesCallerBuffers() const override { return true; }
   bool readsUnmapped() const override { return true; }
-  size_t handleBytes() const override;
+  // The used part of a range's handle: a region or a window reference, whichever is larger
+  // (the byte formulas of docs/ZEROPP.md are derived from it: tests/zeropp_doc_test.cc).
+  static constexpr size_t kHandleBytes = sizeof(shm::RegionRef) > sizeof(shm::WindowRef)
+                                             ? sizeof(shm::RegionRef)
+                                             : sizeof(shm::WindowRef);
+  size_t handleBytes() const override { return kHandleBytes; }
   // Every rank of a node that can share memory, as the same user, reaches every other such rank
   // (canConnect decides from what every rank published): one clique, so this rank's own routes
   // answer for the group. Windows grow on demand.
