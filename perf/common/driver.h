@@ -78,6 +78,10 @@ struct Collective {
   bool reduces = false;  // takes -o; the redop column shows it
   bool rooted = false;   // takes -r; the root column shows it
   bool inPlace = true;   // has an in-place variant (else its columns read N/A)
+  // The -d and -o values the collective takes (empty: every one); -d all / -o all run these,
+  // any other value is refused at parse time with this list.
+  std::vector<zcollDataType_t> types;
+  std::vector<zcollRedOp_t> ops;
   std::function<double(int nranks)> busFactor;
   // Counts for a request of `elems` elements (requested bytes / type size).
   std::function<Counts(size_t elems, int nranks, int rank)> counts;
