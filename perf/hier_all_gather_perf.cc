@@ -1,10 +1,12 @@
 // hier_all_gather_perf: hpZ. Default: zcollAllGatherHier (forward) with INT8 rail traffic,
 // filling a secondary shard. --bits 0: exact (no quantization); --from-secondary: times
 // zcollAllGatherFromSecondary (backward) from a secondary shard filled by one forward call per
-// size, so the inter column reads 0. Also --bits 4|8, --block N, --asym, --stochastic.
+// size, so the inter column reads 0. Also --bits 4|8, --block N, --asym, --stochastic. Quantized,
+// -d takes float, half, bfloat16 (or all); exact, every type.
 // Size = the whole gathered buffer (as all_gather_perf). Needs the same ranks on every node.
 #include <vector>
 
+#include "base/dtype.h"
 #include "common/device.h"
 #include "common/registered_buffer.h"
 #include "common/zeropp.h"
@@ -25,19 +27,17 @@ struct Secondary {
   zcollDataType_t dtype = zcollFloat32;
 };
 
-size_t typeSize(zcollDataType_t t) {
-  return t == zcollFloat32 ? 4 : 2;  // the quantizable types; others fail in the call
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   zp::QuantFlags flags;
-  if (!zp::takeQuantFlags(&argc, argv, &flags)) return 2;
+  if (!zp::takeQuantFlags(&argc, argv, &flags, /*exactAllowed=*/true)) return 2;
   static zcollQuantConfig_t storage;
   const zcollQuantConfig_t* quant = zp::quantConfig(flags, &storage);
   static Secondary sec;
   zp::Collective c = zp::allGatherShape(flags.fromSecondary ? "all_gather_from_secondary" : "hier_all_gather");
+  if (flags.bits != 0) c.types = zp::quantizableTypes();  // exact (--bits 0): every type
   c.notes = {zp::describe(flags)};
   c.usage = zp::quantUsage("  --bits 0|4|8          bits per quantized value on the rail (0: "
                            "exact, no quantization), default 8", true);
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     zcollComm_t comm = a.info->comm;
     size_t count = a.counts.count;
     if (sec.count != count || sec.dtype != a.dtype) {
-      size_t bytes = count * a.info->nodes * typeSize(a.dtype) + 1;
+      size_t bytes = count * a.info->nodes * zcoll::dtypeSize(a.dtype) + 1;
       if (a.device) {
         sec.ptr = sec.deviceBytes.ensure(bytes);  // the previous size's calls are complete
       } else if (a.registered) {

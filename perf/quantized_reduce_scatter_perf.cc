@@ -1,5 +1,6 @@
 // quantized_reduce_scatter_perf: zcollQuantizedReduceScatter (qgZ). Size = the whole input
-// buffer (as reduce_scatter_perf); each rank gets size/n elements. Ops sum and avg. Extra flags:
+// buffer (as reduce_scatter_perf); each rank gets size/n elements. -o sum or avg, -d float, half or
+// bfloat16 (or all); other values are refused before any rank starts. Extra flags:
 // --bits 4|8 (inter-node hop, 4), --intra-bits 4|8 (intra-node hop, 4), --block N (256),
 // --asym, --stochastic, --depth N (pipeline depth; 0 = the library's default).
 // The check admits the bound of docs/ZEROPP.md "qgZ" for the driver's inputs (non-negative
@@ -26,21 +27,28 @@ struct QgzFlags {
   bool bitsGiven = false;
 };
 
-// Takes --intra-bits and --depth off argv (the shared flags are taken by takeQuantFlags).
+bool intraBitsOk(int v) { return v == 4 || v == 8; }
+bool depthOk(int v) { return v >= 0 && v <= 64; }
+
+// Takes --intra-bits and --depth off argv (the shared flags are taken by takeQuantFlags);
+// a bad value is a usage error, as the shared ones are.
 bool takeQgzFlags(int* argc, char** argv, QgzFlags* f) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
-    bool intra = std::strcmp(argv[i], "--intra-bits") == 0;
-    if (intra || std::strcmp(argv[i], "--depth") == 0) {
-      if (i + 1 >= *argc) {
-        std::fprintf(stderr, "%s needs an integer\n", argv[i]);
-        return false;
-      }
-      (intra ? f->intraBits : f->depth) = std::atoi(argv[++i]);
-      continue;
+    bool ok = true;
+    if (std::strcmp(argv[i], "--intra-bits") == 0)
+      ok = zp::takeIntFlag(*argc, argv, &i, "4 or 8", intraBitsOk, &f->intraBits);
+    else if (std::strcmp(argv[i], "--depth") == 0)
+      ok = zp::takeIntFlag(*argc, argv, &i, "0 (the library's default) to 64", depthOk,
+                           &f->depth);
+    else {
+      f->bitsGiven |= std::strcmp(argv[i], "--bits") == 0;
+      argv[out++] = argv[i];
     }
-    f->bitsGiven |= std::strcmp(argv[i], "--bits") == 0;
-    argv[out++] = argv[i];
+    if (!ok) {
+      zp::pointToHelp(argv[0]);
+      return false;
+    }
   }
   *argc = out;
   argv[out] = nullptr;
@@ -93,6 +101,8 @@ int main(int argc, char** argv) {
   auto shape = std::make_shared<RunShape>();
 
   zp::Collective c = zp::reduceScatterShape("quantized_reduce_scatter");
+  c.types = zp::quantizableTypes();
+  c.ops = {zcollSum, zcollAvg};
   char note[96];
   std::snprintf(note, sizeof(note), "# qgZ: intra-node hop INT%d, pipeline depth %d%s",
                 intraBits, qf.depth, qf.depth == 0 ? " (default)" : "");

@@ -59,7 +59,7 @@ TEST(CallCheck, DatatypeOpAndRootDiffer) {
     std::vector<float> buf(8);
     return zcollAllReduce(buf.data(), buf.data(), 8, zcollFloat32, rank == 2 ? zcollMax : zcollSum,
                           comm, nullptr);
-  }, {"op", "rank 2"});
+  }, {"op: rank 2 has max, rank 0 sum"});
   expectMismatch([](int rank, zcollComm_t comm) {
     std::vector<float> buf(8);
     return zcollBroadcast(buf.data(), buf.data(), 8, zcollFloat32, rank == 1 ? 1 : 0, comm,
@@ -76,19 +76,40 @@ TEST(CallCheck, CollectiveKindDiffers) {
 }
 
 TEST(CallCheck, QuantizationSettingsDiffer) {
+  // Each setting is named with both values, as counts are.
   expectMismatch([](int rank, zcollComm_t comm) {
     std::vector<float> send(256), recv(256 * 3);
     zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
     q.bits = rank == 1 ? 4 : 8;
     return zcollQuantizedAllGather(send.data(), recv.data(), 256, zcollFloat32, &q, comm, nullptr);
-  }, {"quantization settings", "rank 1"});
+  }, {"quantization settings (bits): rank 1 has 4, rank 0 8"});
   expectMismatch([](int rank, zcollComm_t comm) {
     std::vector<float> send(300 * 3), recv(300);
     zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
     q.blockSize = rank == 0 ? 64 : 128;
     return zcollQuantizedReduceScatter(send.data(), recv.data(), 300, zcollFloat32, zcollSum, &q,
                                        comm, nullptr);
-  }, {"quantization settings"});
+  }, {"quantization settings (blockSize): rank 1 has 128, rank 0 64"});
+  // A default left 0 on one rank compares as the value it stands for (block 256).
+  expectMismatch([](int rank, zcollComm_t comm) {
+    std::vector<float> send(256), recv(256 * 3);
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.blockSize = rank == 2 ? 512 : 0;
+    return zcollQuantizedAllGather(send.data(), recv.data(), 256, zcollFloat32, &q, comm, nullptr);
+  }, {"quantization settings (blockSize): rank 2 has 512, rank 0 256"});
+  expectMismatch([](int rank, zcollComm_t comm) {
+    std::vector<float> send(256), recv(256 * 3);
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.rounding = rank == 1 ? zcollRoundStochastic : zcollRoundNearestEven;
+    return zcollQuantizedAllGather(send.data(), recv.data(), 256, zcollFloat32, &q, comm, nullptr);
+  }, {"quantization settings (rounding): rank 1 has stochastic, rank 0 nearest-even"});
+  expectMismatch([](int rank, zcollComm_t comm) {
+    std::vector<float> send(300 * 3), recv(300);
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.intraBits = rank == 2 ? 8 : 4;
+    return zcollQuantizedReduceScatter(send.data(), recv.data(), 300, zcollFloat32, zcollSum, &q,
+                                       comm, nullptr);
+  }, {"quantization settings (intraBits): rank 2 has 8, rank 0 4"});
 }
 
 // The check is off by default: matching calls pay nothing and behave as before.

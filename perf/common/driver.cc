@@ -86,6 +86,9 @@ class Bench {
     Row row;
     row.bytes = std::max(c.sendElems, c.recvElems) * typeSize_;
     row.count = c.count;
+    row.dtype = opt_.dtype;
+    row.op = opt_.op;
+    row.root = opt_.root;
     row.modes[0] = runMode(c, false, row.bytes);
     if (coll_.inPlace) row.modes[1] = runMode(c, true, row.bytes);
     return row;
@@ -99,7 +102,7 @@ class Bench {
     for (int i = 0; i < opt_.warmup; ++i) call(l.args, inPlace, bytes);
     settle(inPlace, bytes, "warm-up");
     Measurement m = timeCalls(l.args, inPlace, bytes);
-    if (opt_.check) verify(l, pat, inPlace, bytes, &m);
+    for (int i = 0; i < opt_.check; ++i) verify(l, pat, inPlace, bytes, &m);
     combine(&m);
     return m;
   }
@@ -210,6 +213,7 @@ class Bench {
     return m;
   }
 
+  // One checked call (-c N runs N): its wrong values add to m's, its error raises m's maximum.
   void verify(const Layout& l, const Pattern& pat, bool inPlace, size_t bytes, Measurement* m) {
     prepare(l, pat);
     call(l.args, inPlace, bytes);
@@ -223,8 +227,8 @@ class Bench {
                              coll_.expected,
                              coll_.toleranceFor ? coll_.toleranceFor(opt_.dtype) : coll_.tolerance);
     m->checked = true;
-    m->wrong = v.wrong;
-    m->maxError = v.maxError;
+    m->wrong += v.wrong;
+    m->maxError = std::max(m->maxError, v.maxError);
   }
 
   // The time over ranks as -a says (rank 0's, mean, min or max); max over ranks of the error
@@ -280,27 +284,31 @@ class Bench {
   DeviceBuffer device_[2];               // --device 1 only
 };
 
-// The sweep, -N times (0: until stopped); returns the number of wrong values over all rows (rank
-// 0 prints as it goes, and rewrites -J's file after each cycle).
+// The sweep of every run (-d/-o/-r all: one per type, op or root), -N times (0: until
+// stopped); returns the number of wrong values over all rows (rank 0 prints as it goes, and
+// rewrites -J's file after each cycle).
 uint64_t sweep(const Collective& coll, const Options& opt, const RankInfo& info,
                zcollStream_t stream) {
-  Bench bench(coll, opt, info, stream);
+  const std::vector<Options> runs = expandRuns(opt, coll, info.nranks);
   uint64_t wrong = 0;
   double busBwSum = 0;
   int measured = 0;
   std::vector<Row> rows;
   for (int cycle = 0; opt.cycles == 0 || cycle < opt.cycles; ++cycle) {
-    for (size_t bytes : sizeList(opt)) {
-      Row row = bench.runSize(bytes);
-      row.cycle = cycle;
-      for (const Measurement& m : row.modes) {
-        if (!m.ran) continue;
-        wrong += m.wrong;
-        busBwSum += m.busBw;
-        ++measured;
+    for (const Options& run : runs) {
+      Bench bench(coll, run, info, stream);  // buffers sized for this run's type
+      for (size_t bytes : sizeList(run)) {
+        Row row = bench.runSize(bytes);
+        row.cycle = cycle;
+        for (const Measurement& m : row.modes) {
+          if (!m.ran) continue;
+          wrong += m.wrong;
+          busBwSum += m.busBw;
+          ++measured;
+        }
+        if (info.rank == 0) printRow(coll, run, row);
+        if (info.rank == 0 && !opt.outputFile.empty()) rows.push_back(row);
       }
-      if (info.rank == 0) printRow(coll, opt, row);
-      if (info.rank == 0 && !opt.outputFile.empty()) rows.push_back(row);
     }
     if (info.rank == 0 && !opt.outputFile.empty() &&
         !writeResults(coll, opt, info.nranks, info.nodes, rows))
@@ -334,7 +342,7 @@ int perfMain(int argc, char** argv, const Collective& coll) {
     }
   }
   RankInfo info = initRanks(opt);
-  if (coll.rooted && opt.root >= info.nranks) {
+  if (coll.rooted && !opt.allRoots && opt.root >= info.nranks) {
     if (info.rank == 0)
       std::fprintf(stderr, "%s: root %d is not a rank (%d ranks)\n", argv[0], opt.root,
                    info.nranks);
@@ -345,12 +353,12 @@ int perfMain(int argc, char** argv, const Collective& coll) {
   if (opt.device) {
     setDeviceRank(info.rank);
     info.memory = describeDevice(device);
-    stream = createStream();
+    if (!opt.streamNull) stream = createStream();  // -y 1: CUDA's default stream (NULL)
   }
   std::vector<std::string> lines = gatherRankLines(info);
   if (info.rank == 0) {
     printSetup(coll, opt, info, lines);
-    printTableHeader(coll);
+    printTableHeader(coll, opt.cpuTime);
   }
   uint64_t wrong = sweep(coll, opt, info, stream);
   checkResult(zcollCommDestroy(info.comm), "zcollCommDestroy", info);

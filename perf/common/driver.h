@@ -81,6 +81,10 @@ struct Collective {
   // Its ring algorithm carries fp16/bf16 partial sums as ZCOLL_REDUCE_PARTIALS says: the header
   // of a 16-bit run names the mode (zcoll's default moves about twice NCCL's bytes there).
   bool ringPartials = false;
+  // The -d and -o values the collective takes (empty: every one); -d all / -o all run these,
+  // any other value is refused at parse time with this list.
+  std::vector<zcollDataType_t> types;
+  std::vector<zcollRedOp_t> ops;
   std::function<double(int nranks)> busFactor;
   // Counts for a request of `elems` elements (requested bytes / type size).
   std::function<Counts(size_t elems, int nranks, int rank)> counts;

@@ -48,6 +48,43 @@ bool lookUp(const Named (&table)[N], const char* name, int* value) {
   return false;
 }
 
+// Every type and op, in nccl-tests' order (zcoll's enums follow NCCL's).
+std::vector<zcollDataType_t> everyType() {
+  std::vector<zcollDataType_t> all;
+  for (int t = zcollInt8; t <= zcollBfloat16; ++t) all.push_back(zcollDataType_t(t));
+  return all;
+}
+std::vector<zcollRedOp_t> everyOp() {
+  std::vector<zcollRedOp_t> all;
+  for (int o = zcollSum; o <= zcollAvg; ++o) all.push_back(zcollRedOp_t(o));
+  return all;
+}
+
+std::vector<zcollDataType_t> typesOf(const Collective& coll) {
+  return coll.types.empty() ? everyType() : coll.types;
+}
+std::vector<zcollRedOp_t> opsOf(const Collective& coll) {
+  return coll.ops.empty() ? everyOp() : coll.ops;
+}
+
+// "float, half, bfloat16 or all": the values a flag takes, by their printed names.
+template <typename T>
+std::string listValues(const std::vector<T>& values, const char* (*name)(T)) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += name(values[i]);
+  }
+  return out + " or all";
+}
+
+template <typename T>
+bool contains(const std::vector<T>& values, T v) {
+  for (T x : values)
+    if (x == v) return true;
+  return false;
+}
+
 // Codes of the long options that have no short form.
 enum LongOnly { kDevice = 1000, kTestCorrupt, kOutputFormat };
 
@@ -62,11 +99,15 @@ void printUsage(const char* prog, const Collective& coll) {
       "  -n, --iters N         timed iterations per size, default 20\n"
       "  -w, --warmup_iters N  untimed iterations per size before timing, default 5\n"
       "  -m, --agg_iters N     calls per timed iteration (run back to back), default 1\n"
-      "  -c, --check 0|1       verify the results and count wrong values, default 1\n"
-      "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 half|float16\n"
-      "                        float|float32 double|float64 bfloat16; default float\n"
-      "  -o, --op OP           sum prod max min avg, default sum%s\n"
-      "  -r, --root R          root rank, default 0%s\n"
+      "  -c, --check N         verify the results of N calls per size and mode (each\n"
+      "                        refilled) and count wrong values; 0: no check; default 1\n"
+      "  -d, --datatype T      the type, default float; all: one sweep per type. Takes\n"
+      "                        %s\n"
+      "                        (half is also float16, float float32, double float64)\n"
+      "  -o, --op OP           %s; all: one sweep per op; default sum%s\n"
+      "  -r, --root R          root rank, or all: one sweep per rank; default 0%s\n"
+      "  -y, --stream_null 0|1 1: device calls on CUDA's default stream (NULL) instead of a\n"
+      "                        non-blocking one (--device 1; host calls take no stream), default 0\n"
       "  -a, --average 0|1|2|3 time over ranks: 0 rank 0's, 1 mean, 2 min, 3 max;\n"
       "                        default 3 (nccl-tests' default is 1)\n"
       "  -z, --blocking 0|1    1: wait for each call to complete before the next (with\n"
@@ -92,7 +133,8 @@ void printUsage(const char* prog, const Collective& coll) {
       "                        in place); default 0 (ordinary memory)\n"
       "  --test-corrupt R      (tests) rank R spoils one value before the check\n"
       "  -h, --help            this text\n",
-      prog, coll.name.c_str(), coll.over.c_str(), coll.reduces ? "" : " (ignored here)",
+      prog, coll.name.c_str(), coll.over.c_str(), listValues(typesOf(coll), typeName).c_str(),
+      listValues(opsOf(coll), opName).c_str(), coll.reduces ? "" : " (ignored here)",
       coll.rooted ? "" : " (ignored here)");
   if (!coll.usage.empty()) {
     std::printf("%s's own:\n", coll.name.c_str());
@@ -112,11 +154,45 @@ bool parseInt(const char* text, long minimum, long* value) {
   return true;
 }
 
+// -d T: a type the collective takes, or all; else why names the accepted ones.
+bool applyType(const char* arg, const Collective& coll, Options* opt, std::string* why) {
+  const std::vector<zcollDataType_t> types = typesOf(coll);
+  int named = 0;
+  if (strcasecmp(arg, "all") == 0) {
+    opt->allTypes = true;
+    return true;
+  }
+  if (!lookUp(kTypes, arg, &named))
+    *why = "bad value '" + std::string(arg) + "' for -d: takes " + listValues(types, typeName);
+  else if (!contains(types, zcollDataType_t(named)))
+    *why = "-d " + std::string(arg) + ": " + coll.name + " takes " + listValues(types, typeName);
+  else
+    opt->dtype = zcollDataType_t(named);
+  return why->empty();
+}
+
+// -o OP: an op the collective takes, or all (any op for a collective that does not reduce: it
+// is ignored there).
+bool applyOp(const char* arg, const Collective& coll, Options* opt, std::string* why) {
+  const std::vector<zcollRedOp_t> ops = coll.reduces ? opsOf(coll) : everyOp();
+  int named = 0;
+  if (strcasecmp(arg, "all") == 0) {
+    opt->allOps = true;
+    return true;
+  }
+  if (!lookUp(kOps, arg, &named))
+    *why = "bad value '" + std::string(arg) + "' for -o: takes " + listValues(ops, opName);
+  else if (!contains(ops, zcollRedOp_t(named)))
+    *why = "-o " + std::string(arg) + ": " + coll.name + " takes " + listValues(ops, opName);
+  else
+    opt->op = zcollRedOp_t(named);
+  return why->empty();
+}
+
 // Applies one option; false on a bad value (with `why` set when a plain "bad value" would not
 // say enough).
-bool applyOption(int c, const char* arg, Options* opt, std::string* why) {
+bool applyOption(int c, const char* arg, const Collective& coll, Options* opt, std::string* why) {
   long v = 0;
-  int named = 0;
   switch (c) {
     case 'b': return parseSize(arg, &opt->minBytes);
     case 'e': return parseSize(arg, &opt->maxBytes);
@@ -125,8 +201,26 @@ bool applyOption(int c, const char* arg, Options* opt, std::string* why) {
     case 'n': if (!parseInt(arg, 1, &v)) return false; opt->iters = int(v); return true;
     case 'w': if (!parseInt(arg, 0, &v)) return false; opt->warmup = int(v); return true;
     case 'm': if (!parseInt(arg, 1, &v)) return false; opt->aggIters = int(v); return true;
-    case 'c': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->check = v; return true;
-    case 'r': if (!parseInt(arg, 0, &v)) return false; opt->root = int(v); return true;
+    case 'c':
+      if (parseInt(arg, 0, &v) && v <= 0x7fffffff) {
+        opt->check = int(v);
+        return true;
+      }
+      *why = "bad value '" + std::string(arg) + "' for -c: takes a count of checked calls "
+             "(0: no check)";
+      return false;
+    case 'y': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->streamNull = v; return true;
+    case 'r':
+      if (strcasecmp(arg, "all") == 0) {
+        opt->allRoots = true;
+        return true;
+      }
+      if (parseInt(arg, 0, &v)) {
+        opt->root = int(v);
+        return true;
+      }
+      *why = "bad value '" + std::string(arg) + "' for -r: takes a rank (0 or more) or all";
+      return false;
     case 'a': if (!parseInt(arg, 0, &v) || v > 3) return false; opt->average = int(v); return true;
     case 'z': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->blocking = v; return true;
     case 'p': return parseInt(arg, 0, &v) && v <= 1;  // no effect: one rank per process
@@ -159,14 +253,8 @@ bool applyOption(int c, const char* arg, Options* opt, std::string* why) {
     case kTestCorrupt: if (!parseInt(arg, 0, &v)) return false; opt->corruptRank = int(v); return true;
     case kDevice: if (!parseInt(arg, 0, &v) || v > 1) return false; opt->device = v; return true;
     case 'R': if (!parseInt(arg, 0, &v) || v > 1) return false; opt->registered = v; return true;
-    case 'd':
-      if (!lookUp(kTypes, arg, &named)) return false;
-      opt->dtype = zcollDataType_t(named);
-      return true;
-    case 'o':
-      if (!lookUp(kOps, arg, &named)) return false;
-      opt->op = zcollRedOp_t(named);
-      return true;
+    case 'd': return applyType(arg, coll, opt, why);
+    case 'o': return applyOp(arg, coll, opt, why);
     default: return false;
   }
 }
@@ -216,6 +304,7 @@ int parseOptions(int argc, char** argv, const Collective& coll, Options* opt) {
       {"agg_iters", required_argument, nullptr, 'm'}, {"check", required_argument, nullptr, 'c'},
       {"datatype", required_argument, nullptr, 'd'},  {"op", required_argument, nullptr, 'o'},
       {"root", required_argument, nullptr, 'r'},      {"average", required_argument, nullptr, 'a'},
+      {"stream_null", required_argument, nullptr, 'y'},
       {"blocking", required_argument, nullptr, 'z'},  {"parallel_init", required_argument, nullptr, 'p'},
       {"timeout", required_argument, nullptr, 'T'},   {"report_cputime", required_argument, nullptr, 'C'},
       {"run_cycles", required_argument, nullptr, 'N'}, {"output_file", required_argument, nullptr, 'J'},
@@ -225,14 +314,14 @@ int parseOptions(int argc, char** argv, const Collective& coll, Options* opt) {
       {"register", required_argument, nullptr, 'R'},  {"test-corrupt", required_argument, nullptr, kTestCorrupt},
       {"help", no_argument, nullptr, 'h'},            {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:m:c:d:o:r:a:z:p:T:C:N:J:g:t:G:R:h", kLong,
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:m:c:d:o:r:a:z:p:T:C:N:J:g:t:G:R:y:h", kLong,
                           nullptr)) != -1) {
     if (c == 'h') {
       printUsage(argv[0], coll);
       return 0;
     }
     std::string why;
-    if (c == '?' || !applyOption(c, optarg, opt, &why)) {
+    if (c == '?' || !applyOption(c, optarg, coll, opt, &why)) {
       if (!why.empty()) std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
       else if (c != '?')
         std::fprintf(stderr, "%s: bad value '%s' for %s\n", argv[0], optarg, flagName(c).c_str());
@@ -258,6 +347,27 @@ std::vector<size_t> sizeList(const Options& opt) {
     size = next;
   }
   return sizes;
+}
+
+std::vector<Options> expandRuns(const Options& opt, const Collective& coll, int nranks) {
+  std::vector<zcollDataType_t> types = opt.allTypes ? typesOf(coll) : std::vector<zcollDataType_t>{opt.dtype};
+  std::vector<zcollRedOp_t> ops = opt.allOps && coll.reduces ? opsOf(coll) : std::vector<zcollRedOp_t>{opt.op};
+  std::vector<int> roots = {opt.root};
+  if (opt.allRoots && coll.rooted) {
+    roots.clear();
+    for (int r = 0; r < nranks; ++r) roots.push_back(r);
+  }
+  std::vector<Options> runs;
+  for (zcollDataType_t t : types)
+    for (zcollRedOp_t op : ops)
+      for (int root : roots) {
+        Options run = opt;
+        run.dtype = t;
+        run.op = op;
+        run.root = root;
+        runs.push_back(run);
+      }
+  return runs;
 }
 
 const char* typeName(zcollDataType_t t) { return nameOf(kTypes, t); }

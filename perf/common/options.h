@@ -19,10 +19,14 @@ struct Options {
   size_t stepFactor = 1;                // -f (> 1: multiply instead of add)
   int iters = 20;                       // -n
   int warmup = 5;                       // -w
-  bool check = true;                    // -c
-  zcollDataType_t dtype = zcollFloat32; // -d
-  zcollRedOp_t op = zcollSum;           // -o
-  int root = 0;                         // -r
+  int check = 1;                        // -c N: checked calls per size and mode (0: none)
+  zcollDataType_t dtype = zcollFloat32; // -d (the type of the current run under -d all)
+  zcollRedOp_t op = zcollSum;           // -o (likewise under -o all)
+  int root = 0;                         // -r (likewise under -r all)
+  bool allTypes = false;                // -d all: one sweep per type the binary takes
+  bool allOps = false;                  // -o all: one sweep per op the binary takes
+  bool allRoots = false;                // -r all: one sweep per rank as root
+  bool streamNull = false;              // -y 1: device calls on CUDA's default stream (NULL)
   int corruptRank = -1;                 // --test-corrupt: this rank spoils one checked value
   bool device = false;                  // --device: buffers in CUDA device memory, on a stream
   bool registered = false;              // -R: host buffers from zcollMemAllocHost
@@ -43,6 +47,11 @@ int parseOptions(int argc, char** argv, const Collective& coll, Options* opt);
 
 // The sizes to run, in bytes: min, then +step or *factor while <= max.
 std::vector<size_t> sizeList(const Options& opt);
+
+// The runs -d all, -o all and -r all ask for, in nccl-tests' order (for each type: each op of a
+// reducing collective, or each root of a rooted one), each a copy of `opt` with its dtype, op and
+// root set; just `opt` without "all".
+std::vector<Options> expandRuns(const Options& opt, const Collective& coll, int nranks);
 
 // "4096", "8K", "16M", "1G" (binary multiples, case-insensitive). False on anything else.
 bool parseSize(const char* text, size_t* bytes);

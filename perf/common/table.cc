@@ -27,9 +27,11 @@ const std::vector<Column> kLeadColumns = {
     {"size", "(B)", 12}, {"count", "(elements)", 12}, {"type", "", 8},
     {"redop", "", 6},    {"root", "", 6}};
 
-std::vector<Column> modeColumns(const Collective& coll) {
-  std::vector<Column> cols = {
-      {"time", "(us)", 10}, {"algbw", "(GB/s)", 7}, {"busbw", "(GB/s)", 7}, {"#wrong", "", 6}};
+std::vector<Column> modeColumns(const Collective& coll, bool cpuTime = false) {
+  std::vector<Column> cols = {{cpuTime ? "cputime" : "time", "(us)", 10},
+                              {"algbw", "(GB/s)", 7},
+                              {"busbw", "(GB/s)", 7},
+                              {"#wrong", "", 6}};
   for (const ExtraColumn& e : coll.extraColumns) cols.push_back({e.title, e.unit, e.width});
   return cols;
 }
@@ -63,9 +65,9 @@ int totalWidth(const std::vector<Column>& cols) {
 }
 
 // Lead columns, then the out-of-place and the in-place halves.
-std::vector<Column> allColumns(const Collective& coll) {
+std::vector<Column> allColumns(const Collective& coll, bool cpuTime = false) {
   std::vector<Column> all = kLeadColumns;
-  std::vector<Column> mode = modeColumns(coll);
+  std::vector<Column> mode = modeColumns(coll, cpuTime);
   all.insert(all.end(), mode.begin(), mode.end());
   all.insert(all.end(), mode.begin(), mode.end());
   return all;
@@ -128,10 +130,11 @@ void printSetup(const Collective& coll, const Options& opt, const RankInfo& info
               kAverage[opt.average], opt.average, opt.blocking ? "; blocking calls (-z 1)" : "",
               opt.cycles != 1 ? "; sweep repeated (-N)" : "");
   if (opt.device)
-    std::printf("# device buffers (--device 1): cudaMalloc'd, calls on a non-blocking stream; time: host "
-                "clock around %d enqueued calls + cudaStreamSynchronize\n", opt.iters);
-  if (coll.ringPartials && (opt.dtype == zcollFloat16 || opt.dtype == zcollBfloat16))
-    printPartialsMode();
+    std::printf("# device buffers (--device 1): cudaMalloc'd, calls on %s; time: host "
+                "clock around %d enqueued calls + cudaStreamSynchronize\n",
+                opt.streamNull ? "the default stream (-y 1)" : "a non-blocking stream", opt.iters);
+  const bool sixteenBit = opt.dtype == zcollFloat16 || opt.dtype == zcollBfloat16;
+  if (coll.ringPartials && (sixteenBit || opt.allTypes)) printPartialsMode();  // -d all: has them
   if (opt.registered)
     std::printf("# registered host buffers (-R 1): from zcollMemAllocHost, read in place by the "
                 "node's peers\n");
@@ -140,13 +143,13 @@ void printSetup(const Collective& coll, const Options& opt, const RankInfo& info
   std::printf("#\n");
 }
 
-void printTableHeader(const Collective& coll) {
-  std::vector<Column> mode = modeColumns(coll);
+void printTableHeader(const Collective& coll, bool cpuTime) {
+  std::vector<Column> mode = modeColumns(coll, cpuTime);
   std::string banner = "#" + std::string(totalWidth(kLeadColumns), ' ') +
                        centered("out-of-place", totalWidth(mode)) +
                        centered("in-place", totalWidth(mode));
   std::printf("%s\n", banner.c_str());
-  std::vector<Column> all = allColumns(coll);
+  std::vector<Column> all = allColumns(coll, cpuTime);
   std::vector<std::string> titles, units;
   for (const Column& c : all) {
     titles.push_back(c.title);
@@ -156,10 +159,10 @@ void printTableHeader(const Collective& coll) {
   printCells('#', all, units);
 }
 
-void printRow(const Collective& coll, const Options& opt, const Row& row) {
+void printRow(const Collective& coll, const Options&, const Row& row) {
   std::vector<std::string> cells = {
-      std::to_string(row.bytes), std::to_string(row.count), typeName(opt.dtype),
-      coll.reduces ? opName(opt.op) : "none", std::to_string(coll.rooted ? opt.root : -1)};
+      std::to_string(row.bytes), std::to_string(row.count), typeName(row.dtype),
+      coll.reduces ? opName(row.op) : "none", std::to_string(coll.rooted ? row.root : -1)};
   for (const Measurement& m : row.modes) {
     std::vector<std::string> half = modeCells(coll, m);
     cells.insert(cells.end(), half.begin(), half.end());
@@ -222,8 +225,8 @@ void writeJson(FILE* f, const Collective& coll, const Options& opt, int nranks, 
     const Row& row = rows[r];
     std::fprintf(f, "%s\n    {\"cycle\": %d, \"size\": %zu, \"count\": %zu, \"type\": \"%s\", "
                  "\"redop\": \"%s\", \"root\": %d", r ? "," : "", row.cycle, row.bytes,
-                 row.count, typeName(opt.dtype), coll.reduces ? opName(opt.op) : "none",
-                 coll.rooted ? opt.root : -1);
+                 row.count, typeName(row.dtype), coll.reduces ? opName(row.op) : "none",
+                 coll.rooted ? row.root : -1);
     for (int mode = 0; mode < 2; ++mode) {
       std::fprintf(f, ", \"%s\": ", kModeNames[mode]);
       if (!row.modes[mode].ran) {
@@ -244,7 +247,7 @@ void writeJson(FILE* f, const Collective& coll, const Options& opt, int nranks, 
   std::fprintf(f, "\n  ]\n}\n");
 }
 
-void writeCsv(FILE* f, const Collective& coll, const Options& opt, const std::vector<Row>& rows) {
+void writeCsv(FILE* f, const Collective& coll, const std::vector<Row>& rows) {
   std::fprintf(f, "cycle,size,count,type,redop,root,mode");
   for (const auto& kv : namedValues(coll, Measurement{})) std::fprintf(f, ",%s", kv.first.c_str());
   std::fprintf(f, "\n");
@@ -252,8 +255,8 @@ void writeCsv(FILE* f, const Collective& coll, const Options& opt, const std::ve
     for (int mode = 0; mode < 2; ++mode) {
       if (!row.modes[mode].ran) continue;
       std::fprintf(f, "%d,%zu,%zu,%s,%s,%d,%s", row.cycle, row.bytes, row.count,
-                   typeName(opt.dtype), coll.reduces ? opName(opt.op) : "none",
-                   coll.rooted ? opt.root : -1, kModeNames[mode]);
+                   typeName(row.dtype), coll.reduces ? opName(row.op) : "none",
+                   coll.rooted ? row.root : -1, kModeNames[mode]);
       for (const auto& kv : namedValues(coll, row.modes[mode]))
         std::fprintf(f, ",%s", kv.second == "N/A" ? "" : kv.second.c_str());
       std::fprintf(f, "\n");
@@ -275,7 +278,7 @@ bool writeResults(const Collective& coll, const Options& opt, int nranks, int no
                  std::strerror(errno));
     return false;
   }
-  if (csv) writeCsv(f, coll, opt, rows);
+  if (csv) writeCsv(f, coll, rows);
   else writeJson(f, coll, opt, nranks, nodes, rows);
   bool ok = std::fflush(f) == 0 && !std::ferror(f);
   ok = std::fclose(f) == 0 && ok;

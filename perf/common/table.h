@@ -16,11 +16,15 @@ struct Row {
   size_t count = 0;
   Measurement modes[2];  // [0] out-of-place, [1] in-place
   int cycle = 0;         // -N: which run of the sweep
+  zcollDataType_t dtype = zcollFloat32;  // this row's type, op and root (-d/-o/-r all vary them)
+  zcollRedOp_t op = zcollSum;
+  int root = 0;
 };
 
 void printSetup(const Collective& coll, const Options& opt, const RankInfo& info,
                 const std::vector<std::string>& rankLines);
-void printTableHeader(const Collective& coll);
+// The time columns are titled "cputime" under -C 1 (`cpuTime`), as nccl-tests titles them.
+void printTableHeader(const Collective& coll, bool cpuTime = false);
 void printRow(const Collective& coll, const Options& opt, const Row& row);
 void printSummary(uint64_t wrong, double avgBusBw);
 

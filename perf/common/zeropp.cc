@@ -1,5 +1,7 @@
 #include "common/zeropp.h"
 
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,16 +12,9 @@ namespace perf {
 
 namespace {
 
-bool parseInt(const char* flag, const char* text, int* out) {
-  char* end = nullptr;
-  long v = text ? std::strtol(text, &end, 10) : 0;
-  if (text == nullptr || *end != '\0') {
-    std::fprintf(stderr, "%s needs an integer, got '%s'\n", flag, text ? text : "");
-    return false;
-  }
-  *out = static_cast<int>(v);
-  return true;
-}
+bool bitsOk(int v) { return v == 4 || v == 8; }
+bool bitsOrExactOk(int v) { return v == 0 || bitsOk(v); }
+bool blockOk(int v) { return v == 0 || (v >= 32 && v <= 4096 && v % 32 == 0); }
 
 std::string format(const char* fmt, double v) {
   char buf[64];
@@ -29,23 +24,52 @@ std::string format(const char* fmt, double v) {
 
 }  // namespace
 
-bool takeQuantFlags(int* argc, char** argv, QuantFlags* f) {
+void pointToHelp(const char* prog) {
+  std::fprintf(stderr, "run '%s -h' for the options\n", prog);
+}
+
+bool takeIntFlag(int argc, char** argv, int* i, const char* what, bool (*ok)(int), int* out) {
+  const char* flag = argv[*i];
+  const char* text = *i + 1 < argc ? argv[++*i] : nullptr;
+  char* end = nullptr;
+  errno = 0;
+  long v = text ? std::strtol(text, &end, 10) : 0;
+  if (text == nullptr || end == text || *end != '\0' || errno != 0 || v < INT_MIN ||
+      v > INT_MAX || !ok(int(v))) {
+    std::fprintf(stderr, "%s: %s %s: takes %s\n", argv[0], flag, text ? text : "(nothing)", what);
+    return false;
+  }
+  *out = int(v);
+  return true;
+}
+
+bool takeQuantFlags(int* argc, char** argv, QuantFlags* f, bool exactAllowed) {
+  const char* bits = exactAllowed ? "0 (exact), 4 or 8" : "4 or 8";
+  const char* block = "0 (the default, 256) or a multiple of 32 in [32, 4096]";
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     const char* a = argv[i];
     bool ok = true;
-    if (std::strcmp(a, "--bits") == 0) ok = parseInt(a, i + 1 < *argc ? argv[++i] : nullptr, &f->bits);
+    if (std::strcmp(a, "--bits") == 0)
+      ok = takeIntFlag(*argc, argv, &i, bits, exactAllowed ? bitsOrExactOk : bitsOk, &f->bits);
     else if (std::strcmp(a, "--block") == 0)
-      ok = parseInt(a, i + 1 < *argc ? argv[++i] : nullptr, &f->blockSize);
+      ok = takeIntFlag(*argc, argv, &i, block, blockOk, &f->blockSize);
     else if (std::strcmp(a, "--asym") == 0) f->asymmetric = true;
     else if (std::strcmp(a, "--stochastic") == 0) f->stochastic = true;
     else if (std::strcmp(a, "--from-secondary") == 0) f->fromSecondary = true;
     else argv[out++] = argv[i];
-    if (!ok) return false;
+    if (!ok) {
+      pointToHelp(argv[0]);
+      return false;
+    }
   }
   *argc = out;
   argv[out] = nullptr;
   return true;
+}
+
+std::vector<zcollDataType_t> quantizableTypes() {
+  return {zcollFloat32, zcollFloat16, zcollBfloat16};
 }
 
 const zcollQuantConfig_t* quantConfig(const QuantFlags& f, zcollQuantConfig_t* c) {
@@ -79,7 +103,8 @@ std::vector<ExtraColumn> zeroppColumns() {
 std::vector<std::string> quantUsage(const std::string& bitsLine, bool fromSecondary) {
   std::vector<std::string> lines = {
       bitsLine,
-      "  --block N             elements per quantization block (0: the default, 256)",
+      "  --block N             elements per quantization block: a multiple of 32 in\n"
+      "                        [32, 4096] (0: the default, 256)",
       "  --asym                asymmetric quantization (min/max per block), default symmetric",
       "  --stochastic          stochastic rounding (seed 1), default nearest-even"};
   if (fromSecondary)

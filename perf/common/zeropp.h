@@ -19,8 +19,21 @@ struct QuantFlags {
   bool fromSecondary = false;  // --from-secondary (hier_all_gather_perf: time the backward call)
 };
 
-// Removes the flags above from argv. Returns false (message printed) on a bad value.
-bool takeQuantFlags(int* argc, char** argv, QuantFlags* flags);
+// Removes the flags above from argv and checks their values as the library would, so a bad one
+// is a usage error before any rank starts: --bits 4|8 (also 0 where `exactAllowed`), --block 0
+// or a multiple of 32 in [32, 4096]. Returns false on a bad value, with
+// "PROG: --bits 3: takes 4 or 8" and a pointer to -h on stderr.
+bool takeQuantFlags(int* argc, char** argv, QuantFlags* flags, bool exactAllowed = false);
+
+// Reads the integer after flag argv[*i] (advancing *i) into *out, checked by `ok`; false, with
+// "PROG: FLAG VALUE: takes WHAT" on stderr, when it is missing, not an integer or not ok.
+bool takeIntFlag(int argc, char** argv, int* i, const char* what, bool (*ok)(int), int* out);
+
+// The usage error line every refusal above ends with: "run 'PROG -h' for the options".
+void pointToHelp(const char* prog);
+
+// The float types the quantized collectives take (-d for the quantized binaries).
+std::vector<zcollDataType_t> quantizableTypes();
 
 // NULL when bits == 0 (exact), else `storage` filled from the flags.
 const zcollQuantConfig_t* quantConfig(const QuantFlags& f, zcollQuantConfig_t* storage);

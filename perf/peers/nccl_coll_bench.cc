@@ -254,6 +254,9 @@ class Bench {
     zp::Row row;
     row.bytes = std::max(c.sendElems, c.recvElems) * typeSize_;
     row.count = c.count;
+    row.dtype = opt_.dtype;
+    row.op = opt_.op;
+    row.root = opt_.root;
     row.modes[0] = runMode(c, false, row.bytes);
     if (coll_.inPlace) row.modes[1] = runMode(c, true, row.bytes);
     return row;
@@ -298,7 +301,7 @@ class Bench {
     m.timeUs = (nowSec() - start) / opt_.iters * 1e6;
     m.ran = true;
     m.bytes = bytes;
-    if (opt_.check) {
+    for (int i = 0; i < opt_.check; ++i) {  // -c N: N checked calls
       prepare(l, pat);
       run_(l, opt_);
       settle(coll_.name.c_str());
@@ -309,8 +312,8 @@ class Bench {
       zp::Verdict v = zp::verifyValues(l.hostRecv, opt_.dtype, c.recvElems, pat, gJob.rank,
                                        coll_.expected, coll_.tolerance);
       m.checked = true;
-      m.wrong = v.wrong;
-      m.maxError = v.maxError;
+      m.wrong += v.wrong;
+      m.maxError = std::max(m.maxError, v.maxError);
     }
     combine(&m);
     return m;
@@ -447,6 +450,10 @@ int main(int argc, char** argv) {
   int rc = zp::parseOptions(argc, argv, coll, &opt);
   if (rc >= 0) return rc;
   opt.device = true;
+  if (opt.allTypes || opt.allOps || opt.allRoots) {
+    std::fprintf(stderr, "%s: -d/-o/-r all: the NCCL peer runs one type and op per call\n", prog);
+    return 2;
+  }
   if (idDir == nullptr || *idDir == '\0') {
     std::fprintf(stderr, "%s: no --id-dir (or NCCL_BENCH_ID_DIR): the ranks meet there\n", prog);
     return 2;
@@ -471,8 +478,9 @@ int main(int argc, char** argv) {
   }
   gJob.device = gJob.localRank % count;
   cudaCheck(cudaSetDevice(gJob.device), "cudaSetDevice");
-  cudaCheck(cudaStreamCreateWithFlags(&gJob.stream, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags");
+  if (!opt.streamNull)  // -y 1: CUDA's default stream (NULL)
+    cudaCheck(cudaStreamCreateWithFlags(&gJob.stream, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags");
 
   ncclUniqueId id = exchangeId(idDir);
   ncclResult_t init = ncclCommInitRank(&gJob.comm, gJob.nranks, id, gJob.rank);
@@ -503,9 +511,9 @@ int main(int argc, char** argv) {
                 gJob.nranks, opt.minBytes, opt.maxBytes,
                 opt.stepFactor > 1 ? opt.stepFactor : opt.stepBytes,
                 opt.stepFactor > 1 ? "factor" : "bytes", opt.warmup, opt.iters, int(opt.check));
-    std::printf("# device buffers: cudaMalloc'd, calls on a non-blocking stream; time: host clock "
+    std::printf("# device buffers: cudaMalloc'd, calls on %s; time: host clock "
                 "around %d enqueued calls + cudaStreamSynchronize\n",
-                opt.iters);
+                opt.streamNull ? "the default stream (-y 1)" : "a non-blocking stream", opt.iters);
     std::printf("#\n# Using ranks\n");
     for (const std::string& line : lines) std::printf("%s\n", line.c_str());
     std::printf("#\n");

@@ -76,8 +76,8 @@ void allToAllv(const at::Tensor& src, const std::vector<int64_t>& sendElems, con
 }
 
 at::Tensor single(std::vector<at::Tensor>& tensors) {
-  TORCH_CHECK(tensors.size() == 1, "zcoll: expects exactly one tensor per call (got ",
-              tensors.size(), ")");
+  TORCH_CHECK_VALUE(tensors.size() == 1, "zcoll: expects exactly one tensor per call (got ",
+                    tensors.size(), ")");
   checkTensor(tensors[0]);
   return tensors[0];
 }
@@ -233,7 +233,7 @@ void ZcollBackend::setTimeout(std::chrono::milliseconds timeout) {
                "and governs every wait of zcoll's groups; unset it to use torch's timeouts");
     return;
   }
-  TORCH_CHECK(timeout.count() > 0, "zcoll: set_timeout needs a positive timeout");
+  TORCH_CHECK_VALUE(timeout.count() > 0, "zcoll: set_timeout needs a positive timeout");
   workTimeoutMs_.store(timeout.count());
 }
 
@@ -276,8 +276,8 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::splitAs(const std::vector<int>& 
   if (!groupName.empty() && groupName == lastSplitName_) return lastSplit_.lock();
   auto me = std::find(ranks.begin(), ranks.end(), rank_);
   for (int r : ranks)
-    TORCH_CHECK(r >= 0 && r < size_, "zcoll: split: rank ", r, " is not in the parent group "
-                "(size ", size_, ")");
+    TORCH_CHECK_VALUE(r >= 0 && r < size_, "zcoll: split: rank ", r, " is not in the parent group "
+                      "(size ", size_, ")");
   int color = me == ranks.end() ? ZCOLL_SPLIT_NOCOLOR : *std::min_element(ranks.begin(), ranks.end());
   int key = static_cast<int>(me - ranks.begin());
   int timeoutSec = 0;
@@ -454,14 +454,14 @@ at::Tensor ZcollBackend::allocateTensor(long size, at::TensorOptions options) {
   TORCH_CHECK(!options.has_device() || options.device().is_cpu(), "zcoll: allocate_tensor gives "
               "host memory (zcollMemAllocHost), not memory on ", options.device(),
               " (supports_tensor_alloc is true for the CPU only)");
-  TORCH_CHECK(size >= 0, "zcoll: allocate_tensor: negative size ", size);
+  TORCH_CHECK_VALUE(size >= 0, "zcoll: allocate_tensor: negative size ", size);
   at::ScalarType dtype = options.has_dtype() ? options.dtype().toScalarType() : at::kFloat;
   int64_t bytes = static_cast<int64_t>(size) * static_cast<int64_t>(c10::elementSize(dtype));
   return hostBytes(bytes).view(dtype);
 }
 
 at::Tensor hostBytes(int64_t bytes) {
-  TORCH_CHECK(bytes >= 0, "zcoll.empty_host: the size must not be negative, got ", bytes, " bytes");
+  TORCH_CHECK_VALUE(bytes >= 0, "zcoll.empty_host: the size must not be negative, got ", bytes, " bytes");
   void* p = nullptr;
   zcollResult_t rc = zcollMemAllocHost(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
   if (rc != zcollSuccess) throwZcoll(rc, nullptr, "zcollMemAllocHost");
@@ -478,9 +478,9 @@ c10::intrusive_ptr<Work> ZcollBackend::issue(OpType type, std::vector<at::Tensor
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (batch_) {  // inside startCoalescing / endCoalescing: joins the batch, returns its Work
-      TORCH_CHECK(!batch_->device || *batch_->device == device, "zcoll: the operations of one "
-                  "coalesced batch must be on one device (got ", *batch_->device, " and ",
-                  device, ")");
+      TORCH_CHECK_VALUE(!batch_->device || *batch_->device == device, "zcoll: the operations of one "
+                        "coalesced batch must be on one device (got ", *batch_->device, " and ",
+                        device, ")");
       batch_->device = device;
       batch_->work->addOutputs(outputs);
       batch_->inputs.insert(batch_->inputs.end(), inputs.begin(), inputs.end());
@@ -720,8 +720,8 @@ c10::intrusive_ptr<Work> ZcollBackend::allreduce_coalesced(
 c10::intrusive_ptr<Work> ZcollBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "zcoll: all_gather_into_tensor_coalesced needs as many outputs as inputs");
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
+                    "zcoll: all_gather_into_tensor_coalesced needs as many outputs as inputs");
   for (size_t i = 0; i < inputs.size(); ++i)
     checkGatherShapes(outputs[i], inputs[i], "all_gather_into_tensor");
   std::vector<at::Tensor> outs = outputs, ins = inputs;
@@ -739,16 +739,16 @@ c10::intrusive_ptr<Work> ZcollBackend::allgather_into_tensor_coalesced(
 c10::intrusive_ptr<Work> ZcollBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "zcoll: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
+                    "zcoll: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
   std::vector<Reduction> reds;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(outputs[i]);
     checkTensor(inputs[i]);
-    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type() &&
-                    inputs[i].numel() == outputs[i].numel() * size_,
-                "zcoll: reduce_scatter_tensor_coalesced: input ", i,
-                " must have the output's dtype and world_size * its elements");
+    TORCH_CHECK_VALUE(outputs[i].scalar_type() == inputs[i].scalar_type() &&
+                          inputs[i].numel() == outputs[i].numel() * size_,
+                      "zcoll: reduce_scatter_tensor_coalesced: input ", i,
+                      " must have the output's dtype and world_size * its elements");
     reds.push_back(toReduction(opts.reduceOp, inputs[i]));
   }
   std::vector<at::Tensor> outs = outputs, ins = inputs;
@@ -780,13 +780,13 @@ c10::intrusive_ptr<Work> ZcollBackend::allgather(std::vector<std::vector<at::Ten
                                                  std::vector<at::Tensor>& inputs,
                                                  const c10d::AllgatherOptions&) {
   at::Tensor in = single(inputs);
-  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
-              "zcoll: allgather expects one list of world_size output tensors");
+  TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+                    "zcoll: allgather expects one list of world_size output tensors");
   std::vector<at::Tensor> outs = outputs[0];
   for (auto& o : outs) {
     checkTensor(o);
-    TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
-                "zcoll: allgather output tensors must match the input's size and dtype");
+    TORCH_CHECK_VALUE(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                      "zcoll: allgather output tensors must match the input's size and dtype");
   }
   return issue(OpType::ALLGATHER, outs, {in}, [=, this](Ctx& c) {
     at::Tensor src = c.in(in);
@@ -802,11 +802,12 @@ c10::intrusive_ptr<Work> ZcollBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   checkTensor(output);
   checkTensor(input);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-              "zcoll: reduce_scatter_tensor output and input dtypes differ");
-  TORCH_CHECK(input.numel() == output.numel() * size_,
-              "zcoll: reduce_scatter_tensor input must have world_size * output.numel() "
-              "elements (got ", input.numel(), " vs ", output.numel(), " * ", size_, ")");
+  TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(),
+                   "zcoll: reduce_scatter_tensor output and input dtypes differ (",
+                   dtypeName(output.scalar_type()), " and ", dtypeName(input.scalar_type()), ")");
+  TORCH_CHECK_VALUE(input.numel() == output.numel() * size_,
+                    "zcoll: reduce_scatter_tensor input must have world_size * output.numel() "
+                    "elements (got ", input.numel(), " vs ", output.numel(), " * ", size_, ")");
   Reduction red = toReduction(opts.reduceOp, input);
   at::Tensor out = output, in = input;
   return issue(OpType::_REDUCE_SCATTER_BASE, {out}, {in}, [=](Ctx& c) {
@@ -822,12 +823,12 @@ c10::intrusive_ptr<Work> ZcollBackend::reduce_scatter(std::vector<at::Tensor>& o
                                                       std::vector<std::vector<at::Tensor>>& inputs,
                                                       const c10d::ReduceScatterOptions& opts) {
   at::Tensor out = single(outputs);
-  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-              "zcoll: reduce_scatter expects one list of world_size input tensors");
+  TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                    "zcoll: reduce_scatter expects one list of world_size input tensors");
   for (auto& i : inputs[0]) {
     checkTensor(i);
-    TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
-                "zcoll: reduce_scatter input tensors must match the output's size and dtype");
+    TORCH_CHECK_VALUE(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
+                      "zcoll: reduce_scatter input tensors must match the output's size and dtype");
   }
   Reduction red = toReduction(opts.reduceOp, out);
   std::vector<at::Tensor> ins = inputs[0];
@@ -843,17 +844,17 @@ c10::intrusive_ptr<Work> ZcollBackend::reduce_scatter(std::vector<at::Tensor>& o
 std::vector<int64_t> ZcollBackend::splitsOrEqual(const std::vector<int64_t>& splits,
                                                  const at::Tensor& t) {
   if (!splits.empty()) {
-    TORCH_CHECK(static_cast<int>(splits.size()) == size_,
-                "zcoll: all_to_all_single split sizes must have world_size entries");
+    TORCH_CHECK_VALUE(static_cast<int>(splits.size()) == size_,
+                      "zcoll: all_to_all_single split sizes must have world_size entries");
     int64_t sum = 0;
     for (auto v : splits) sum += v;
-    TORCH_CHECK(sum == (t.dim() ? t.size(0) : 1),
-                "zcoll: all_to_all_single split sizes must sum to the first dimension");
+    TORCH_CHECK_VALUE(sum == (t.dim() ? t.size(0) : 1),
+                      "zcoll: all_to_all_single split sizes must sum to the first dimension");
     return splits;
   }
-  TORCH_CHECK(t.size(0) % size_ == 0,
-              "zcoll: all_to_all_single without splits needs a first dimension divisible by "
-              "world_size");
+  TORCH_CHECK_VALUE(t.size(0) % size_ == 0,
+                    "zcoll: all_to_all_single without splits needs a first dimension divisible by "
+                    "world_size");
   return std::vector<int64_t>(size_, t.size(0) / size_);
 }
 
@@ -863,13 +864,14 @@ c10::intrusive_ptr<Work> ZcollBackend::alltoall_base(at::Tensor& output, at::Ten
                                                      const c10d::AllToAllOptions&) {
   checkTensor(output);
   checkTensor(input);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-              "zcoll: all_to_all_single output and input dtypes differ");
+  TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(),
+                   "zcoll: all_to_all_single output and input dtypes differ (",
+                   dtypeName(output.scalar_type()), " and ", dtypeName(input.scalar_type()), ")");
   at::Tensor out = output, in = input;
   if (outSplits.empty() && inSplits.empty()) {
-    TORCH_CHECK(in.numel() == out.numel() && in.size(0) % size_ == 0,
-                "zcoll: all_to_all_single needs equal-size tensors whose first dimension "
-                "divides by world_size");
+    TORCH_CHECK_VALUE(in.numel() == out.numel() && in.size(0) % size_ == 0,
+                      "zcoll: all_to_all_single needs equal-size tensors whose first dimension "
+                      "divides by world_size");
     return issue(OpType::ALLTOALL_BASE, {out}, {in}, [=, this](Ctx& c) {
       at::Tensor src = c.in(in);
       at::Tensor dst = c.out(out);
@@ -899,16 +901,16 @@ c10::intrusive_ptr<Work> ZcollBackend::alltoall_base(at::Tensor& output, at::Ten
 c10::intrusive_ptr<Work> ZcollBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                 std::vector<at::Tensor>& inputs,
                                                 const c10d::AllToAllOptions&) {
-  TORCH_CHECK(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
-              "zcoll: all_to_all expects world_size output and world_size input tensors");
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
+                    "zcoll: all_to_all expects world_size output and world_size input tensors");
   std::vector<int64_t> sendElems, recvElems;
   int64_t total = 0;
   for (int p = 0; p < size_; ++p) {
     checkTensor(outputs[p]);
     checkTensor(inputs[p]);
-    TORCH_CHECK(outputs[p].scalar_type() == inputs[0].scalar_type() &&
-                    inputs[p].scalar_type() == inputs[0].scalar_type(),
-                "zcoll: all_to_all tensors must all have one dtype");
+    TORCH_CHECK_VALUE(outputs[p].scalar_type() == inputs[0].scalar_type() &&
+                          inputs[p].scalar_type() == inputs[0].scalar_type(),
+                      "zcoll: all_to_all tensors must all have one dtype");
     sendElems.push_back(inputs[p].numel());
     recvElems.push_back(outputs[p].numel());
     total += outputs[p].numel();
@@ -937,8 +939,8 @@ c10::intrusive_ptr<Work> ZcollBackend::reduce(std::vector<at::Tensor>& tensors,
 }
 
 int ZcollBackend::checkRoot(int64_t root, const char* what) const {
-  TORCH_CHECK(root >= 0 && root < size_, "zcoll: ", what, " root ", root,
-              " is not a rank of this group (size ", size_, ")");
+  TORCH_CHECK_VALUE(root >= 0 && root < size_, "zcoll: ", what, " root ", root,
+                    " is not a rank of this group (size ", size_, ")");
   return static_cast<int>(root);
 }
 
@@ -948,16 +950,16 @@ std::vector<at::Tensor> ZcollBackend::rootList(const std::vector<std::vector<at:
                                                const at::Tensor& like, int root, const char* what,
                                                const char* kind) const {
   if (rank_ != root) {
-    TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), "zcoll: ", what,
-                ": only the root (rank ", root, ") passes ", kind, " tensors");
+    TORCH_CHECK_VALUE(lists.empty() || (lists.size() == 1 && lists[0].empty()), "zcoll: ", what,
+                      ": only the root (rank ", root, ") passes ", kind, " tensors");
     return {};
   }
-  TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size_, "zcoll: ", what,
-              " expects one list of world_size ", kind, " tensors on the root");
+  TORCH_CHECK_VALUE(lists.size() == 1 && static_cast<int>(lists[0].size()) == size_, "zcoll: ", what,
+                    " expects one list of world_size ", kind, " tensors on the root");
   for (const auto& t : lists[0]) {
     checkTensor(t);
-    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "zcoll: ",
-                what, " ", kind, " tensors must match the other tensor's size and dtype");
+    TORCH_CHECK_VALUE(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "zcoll: ",
+                      what, " ", kind, " tensors must match the other tensor's size and dtype");
   }
   return lists[0];
 }
@@ -1033,8 +1035,8 @@ c10::intrusive_ptr<Work> ZcollBackend::recv(std::vector<at::Tensor>& tensors, in
 }
 
 c10::intrusive_ptr<Work> ZcollBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false, "zcoll: recv from any source is not supported (zcoll matches point-to-"
-                     "point operations per (sender, receiver) pair); pass src");
+  TORCH_CHECK_VALUE(false, "zcoll: recv from any source is not supported (zcoll matches point-to-"
+                           "point operations per (sender, receiver) pair); pass src");
 }
 
 // ---- ZeRO++ collectives -------------------------------------------------------------------
@@ -1043,26 +1045,29 @@ void ZcollBackend::checkGatherShapes(const at::Tensor& output, const at::Tensor&
                                      const char* what) {
   checkTensor(output);
   checkTensor(input);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "zcoll: ", what,
-              " output and input dtypes differ");
-  TORCH_CHECK(output.numel() == input.numel() * size_, "zcoll: ", what,
-              " output must have world_size * input.numel() elements (got ", output.numel(),
-              " vs ", input.numel(), " * ", size_, ")");
+  TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(), "zcoll: ", what,
+                   " output and input dtypes differ (", dtypeName(output.scalar_type()), " and ",
+                   dtypeName(input.scalar_type()), ")");
+  TORCH_CHECK_VALUE(output.numel() == input.numel() * size_, "zcoll: ", what,
+                    " output must have world_size * input.numel() elements (got ", output.numel(),
+                    " vs ", input.numel(), " * ", size_, ")");
 }
 
 void ZcollBackend::checkSecondary(const at::Tensor& secondary, const at::Tensor& input,
                                   const char* what) {
   checkTensor(secondary);
-  TORCH_CHECK(secondary.scalar_type() == input.scalar_type(), "zcoll: ", what,
-              " secondary and input dtypes differ");
-  TORCH_CHECK(secondary.numel() == input.numel() * nodes_, "zcoll: ", what,
-              " secondary shard must have nodes * input.numel() elements (nodes ", nodes_,
-              ", got ", secondary.numel(), " vs ", input.numel(), ")");
+  TORCH_CHECK_TYPE(secondary.scalar_type() == input.scalar_type(), "zcoll: ", what,
+                   " secondary and input dtypes differ (", dtypeName(secondary.scalar_type()),
+                   " and ", dtypeName(input.scalar_type()), ")");
+  TORCH_CHECK_VALUE(secondary.numel() == input.numel() * nodes_, "zcoll: ", what,
+                    " secondary shard must have nodes * input.numel() elements (nodes ", nodes_,
+                    ", got ", secondary.numel(), " vs ", input.numel(), ")");
 }
 
 c10::intrusive_ptr<Work> ZcollBackend::quantizedAllGather(at::Tensor output, at::Tensor input,
                                                           zcollQuantConfig_t quant) {
   checkGatherShapes(output, input, "quantized_all_gather");
+  checkQuantizable(input, "quantized_all_gather");
   return issue(OpType::_ALLGATHER_BASE, {output}, {input}, [=](Ctx& c) {
     at::Tensor src = c.in(input);
     at::Tensor dst = c.out(output);
@@ -1076,6 +1081,7 @@ c10::intrusive_ptr<Work> ZcollBackend::allGatherHier(at::Tensor output, at::Tens
                                                      std::optional<at::Tensor> secondary,
                                                      std::optional<zcollQuantConfig_t> quant) {
   checkGatherShapes(output, input, "all_gather_hier");
+  if (quant) checkQuantizable(input, "all_gather_hier (quantized=True)");
   std::vector<at::Tensor> outs = {output};
   if (secondary) {
     checkSecondary(*secondary, input, "all_gather_hier");
@@ -1096,12 +1102,14 @@ c10::intrusive_ptr<Work> ZcollBackend::allGatherFromSecondary(at::Tensor output,
                                                               at::Tensor secondary) {
   checkTensor(output);
   checkTensor(secondary);
-  TORCH_CHECK(output.scalar_type() == secondary.scalar_type(),
-              "zcoll: all_gather_from_secondary output and secondary dtypes differ");
-  TORCH_CHECK(secondary.numel() % nodes_ == 0 && output.numel() == secondary.numel() / nodes_ * size_,
-              "zcoll: all_gather_from_secondary needs a secondary shard of nodes * n elements "
-              "and an output of world_size * n (nodes ", nodes_, ", world_size ", size_,
-              ", got ", secondary.numel(), " and ", output.numel(), ")");
+  TORCH_CHECK_TYPE(output.scalar_type() == secondary.scalar_type(),
+                   "zcoll: all_gather_from_secondary output and secondary dtypes differ (",
+                   dtypeName(output.scalar_type()), " and ", dtypeName(secondary.scalar_type()),
+                   ")");
+  TORCH_CHECK_VALUE(secondary.numel() % nodes_ == 0 && output.numel() == secondary.numel() / nodes_ * size_,
+                    "zcoll: all_gather_from_secondary needs a secondary shard of nodes * n elements "
+                    "and an output of world_size * n (nodes ", nodes_, ", world_size ", size_,
+                    ", got ", secondary.numel(), " and ", output.numel(), ")");
   return issue(OpType::_ALLGATHER_BASE, {output}, {secondary}, [=, this](Ctx& c) {
     at::Tensor sec = c.in(secondary);
     at::Tensor dst = c.out(output);
@@ -1207,14 +1215,17 @@ c10::intrusive_ptr<Work> ZcollBackend::quantizedReduceScatter(at::Tensor output,
                                                               zcollQuantConfig_t quant) {
   checkTensor(output);
   checkTensor(input);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-              "zcoll: quantized_reduce_scatter output and input dtypes differ");
-  TORCH_CHECK(input.numel() == output.numel() * size_,
-              "zcoll: quantized_reduce_scatter input must have world_size * output.numel() "
-              "elements (got ", input.numel(), " vs ", output.numel(), " * ", size_, ")");
-  TORCH_CHECK(reduceOp.op_ == c10d::ReduceOp::SUM || reduceOp.op_ == c10d::ReduceOp::AVG ||
-                  reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM,
-              "zcoll: quantized_reduce_scatter supports ReduceOp SUM, AVG and PREMUL_SUM");
+  TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(),
+                   "zcoll: quantized_reduce_scatter output and input dtypes differ (",
+                   dtypeName(output.scalar_type()), " and ", dtypeName(input.scalar_type()), ")");
+  TORCH_CHECK_VALUE(input.numel() == output.numel() * size_,
+                    "zcoll: quantized_reduce_scatter input must have world_size * output.numel() "
+                    "elements (got ", input.numel(), " vs ", output.numel(), " * ", size_, ")");
+  TORCH_CHECK_VALUE(reduceOp.op_ == c10d::ReduceOp::SUM || reduceOp.op_ == c10d::ReduceOp::AVG ||
+                        reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM,
+                    "zcoll: quantized_reduce_scatter takes ReduceOp.SUM, AVG or PREMUL_SUM, got ",
+                    reduceOpName(reduceOp));
+  checkQuantizable(input, "quantized_reduce_scatter");
   Reduction red = toReduction(reduceOp, input);
   return issue(OpType::_REDUCE_SCATTER_BASE, {output}, {input}, [=](Ctx& c) {
     at::Tensor src = reduceInput(c, red, input);

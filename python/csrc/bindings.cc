@@ -9,9 +9,21 @@
 namespace zcoll_torch ZCOLL_TORCH_HIDDEN {
 namespace {
 
-// Quantization settings from Python keyword arguments; 0 keeps zcoll's documented default.
-zcollQuantConfig_t quantConfig(int bits, int intraBits, int blockSize, bool symmetric,
-                               bool stochastic, uint64_t seed, int pipelineDepth) {
+// Quantization settings from Python keyword arguments; 0 keeps zcoll's documented default. A
+// value zcoll does not take is a ValueError here, before anything is issued (zcoll.h's ranges).
+zcollQuantConfig_t quantConfig(const char* what, int bits, int intraBits, int blockSize,
+                               bool symmetric, bool stochastic, uint64_t seed,
+                               int pipelineDepth) {
+  TORCH_CHECK_VALUE(bits == 0 || bits == 4 || bits == 8, "zcoll: ", what, ": bits=", bits,
+                    " is not 4 or 8 (None: zcoll's default)");
+  TORCH_CHECK_VALUE(intraBits == 0 || intraBits == 4 || intraBits == 8, "zcoll: ", what,
+                    ": intra_bits=", intraBits, " is not 4 or 8 (None: zcoll's default)");
+  TORCH_CHECK_VALUE(blockSize == 0 || (blockSize >= 32 && blockSize <= 4096 && blockSize % 32 == 0),
+                    "zcoll: ", what, ": block_size=", blockSize, " is not a multiple of 32 in "
+                    "[32, 4096] (None: zcoll's default, 256)");
+  TORCH_CHECK_VALUE(pipelineDepth >= 0 && pipelineDepth <= 64, "zcoll: ", what,
+                    ": pipeline_depth=", pipelineDepth, " is not in [1, 64] (None: zcoll's "
+                    "default)");
   zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
   q.bits = bits;
   q.intraBits = intraBits;
@@ -86,7 +98,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              bool symmetric, bool stochastic, uint64_t seed) {
             return b.quantizedAllGather(
                 out, in,
-                zcoll_torch::quantConfig(bits, 0, blockSize, symmetric, stochastic, seed, 0));
+                zcoll_torch::quantConfig("quantized_all_gather", bits, 0, blockSize, symmetric,
+                                         stochastic, seed, 0));
           },
           py::arg("output"), py::arg("input"), py::arg("bits"), py::arg("block_size"),
           py::arg("symmetric"), py::arg("stochastic"), py::arg("seed"))
@@ -97,7 +110,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              uint64_t seed) {
             std::optional<zcollQuantConfig_t> q;
             if (quantized)
-              q = zcoll_torch::quantConfig(bits, 0, blockSize, symmetric, stochastic, seed, 0);
+              q = zcoll_torch::quantConfig("all_gather_hier", bits, 0, blockSize, symmetric,
+                                           stochastic, seed, 0);
             return b.allGatherHier(out, in, secondary, q);
           },
           py::arg("output"), py::arg("input"), py::arg("secondary"), py::arg("quantized"),
@@ -112,13 +126,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              int pipelineDepth) {
             return b.quantizedReduceScatter(
                 out, in, op,
-                zcoll_torch::quantConfig(bits, intraBits, blockSize, symmetric, stochastic, seed,
-                                         pipelineDepth));
+                zcoll_torch::quantConfig("quantized_reduce_scatter", bits, intraBits, blockSize,
+                                         symmetric, stochastic, seed, pipelineDepth));
           },
           py::arg("output"), py::arg("input"), py::arg("op"), py::arg("bits"),
           py::arg("intra_bits"), py::arg("block_size"), py::arg("symmetric"),
           py::arg("stochastic"), py::arg("seed"), py::arg("pipeline_depth"));
   m.def("get_unique_id", &zcoll_torch::getUniqueId);
+  // The version of the libzcoll this process loaded, "X.Y.Z" (zcollGetVersion).
+  m.def("library_version", [] {
+    int v = 0;
+    zcoll_torch::check(zcollGetVersion(&v), nullptr, "zcollGetVersion");
+    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+           std::to_string(v % 100);
+  });
   m.def("host_bytes", &zcoll_torch::hostBytes, py::arg("bytes"));
   // Whether CUDA tensors can be passed: this extension was built with CUDA and the libzcoll it
   // loaded recognises device buffers (a CUDA build, a device visible).

@@ -1,5 +1,7 @@
-// What every part of zcoll's torch backend shares: zcoll errors as DistBackendError, dtype and
-// reduction mapping, tensor checks, and releasing the GIL where a thread may wait.
+// What every part of zcoll's torch backend shares: zcoll errors as DistBackendError (argument
+// errors as ValueError / TypeError, which fault-tolerance code does not take for a failed
+// backend), dtype and reduction mapping, tensor checks, and releasing the GIL where a thread
+// may wait.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -22,14 +24,23 @@ namespace zcoll_torch ZCOLL_TORCH_HIDDEN {
 // (where calls without a communicator, zcollCommInit* and zcollGetUniqueId included, leave it).
 std::string lastError(zcollComm_t comm);
 
-// "zcoll <what> failed: <result> (<code>): <message>" as a DistBackendError.
+// "zcoll <what> failed: <result> (<code>): <message>" as a DistBackendError, or as a ValueError
+// for zcollInvalidArgument (an argument the caller can fix; the group stays usable).
 std::exception_ptr zcollError(zcollResult_t rc, zcollComm_t comm, const char* what);
 [[noreturn]] void throwZcoll(zcollResult_t rc, zcollComm_t comm, const char* what);
 inline void check(zcollResult_t rc, zcollComm_t comm, const char* what) {
   if (rc != zcollSuccess) throwZcoll(rc, comm, what);
 }
 
+// torch's name of a dtype, as Python prints it: "torch.int32", "torch.bfloat16".
+std::string dtypeName(at::ScalarType t);
+// torch's name of a reduction: "ReduceOp.MAX".
+std::string reduceOpName(const c10d::ReduceOp& op);
+
+// zcoll's type of t; TypeError (naming torch's dtypes) for one zcoll does not carry.
 zcollDataType_t toZcollType(const at::Tensor& t);
+// TypeError unless t is a type the quantized collectives take (float32, float16, bfloat16).
+void checkQuantizable(const at::Tensor& t, const char* what);
 
 // A torch reduction as zcoll runs it: zcoll's op, and for PREMUL_SUM (FSDP2's gradient divide
 // factor) the factor each rank's input is multiplied by before the sum, as NCCL and gloo do.

@@ -81,7 +81,8 @@ def scenario_premul_sum(rank, world):
                 assert torch.equal(t, expect)
             assert torch.equal(x, torch.arange(8 * world, dtype=dtype) + rank)  # input untouched
     # The integer case is refused, naming the op.
-    with pytest.raises(RuntimeError, match="PREMUL_SUM needs a floating-point tensor"):
+    with pytest.raises(TypeError,
+                       match=r"PREMUL_SUM needs a floating-point tensor \(got torch\.int32\)"):
         dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist._make_nccl_premul_sum(2.0))
 
 

@@ -13,6 +13,11 @@ import torch
 
 TESTED_TORCH = ((2, 11), (2, 16))  # [low, high): the extension is compiled per torch version
 
+# The package's version: pyproject.toml's, and that of the libzcoll it loads (zcoll._C.
+# library_version(), zcollGetVersion; `zcoll_info --version`). python/tests/test_user_messages.py
+# checks that all three agree.
+__version__ = "0.1.0"
+
 
 def _check_torch():
     version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])

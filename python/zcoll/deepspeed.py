@@ -20,6 +20,10 @@ quantizer (``QuantizerBuilder``), on CPU today:
   ``zero_quantized_weights`` is on). DeepSpeed's secondary partition is a contiguous slice of the
   parameter per local rank, while zcoll's ``zcollAllGatherHier`` secondary shard is strided across
   the nodes' shards, so the adapter keeps DeepSpeed's layout rather than re-partitioning.
+  DeepSpeed groups consecutive ranks by ``zero_hpz_partition_size``; when that differs from the
+  ranks per node (as zcoll sees the nodes), ``enable()``'s adapter warns once as DeepSpeed
+  makes the groups (a RuntimeWarning): larger, the backward gather crosses nodes; smaller, each
+  rank keeps a larger secondary partition than one group per node would need.
 - ``zero_quantized_gradients`` (qgZ): ``stage3.all_to_all_quant_reduce`` (DeepSpeed's two-hop
   quantized all-to-all with CUDA swizzle kernels) is replaced by :func:`qgz_reduce_scatter`: the
   gradients of a bucket in one ``zcollQuantizedReduceScatter`` (Avg, INT4 both hops by default)
@@ -38,6 +42,7 @@ import importlib.abc
 import importlib.machinery
 import math
 import sys
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -144,6 +149,54 @@ def qgz_reduce_scatter(tensors, groups=None):
     return out
 
 
+def _ranks_per_node():
+    """Ranks on each node of the default group, or None when the nodes hold different counts."""
+    from .fsdp import ranks_per_node
+    try:
+        return ranks_per_node()
+    except ValueError:
+        return None
+
+
+def hpz_partition_warning(hpz_size):
+    """What is wrong with DeepSpeed's zero_hpz_partition_size `hpz_size` on this job's nodes
+    ("" when it matches the ranks per node, or hpZ is off)."""
+    world = dist.get_world_size()
+    size = min(hpz_size, world)  # DeepSpeed clamps it so
+    if size <= 1:
+        return ""
+    per_node = _ranks_per_node()
+    nodes = zeropp.zcoll_backend(None).node_count()
+    if per_node is None:
+        return (f"zcoll.deepspeed: zero_hpz_partition_size={hpz_size} with nodes that hold "
+                f"different numbers of ranks: DeepSpeed's groups of {size} consecutive ranks do "
+                f"not follow the nodes, so hpZ's backward all-gather may cross nodes.")
+    if size == per_node:
+        return ""
+    effect = ("so its groups of consecutive ranks span nodes and hpZ's backward all-gather "
+              "crosses nodes" if size > per_node else
+              "so each node holds several groups and every rank keeps a larger secondary "
+              "partition than one group per node needs")
+    return (f"zcoll.deepspeed: zero_hpz_partition_size={hpz_size} differs from the ranks per "
+            f"node ({per_node} on each of {nodes} nodes, as zcoll sees them), {effect}. Set it "
+            f"to {per_node} (zcoll.fsdp.ranks_per_node()).")
+
+
+def _warning_hpz_groups(create):
+    """DeepSpeed's groups._create_zero_param_parallel_group, warning first (once per process)
+    when the hpZ partition size differs from the ranks per node."""
+    said = []
+
+    def create_zero_param_parallel_group(group_size):
+        message = hpz_partition_warning(group_size)
+        if message and not said:
+            said.append(True)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return create(group_size)
+    create_zero_param_parallel_group.zcoll_wrapped = True
+    return create_zero_param_parallel_group
+
+
 def _check_version():
     import deepspeed
     version = tuple(int(p) for p in deepspeed.__version__.split("+")[0].split(".")[:3])
@@ -163,7 +216,10 @@ def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
     global _settings
     _check_version()
     from deepspeed.runtime.zero import partition_parameters, stage3
+    from deepspeed.utils import groups
     if _settings is None:
+        groups._create_zero_param_parallel_group = _warning_hpz_groups(
+            groups._create_zero_param_parallel_group)
         partition_parameters._dist_allgather_fn = _qwz_allgather(
             partition_parameters._dist_allgather_fn)
         partition_parameters.CUDAQuantizer = ZcollWeightQuantizer

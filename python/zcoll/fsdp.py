@@ -22,7 +22,8 @@ _fsdp_api.py: ``allocate(size, *, dtype, device)`` and ``__call__``), set with t
   factor: the SUM times f).
 * :func:`zeropp`: one call that sets both on every FSDP module of a model (each switchable) and
   checks hpZ (``reshard_after_forward`` = ranks per node); with ``modules=`` it also wraps the
-  model (fully_shard on each of ``modules``, then on the model).
+  model (fully_shard on each of ``modules``, then on the model). On one node it says once per
+  process (a RuntimeWarning) that qwZ and hpZ run exact there.
 
 Dtypes: float32, float16, bfloat16 are quantized as they are; float64 goes through float32 (the
 quantization error is far above float32's rounding). Anything else, and the uint8 buffer FSDP
@@ -319,6 +320,7 @@ def zeropp(model, *, qwz=True, hpz=True, qgz=True, weight_bits=8, grad_bits=4,
     elif modules is not None or fully_shard_kwargs:
         raise ValueError("zcoll.fsdp.zeropp: the model is already wrapped by fully_shard; "
                          "modules= and fully_shard's arguments apply only to an unwrapped model")
+    _say_if_one_node(fsdp_modules, qwz, hpz, qgz, grad_intra_bits)
     all_gather = QuantizedAllGather(bits=weight_bits, block_size=block_size) if qwz else None
     reduce_scatter = (QuantizedReduceScatter(bits=grad_bits, intra_bits=grad_intra_bits,
                                              block_size=block_size) if qgz else None)
@@ -331,6 +333,39 @@ def zeropp(model, *, qwz=True, hpz=True, qgz=True, weight_bits=8, grad_bits=4,
             m.set_custom_reduce_scatter(reduce_scatter)
     model._zcoll_zeropp = (all_gather, reduce_scatter)
     return model
+
+
+def _shard_groups(fsdp_modules):
+    """The distinct shard groups (this rank's) of the FSDP modules' parameter groups."""
+    groups = {}
+    for m in fsdp_modules:
+        for pg_ in _param_groups(m._get_fsdp_state()):
+            group = pg_.mesh_info.shard_process_group
+            groups.setdefault(group.group_name, group)
+    return list(groups.values())
+
+
+def _say_if_one_node(fsdp_modules, qwz, hpz, qgz, grad_intra_bits):
+    """Says once per process when every shard group lies on one node: qwZ's gathers then run
+    exact (QuantizedAllGather quantizes only gathers that cross nodes) and hpZ's resharding to
+    the node is plain resharding (the node is the whole shard group)."""
+    if not (qwz or hpz):
+        return
+    groups = _shard_groups(fsdp_modules)
+    try:
+        if not groups or any(_zpp.zcoll_backend(g).node_count() != 1 for g in groups):
+            return
+    except ValueError:  # not on zcoll: the comm objects say so when they run
+        return
+    what = " and ".join(name for name, on in (("qwZ", qwz), ("hpZ", hpz)) if on)
+    grads = (f"; qgZ still quantizes the gradients' reduce-scatter (intra-node hop, "
+             f"INT{grad_intra_bits or 4})" if qgz else "")
+    _say_once(("one-node",),
+              f"zcoll.fsdp.zeropp: the model's shard group lies on one node, so {what} run "
+              f"exact there: the weight all-gathers are unquantized (nothing crosses nodes) and "
+              f"resharding to the node's ranks is plain resharding{grads}. Emulate nodes with "
+              f"ZCOLL_HOSTID (tools/zcollrun --nodes K) to exercise them on one machine. Said "
+              f"once per process.")
 
 
 def _premul_factor(op):

@@ -18,6 +18,55 @@ const char* kindName(uint32_t id) {
   return c != nullptr ? c->apiName : "an unknown collective";
 }
 
+// One field of CallDescriptor::quant (the packing of addQuantSettings), with its public name.
+struct QuantField {
+  const char* name;  // as in zcollQuantConfig_t
+  int shift;
+  uint64_t mask;
+  const char* const* valueNames;  // nullptr: the number itself
+};
+
+const char* const kModeNames[] = {"symmetric", "asymmetric"};
+const char* const kRoundingNames[] = {"nearest-even", "stochastic"};
+const QuantField kQuantFields[] = {
+    {"bits", 0, 0xff, nullptr},        {"intraBits", 8, 0xff, nullptr},
+    {"blockSize", 16, 0xffff, nullptr}, {"mode", 32, 1, kModeNames},
+    {"rounding", 33, 1, kRoundingNames}, {"pipelineDepth", 40, 0xffffff, nullptr}};
+
+std::string quantValue(const QuantField& f, uint64_t packed) {
+  uint64_t v = (packed >> f.shift) & f.mask;
+  return f.valueNames != nullptr ? f.valueNames[v] : std::to_string(v);
+}
+
+// The first quantization setting in which two descriptors differ, as "(NAME)" and both values
+// (false when they agree). A call without quantization (packed 0) reads "none (exact)".
+bool quantDifference(const CallDescriptor& mine, const CallDescriptor& theirs,
+                     std::string* field, std::string* a, std::string* b) {
+  if ((mine.quant == 0) != (theirs.quant == 0)) {
+    *field = "quantization settings";
+    *a = mine.quant == 0 ? "none (exact)" : "quantized";
+    *b = theirs.quant == 0 ? "none (exact)" : "quantized";
+    return true;
+  }
+  for (const QuantField& f : kQuantFields) {
+    *a = quantValue(f, mine.quant);
+    *b = quantValue(f, theirs.quant);
+    if (*a != *b) {
+      *field = std::string("quantization settings (") + f.name + ")";
+      return true;
+    }
+  }
+  if (mine.seed == theirs.seed) return false;
+  *field = "quantization settings (seed)";
+  *a = std::to_string(mine.seed);
+  *b = std::to_string(theirs.seed);
+  return true;
+}
+
+std::string opText(int32_t op) {
+  return op < 0 ? "none" : opName(static_cast<zcollRedOp_t>(op));
+}
+
 // The first field in which `theirs` differs from `mine`, described for both ("" if none).
 std::string firstDifference(const CallDescriptor& mine, int me, const CallDescriptor& theirs,
                             int them) {
@@ -42,13 +91,11 @@ std::string firstDifference(const CallDescriptor& mine, int me, const CallDescri
     return two("datatype", dtypeName(static_cast<zcollDataType_t>(mine.dtype)),
                dtypeName(static_cast<zcollDataType_t>(theirs.dtype)));
   if (mine.count != theirs.count) return two("count", num(mine.count), num(theirs.count));
-  if (mine.op != theirs.op)
-    return two("op", std::to_string(mine.op), std::to_string(theirs.op));
+  if (mine.op != theirs.op) return two("op", opText(mine.op), opText(theirs.op));
   if (mine.root != theirs.root)
     return two("root", std::to_string(mine.root), std::to_string(theirs.root));
-  if (mine.quant != theirs.quant || mine.seed != theirs.seed)
-    return two("quantization settings (bits, intraBits, blockSize, mode, rounding, seed, "
-               "pipelineDepth)", "another", "one");
+  std::string field, a, b;
+  if (quantDifference(mine, theirs, &field, &a, &b)) return two(field.c_str(), a, b);
   return "";
 }
 

@@ -36,8 +36,10 @@ void addQuantSettings(CallDescriptor* d, const quant::QuantParams& inter, int in
                       int pipelineDepth);
 
 // With the check on (comm->checkCalls), exchanges `d` with every rank and fails with
-// zcollInvalidUsage when any rank's descriptor differs: "zcollAllGather: mismatched call: rank 1
-// has count 200, rank 0 count 100". Always counts the call. `fn` names the public function.
+// zcollInvalidUsage when any rank's descriptor differs: "zcollAllGather: mismatched call across
+// ranks, count: rank 1 has 200, rank 0 100"; a quantization setting is named with both values
+// ("quantization settings (bits): rank 1 has 4, rank 0 8"). Always counts the call. `fn` names
+// the public function.
 // `exec` gives the kind of the call's buffers, which must match too (host or device).
 Result checkCallMatches(zcollComm* comm, CallDescriptor d, const Executor& exec, const char* fn);
 

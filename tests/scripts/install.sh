@@ -19,6 +19,22 @@ grep -q "Apache License" "$work/prefix/share/doc/zcoll/LICENSE"
 if ! grep -q "^# License: Apache-2.0" "$(find "$work/prefix" -name zcoll.pc)"; then
   echo "FAIL: the installed zcoll.pc does not name the license"; exit 1
 fi
+# The perf binaries (when built) install as zcoll_<name>, never under nccl-tests' names, unless
+# the build asked for those (ZCOLL_INSTALL_PERF_AS_NCCL_TESTS_NAMES=ON).
+if [ -x "$ZCOLL_BUILD_DIR/perf/all_reduce_perf" ]; then
+  nccl_names=$(grep -c "^ZCOLL_INSTALL_PERF_AS_NCCL_TESTS_NAMES:BOOL=ON" \
+               "$ZCOLL_BUILD_DIR/CMakeCache.txt" || true)
+  if [ "$nccl_names" = 0 ]; then
+    for p in all_gather all_reduce alltoall broadcast reduce_scatter sendrecv \
+             quantized_all_gather quantized_reduce_scatter hier_all_gather zero_step; do
+      [ -x "$work/prefix/bin/zcoll_${p}_perf" ] || { echo "FAIL: no bin/zcoll_${p}_perf"; exit 1; }
+      [ ! -e "$work/prefix/bin/${p}_perf" ] || { echo "FAIL: bin/${p}_perf shadows nccl-tests"; exit 1; }
+    done
+    "$work/prefix/bin/zcoll_all_reduce_perf" -h | grep -q "^usage: " \
+      || { echo "FAIL: zcoll_all_reduce_perf -h"; exit 1; }
+    echo "ok: perf binaries installed as zcoll_*_perf"
+  fi
+fi
 mkdir -p "$work/app"
 cat > "$work/app/main.c" <<'C'
 #include <stdio.h>

@@ -33,6 +33,11 @@ test_env_single_node() {
   esac
   out=$($RUN -n 2 --port 40123 --no-prefix sh -c 'echo "$ZCOLL_COMM_ID"' | sort -u)
   expect_eq "--port" "$out" "127.0.0.1:40123"
+  # -np N (mpirun's spelling) and --np N are -n N.
+  out=$($RUN -np 2 --no-prefix sh -c 'echo "$WORLD_SIZE"' | sort -u)
+  expect_eq "-np 2 (mpirun's spelling)" "$out" "2"
+  out=$($RUN --np 3 --no-prefix sh -c 'echo "$WORLD_SIZE"' | sort -u)
+  expect_eq "--np 3" "$out" "3"
 }
 
 test_env_nodes() {
@@ -112,7 +117,7 @@ test_usage_errors() {
   local args
   for args in "" "true" "-n" "-n 0 true" "-n x true" "-n 2" "-n 2 --nodes 3 true" \
               "-n 2 --placement foo true" "-n 2 --bogus true" "-n 2 --timeout -1 true" \
-              "-n 2 -x NOEQUALS true"; do
+              "-n 2 -x NOEQUALS true" "-np" "-np 0 true" "-np x true"; do
     # shellcheck disable=SC2086
     $RUN $args >/dev/null 2>"$TMP/usage.err"
     expect_eq "usage error for '$args' -> 2" "$?" "2"

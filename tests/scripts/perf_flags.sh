@@ -2,6 +2,10 @@
 # -a, -m, -z, -p, -T, -C, -N and -G 0 run; -g/-t other than 1 and -G above 0 are refused with a
 # reason (device buffers are --device 1); -J writes the results as JSON or CSV; -h lists the
 # quantized binaries' own flags; zero_step_perf reports progress on stderr.
+# -d all / -o all / -r all run one sweep per type, op or root (the binary's own lists), -c N runs
+# N checked calls, -y 0|1 is taken; a value a binary does not take (-d int32 for qwZ, -o max for
+# qgZ, --bits 3, --block 100, ...) is a usage error (exit 2) naming it and the accepted values,
+# before any rank starts.
 set -u
 
 BUILD=${ZCOLL_BUILD_DIR:?ZCOLL_BUILD_DIR must name the build directory}
@@ -18,25 +22,52 @@ if [ ! -x "$AG" ]; then
   exit 77
 fi
 
-# refused FLAGS... NEEDLE: exit 2 before any rank starts, with NEEDLE on stderr.
-refused() {
+# refused_by BINARY FLAGS... NEEDLE: exit 2 before any rank starts (run without a launcher, nothing
+# on stdout), with NEEDLE on stderr.
+refused_by() {
+  local bin=$BUILD/perf/$1; shift
   local needle=${!#}
   local args=("${@:1:$#-1}")
-  "$AG" "${args[@]}" >"$TMP/out" 2>"$TMP/err"
+  [ -x "$bin" ] || return
+  "$bin" "${args[@]}" >"$TMP/out" 2>"$TMP/err"
   local rc=$?
-  if [ $rc = 2 ] && grep -qF -- "$needle" "$TMP/err"; then echo "ok: ${args[*]} refused"
-  else fail "${args[*]}: exit $rc, wanted 2 and '$needle'"; cat "$TMP/err"
+  if [ $rc = 2 ] && grep -qF -- "$needle" "$TMP/err" && [ ! -s "$TMP/out" ]; then
+    echo "ok: $(basename "$bin") ${args[*]} refused"
+  else fail "$(basename "$bin") ${args[*]}: exit $rc, wanted 2 and '$needle'"; cat "$TMP/out" "$TMP/err"
   fi
 }
+refused() { refused_by all_gather_perf "$@"; }
 refused -g 2 "one device per rank"
 refused -t 4 "one rank per process"
 refused -G 1 "for device buffers use --device 1"
 refused -a 4 "bad value '4' for -a"
 refused --output-format xml "bad value 'xml' for --output-format"
+TYPES="int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16 or all"
+refused -d int4 "all_gather_perf: bad value 'int4' for -d: takes $TYPES"
+refused_by all_reduce_perf -o xor "bad value 'xor' for -o: takes sum, prod, max, min, avg or all"
+refused_by broadcast_perf -r first "bad value 'first' for -r: takes a rank (0 or more) or all"
+refused -c -1 "bad value '-1' for -c: takes a count of checked calls (0: no check)"
+refused -y 2 "bad value '2' for -y"
+QTYPES="float, half, bfloat16 or all"
+refused_by quantized_all_gather_perf -d int32 "-d int32: quantized_all_gather takes $QTYPES"
+refused_by quantized_all_gather_perf --bits 3 "quantized_all_gather_perf: --bits 3: takes 4 or 8"
+refused_by quantized_all_gather_perf --bits 0 "--bits 0: takes 4 or 8"
+refused_by quantized_all_gather_perf --bits "--bits (nothing): takes 4 or 8"
+refused_by quantized_all_gather_perf --block 100 \
+  "--block 100: takes 0 (the default, 256) or a multiple of 32 in [32, 4096]"
+refused_by quantized_all_gather_perf --block 8192 "--block 8192: takes 0 (the default, 256)"
+refused_by hier_all_gather_perf --bits 3 "--bits 3: takes 0 (exact), 4 or 8"
+refused_by hier_all_gather_perf -d int64 "-d int64: hier_all_gather takes $QTYPES"
+refused_by quantized_reduce_scatter_perf -o max "-o max: quantized_reduce_scatter takes sum, avg or all"
+refused_by quantized_reduce_scatter_perf -d double "-d double: quantized_reduce_scatter takes $QTYPES"
+refused_by quantized_reduce_scatter_perf --bits 16 "--bits 16: takes 4 or 8"
+refused_by quantized_reduce_scatter_perf --intra-bits 2 "--intra-bits 2: takes 4 or 8"
+refused_by quantized_reduce_scatter_perf --depth 65 "--depth 65: takes 0 (the library's default) to 64"
+refused_by quantized_reduce_scatter_perf --depth x "--depth x: takes 0 (the library's default) to 64"
 
 # -h: nccl-tests' flags, --device, and the quantized binaries' own.
 "$AG" -h >"$TMP/help" 2>&1
-for flag in -g -t -a -m -z -p -T -C -N -G -J --output-format --device -R; do
+for flag in -c -d -o -r -y -g -t -a -m -z -p -T -C -N -G -J --output-format --device -R; do
   grep -q -- "^  $flag[ ,]" "$TMP/help" || fail "all_gather_perf -h does not list $flag"
 done
 check_help() {
@@ -106,6 +137,69 @@ if [ -x "$ZS" ]; then
   rc=$?
   if [ $rc = 2 ] && grep -q -- "--device 1" "$TMP/zs.g"; then echo "ok: zero_step_perf -G 1 refused"
   else fail "zero_step_perf -G 1: exit $rc"; cat "$TMP/zs.g"
+  fi
+fi
+
+# -d all -o all: one sweep per type and op (10 x 5), each row checked twice (-c 2) and right.
+AR=$BUILD/perf/all_reduce_perf
+if $RUN -n 2 -- "$AR" -b 64 -e 64 -n 1 -w 0 -d all -o all -c 2 -y 0 -J "$TMP/all.json" \
+     >"$TMP/all.log" 2>&1 && grep -q "validation: 2 " "$TMP/all.log" \
+   && python3 - "$TMP/all.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["results"]
+types = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"]
+ops = ["sum", "prod", "max", "min", "avg"]
+assert [(r["type"], r["redop"]) for r in rows] == [(t, o) for t in types for o in ops], rows
+assert all(r[m]["wrong"] == 0 for r in rows for m in ("out_of_place", "in_place")), rows
+PY
+then echo "ok: all_reduce_perf -d all -o all -c 2: 50 sweeps, nccl-tests' order"
+else fail "all_reduce_perf -d all -o all"; cat "$TMP/all.log"
+fi
+
+# -r all: one sweep per rank as root; -C 1 titles the time columns "cputime" (nccl-tests' label).
+BC=$BUILD/perf/broadcast_perf
+if $RUN --no-prefix -n 2 -- "$BC" -b 64 -e 64 -n 1 -w 0 -r all -C 1 >"$TMP/root.log" 2>&1 \
+   && [ "$(awk '/^ *[0-9]/ {print $5}' "$TMP/root.log" | tr '\n' ' ')" = "0 1 " ] \
+   && grep -q "^# *size *count *type *redop *root *cputime *algbw *busbw *#wrong *cputime" "$TMP/root.log"; then
+  echo "ok: broadcast_perf -r all runs roots 0 and 1; -C 1 titles cputime"
+else
+  fail "broadcast_perf -r all -C 1"; cat "$TMP/root.log"
+fi
+
+# -c N: N checked calls per size and mode. A rank that spoils one value per checked call
+# (--test-corrupt) makes #wrong read N in each mode; -c 0 reads N/A.
+$RUN --no-prefix -n 2 -- "$AG" -b 1K -e 1K -n 1 -w 0 -c 3 --test-corrupt 1 >"$TMP/c3.log" 2>&1
+if [ "$(awk '/^ *[0-9]/ {print $9, $13}' "$TMP/c3.log")" = "3 3" ] \
+   && grep -q "Out of bounds values : 6 FAILED" "$TMP/c3.log"; then
+  echo "ok: -c 3 checks three calls"
+else
+  fail "-c 3"; cat "$TMP/c3.log"
+fi
+if $RUN --no-prefix -n 2 -- "$AG" -b 1K -e 1K -n 1 -w 0 -c 0 -y 1 >"$TMP/c0.log" 2>&1 \
+   && [ "$(awk '/^ *[0-9]/ {print $9, $13}' "$TMP/c0.log")" = "N/A N/A" ]; then
+  echo "ok: -c 0 checks nothing; -y 1 is taken (host buffers take no stream)"
+else
+  fail "-c 0 -y 1"; cat "$TMP/c0.log"
+fi
+
+# The quantized binaries' "all": the types (and qgZ's ops) they take; hpZ exact takes any type.
+QRS=$BUILD/perf/quantized_reduce_scatter_perf
+if [ -x "$QRS" ]; then
+  if $RUN --no-prefix -n 2 -- "$QRS" -b 4K -e 4K -n 1 -w 0 -d all -o all >"$TMP/qrs.log" 2>&1 \
+     && [ "$(awk '/^ *[0-9]/ {printf "%s/%s/%s ", $3, $4, $9}' "$TMP/qrs.log")" = \
+          "float/sum/0 float/avg/0 half/sum/0 half/avg/0 bfloat16/sum/0 bfloat16/avg/0 " ]; then
+    echo "ok: quantized_reduce_scatter_perf -d all -o all"
+  else
+    fail "quantized_reduce_scatter_perf -d all -o all"; cat "$TMP/qrs.log"
+  fi
+fi
+HAG=$BUILD/perf/hier_all_gather_perf
+if [ -x "$HAG" ]; then
+  if $RUN --no-prefix -n 2 -- "$HAG" -b 4K -e 4K -n 1 -w 0 --bits 0 -d int64 >"$TMP/hag.log" 2>&1 \
+     && [ "$(awk '/^ *[0-9]/ {print $3, $9, $16}' "$TMP/hag.log")" = "int64 0 0" ]; then
+    echo "ok: hier_all_gather_perf --bits 0 -d int64 (exact: any type)"
+  else
+    fail "hier_all_gather_perf --bits 0 -d int64"; cat "$TMP/hag.log"
   fi
 fi
 
