@@ -67,12 +67,15 @@ Result claimStreams(const zcollComm* comm, const char* fn, const std::vector<uin
   std::lock_guard<std::mutex> lock(gStreamsMu);
   for (uintptr_t k : keys) {
     auto it = streamsInUse().find(k);
-    if (it != streamsInUse().end() && it->second.comm != comm)
+    if (it != streamsInUse().end() && it->second.comm != comm) {
+      char stream[40];
+      if (k == 0) std::snprintf(stream, sizeof stream, "NULL (the legacy default stream)");
+      else std::snprintf(stream, sizeof stream, "%#lx", static_cast<unsigned long>(k));
       return fail(zcollInvalidUsage, "%s: the stream %s has calls of another communicator of "
                   "this process in flight (%s): ranks of one process must each use their own "
                   "stream (NULL included), as with NCCL; one rank's call would hold the stream "
-                  "its peer's call needs", fn, k == 0 ? "(NULL, the legacy default stream)" : "",
-                  it->second.comm->name.c_str());
+                  "its peer's call needs", fn, stream, it->second.comm->name.c_str());
+    }
   }
   for (uintptr_t k : keys) {
     StreamUse& u = streamsInUse()[k];
