@@ -258,19 +258,56 @@ INSTANTIATE_TEST_SUITE_P(Transports, PeerKilled, testing::Values("shm", "ucx"),
 // four, most not adjacent to it in the ring, get zcollRemoteError well before ZCOLL_TIMEOUT.
 class PeerLeaves : public testing::TestWithParam<const char*> {};
 
+// The flight records (ZCOLL_DEBUG_DUMP) in `dir`, by the rank each names.
+std::map<int, std::string> dumpsByRank(const std::string& dir) {
+  std::map<int, std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream f(dir + "/" + e->d_name);
+      std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const std::string key = "\"rank\": ";
+      size_t at = json.find(key);
+      if (at != std::string::npos) out[std::atoi(json.c_str() + at + key.size())] = json;
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// Each of the other ranks also keeps its flight record, with the error it failed with (not
+// only ranks that time out themselves); the rank that aborts keeps its own.
 TEST_P(PeerLeaves, OthersGetRemoteErrorFast) {
   const int port = freePort();
+  const std::string dumps = testing::TempDir() + "leaves_" + std::to_string(getpid()) + "_" +
+                            GetParam();
+  ASSERT_EQ(system(("rm -rf " + dumps + " && mkdir -p " + dumps).c_str()), 0);
   auto procs = runProbes(5, {GetParam(), "1"}, [&](int r) {
     Env e = rankEnv(r, 5, port);
     e["ZCOLL_TIMEOUT"] = "60";
+    e["ZCOLL_DEBUG_DUMP"] = dumps + "/%r.json";
     return e;
   }, 60);
   EXPECT_EQ(procs[1].status, 0) << readLog(procs[1]);
+  const std::map<int, std::string> records = dumpsByRank(dumps);
   for (int r : {0, 2, 3, 4}) {
     EXPECT_EQ(procs[r].status, 3) << "rank " << r << " log:\n" << readLog(procs[r]);
     EXPECT_LT(procs[r].seconds, 10.0) << "rank " << r;
     EXPECT_NE(readLog(procs[r]).find("rank 1"), std::string::npos) << readLog(procs[r]);
+    auto it = records.find(r);
+    ASSERT_NE(it, records.end()) << "rank " << r << " wrote no flight record";
+    EXPECT_NE(it->second.find("\"reason\": \"error\""), std::string::npos) << it->second;
+    EXPECT_NE(it->second.find("\"error\": \"zcollRemoteError\""), std::string::npos) << it->second;
   }
+  if (std::string(GetParam()) == "abort") {
+    ASSERT_EQ(records.count(1), 1u);
+    EXPECT_NE(records.at(1).find("\"reason\": \"abort\""), std::string::npos) << records.at(1);
+    EXPECT_NE(records.at(1).find("\"error\": \"zcollRemoteError\""), std::string::npos)
+        << records.at(1);
+  } else {
+    EXPECT_EQ(records.count(1), 0u) << "a rank that left cleanly dumped: " << records.at(1);
+  }
+  system(("rm -rf " + dumps).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ways, PeerLeaves, testing::Values("destroy", "exit", "abort"),

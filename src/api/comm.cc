@@ -291,8 +291,8 @@ zcollResult_t zcollCommAbort(zcollComm_t comm) {
     if (comm == nullptr) return zcollSuccess;
     if (!pinForAbort(comm))
       return fail(zcollInvalidArgument, "zcollCommAbort: not a live communicator");
-    dumpFlightRecord(comm, "abort");  // ZCOLL_DEBUG_DUMP, if set: what it was doing
     breakComm(comm, zcollRemoteError);
+    dumpFlightRecord(comm, "abort");  // ZCOLL_DEBUG_DUMP, if set: what it was doing, its error
     unpinComm(comm);
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(paramInt("ZCOLL_ABORT_WAIT_MS"));
