@@ -2,7 +2,8 @@
 // what was called, the algorithm that ran it, its start and end times, its result, and, while
 // it waits, the peers it still waits for. Read while the job is alive (the status service,
 // core/status_service.h, answers `zcoll_info --status`) and dumped as JSON (docs/
-// FLIGHT_RECORDER.md) on a timeout, on zcollCommAbort, and on the signal ZCOLL_DEBUG_DUMP_SIGNAL.
+// FLIGHT_RECORDER.md) when the communicator breaks (core/progress.h: breakComm), on
+// zcollCommAbort, and on the signal ZCOLL_DEBUG_DUMP_SIGNAL.
 //
 // Why a fixed ring behind one mutex: the operation that records runs on one thread at a time
 // (the comm's engine), and readers (a dump, a status query) are rare; recording costs two clock
@@ -67,8 +68,8 @@ class FlightRecorder {
 std::string flightRecordJson(const zcollComm* comm);
 
 // Writes flightRecordJson to the file ZCOLL_DEBUG_DUMP names (%h host, %p pid, %r rank, %c comm
-// name), with `why` ("timeout", "abort", "signal", "request"); nothing when it is unset. Never
-// fails the caller: a dump that cannot be written is a warning.
+// name), with `why` ("timeout", "error", "revoke", "abort", "signal"); nothing when it is
+// unset. Never fails the caller: a dump that cannot be written is a warning.
 void dumpFlightRecord(const zcollComm* comm, const char* why);
 
 // One entry of the comm's recorder for the lifetime of an operation: begins it, ends it with the

@@ -88,7 +88,8 @@ assert last["waiting_on"] and all(0 <= p < 4 for p in last["waiting_on"]), last
 assert d["ops"][0]["seq"] == 1 and all(o["result"] == "zcollSuccess" for o in d["ops"][:3]), d
 PY
   done
-  [ "$timeouts" -gt 0 ] || fail "$mode: no rank of 0-2 dumped a timeout ($(tail -3 "$work/$mode.log"))"
+  [ "$timeouts" -gt 0 ] ||
+    fail "$mode: no rank of 0-2 dumped a timeout ($(tail -3 "$work/$mode.log"))"
   # Rank 3's own dumps (the signal's) and the others' name the operation; the status named
   # whom each waits for above.
 }
