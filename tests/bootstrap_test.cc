@@ -1,5 +1,6 @@
 // The rendezvous under hostile and mistaken connections: idle sockets, garbage, forged hellos,
-// a wrong size, a reused unique id. The ranks' timeout (a few seconds) is the guard: the old
+// a wrong size, a reused unique id, another program on the port, a rank later than the
+// handshake deadline. The ranks' timeout (a few seconds) is the guard: the old
 // one-connection-at-a-time root spent 2 s on each idle connection.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -128,27 +129,104 @@ TEST(Bootstrap, IdleAndGarbageConnectionsDoNotHoldUpTheRanks) {
   for (int fd : fds) ::close(fd);
 }
 
-TEST(Bootstrap, ForgedSizeIsRefusedWhenTheRootKnowsTheSize) {
-  RendezvousId id = startRoot(3, 20);
-  int forger = rawConnect(id);
-  RawHello forged{kMagic, 0, 7, 4};  // right magic (an address-keyed job), wrong size, first
-  sendRaw(forger, &forged, sizeof(forged));
-  sendRaw(forger, "evil", 4);
-  uint32_t status = 0;
-  EXPECT_EQ(::recv(forger, &status, sizeof(status), MSG_WAITALL), ssize_t(sizeof(status)));
-  EXPECT_NE(status, 0u) << "the forged hello was accepted";
-  expectRanksMeet(id, 3, 5);
-  ::close(forger);
+// What one rank's rendezvousAllGather returned, its message, and how long it took.
+struct Outcome {
+  Result result = zcollInternalError;
+  std::string message;
+  double seconds = 0;
+};
+
+Outcome joinAs(const RendezvousId& id, int rank, int nranks, int timeoutSec) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> all;
+  Outcome o;
+  o.result = rendezvousAllGather(id, rank, nranks, "x", timeoutSec, &all);
+  o.message = threadLastError();
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return o;
 }
 
-TEST(Bootstrap, SizeMismatchNamesBothSizes) {
-  RendezvousId id = startRoot(3, 20);
-  std::vector<std::string> all;
-  EXPECT_EQ(rendezvousAllGather(id, 1, 4, "x", 5, &all), zcollInvalidUsage);
-  std::string msg = threadLastError();
-  EXPECT_NE(msg.find("there are 4 ranks"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("expects 3"), std::string::npos) << msg;
-  expectRanksMeet(id, 3, 5);  // the mistaken rank did not spoil the rendezvous
+// WORLD_SIZE 2 on one rank, 3 on the others: every rank fails at once (not at the 300 s
+// timeout), naming both sizes: those that joined before the mistaken rank, the mistaken rank
+// itself, and one that arrives after it. A hello with the magic is a rank of this job (a
+// stranger without ZCOLL_AUTH_TOKEN could already take a rank's place), so its size is a
+// mistake that no rank can wait out.
+TEST(Bootstrap, AMisSizedRankFailsEveryRankAtOnceNamingBothSizes) {
+  RendezvousId id = startRoot(4, 300);
+  Outcome early0, early2, wrong, late;
+  std::thread t0([&] { early0 = joinAs(id, 0, 4, 300); });
+  std::thread t2([&] { early2 = joinAs(id, 2, 4, 300); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both joined
+  wrong = joinAs(id, 1, 2, 300);
+  t0.join();
+  t2.join();
+  late = joinAs(id, 3, 4, 300);
+  EXPECT_EQ(wrong.result, zcollInvalidUsage);
+  EXPECT_NE(wrong.message.find("this rank says there are 2 ranks (WORLD_SIZE / nranks), the "
+                               "rendezvous expects 4"), std::string::npos) << wrong.message;
+  for (const Outcome* o : {&early0, &early2, &late}) {
+    EXPECT_EQ(o->result, zcollInvalidUsage) << o->message;
+    EXPECT_NE(o->message.find("rank 1 says there are 2 ranks (WORLD_SIZE / nranks), the "
+                              "rendezvous expects 4"), std::string::npos) << o->message;
+    EXPECT_LT(o->seconds, 20.0) << o->message;
+  }
+}
+
+// Without a size of its own (zcollGetUniqueId's root), the first admitted hello's is the
+// rendezvous': a later rank with another one fails it for all alike.
+TEST(Bootstrap, WithoutARootSizeTheFirstRanksSizeIsTheRendezvous) {
+  RendezvousId id = startRoot(0, 300);
+  Outcome first, wrong;
+  std::thread t([&] { first = joinAs(id, 0, 3, 300); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  wrong = joinAs(id, 2, 4, 300);
+  t.join();
+  EXPECT_EQ(wrong.result, zcollInvalidUsage);
+  EXPECT_NE(wrong.message.find("says there are 4 ranks"), std::string::npos) << wrong.message;
+  EXPECT_NE(wrong.message.find("expects 3"), std::string::npos) << wrong.message;
+  EXPECT_EQ(first.result, zcollInvalidUsage);
+  EXPECT_NE(first.message.find("rank 2 says there are 4 ranks (WORLD_SIZE / nranks), the "
+                               "rendezvous expects 3"), std::string::npos) << first.message;
+  EXPECT_LT(first.seconds, 20.0);
+}
+
+// A listener that is not zcoll's (here one that answers like a web server): the rank gives up
+// at once instead of waiting for the timeout, saying so.
+TEST(Bootstrap, AForeignListenerIsToldApartFromTheRoot) {
+  SockAddr addr{};
+  addr.storage.in4.sin_family = AF_INET;
+  addr.storage.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.len = sizeof(sockaddr_in);
+  Socket listener;
+  ASSERT_EQ(listenOn(&addr, &listener), zcollSuccess);
+  std::thread foreign([&] {
+    Socket c;
+    if (acceptBefore(listener, deadlineIn(30), &c) != zcollSuccess) return;
+    const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+    (void)sendAll(c, reply, sizeof(reply) - 1, deadlineIn(5));
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // then stays open a while
+  });
+  const RendezvousId id{kMagic, addr};
+  Outcome o = joinAs(id, 1, 2, 300);
+  foreign.join();
+  EXPECT_EQ(o.result, zcollSystemError);
+  EXPECT_NE(o.message.find("the rendezvous at " + addrToString(addr) + " did not answer as zcoll"),
+            std::string::npos) << o.message;
+  EXPECT_LT(o.seconds, 10.0) << o.message;
+}
+
+// The handshake deadline bounds only the root's immediate answer: ranks that joined still wait
+// for a rank that comes later than it, up to the timeout.
+TEST(Bootstrap, ARankLaterThanTheHandshakeDeadlineStillMeetsTheOthers) {
+  RendezvousId id = startRoot(3, 120);
+  std::vector<Outcome> early(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { early[r] = joinAs(id, r, 3, 120); });
+  std::this_thread::sleep_for(std::chrono::seconds(kRendezvousHandshakeSec + 2));
+  Outcome late = joinAs(id, 2, 3, 120);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(late.result, zcollSuccess) << late.message;
+  for (const Outcome& o : early) EXPECT_EQ(o.result, zcollSuccess) << o.message;
 }
 
 TEST(Bootstrap, ReusedUniqueIdFailsAtOnceAndSaysWhy) {

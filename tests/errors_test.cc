@@ -2,12 +2,18 @@
 // from another thread returns promptly; nothing hangs.
 #include <atomic>
 #include <cstddef>
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <set>
 #include <string>
 #include <thread>
@@ -358,10 +364,31 @@ TEST(EnvPolicy, InvalidValueFailsInitNamingTheVariable) {
   }
 }
 
+// The flight record (ZCOLL_DEBUG_DUMP) in `dir` that names rank `rank`, or "" (found by content:
+// the file name is the dump pattern's business).
+std::string recordOfRank(const std::string& dir, int rank) {
+  std::string found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream f(dir + "/" + e->d_name);
+      std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (json.find("\"rank\": " + std::to_string(rank) + ",") != std::string::npos) found = json;
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+// The timed-out rank's message points at the tools that find the rank behind, and its flight
+// record (ZCOLL_DEBUG_DUMP) carries the error it broke with.
 TEST(Errors, TimeoutBreaksTheCommAndLaterCallsSayWhy) {
   RankSetup s;
   s.nranks = 2;
   s.timeoutSec = 1;
+  const std::string dir = testing::TempDir() + "timeout_records_" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << dir;
+  ScopedEnv dumpTo("ZCOLL_DEBUG_DUMP", (dir + "/%r.json").c_str());
   runRanks(s, [](int rank, zcollComm_t comm) {
     float x = 1;
     if (rank == 0) {
@@ -371,6 +398,9 @@ TEST(Errors, TimeoutBreaksTheCommAndLaterCallsSayWhy) {
       // The message names the peer the wait is still waiting on (here the only one).
       std::string msg = zcollGetLastError(comm);
       EXPECT_NE(msg.find("still waiting on rank 1 ("), std::string::npos) << msg;
+      EXPECT_NE(msg.find("while the job runs, `zcoll_info --status` names the rank behind and "
+                         "ZCOLL_CHECK_CALLS=on catches mismatched calls"), std::string::npos)
+          << msg;
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
       EXPECT_FAILS_WITH(comm, zcollTimeout, "error state",
                         zcollBarrier(comm, nullptr));
@@ -382,6 +412,10 @@ TEST(Errors, TimeoutBreaksTheCommAndLaterCallsSayWhy) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     }
   });
+  const std::string record = recordOfRank(dir, 0);
+  EXPECT_NE(record.find("\"reason\": \"timeout\""), std::string::npos) << record;
+  EXPECT_NE(record.find("\"error\": \"zcollTimeout\""), std::string::npos) << record;
+  EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }
 
 TEST(Errors, AbortFromAnotherThreadReturnsPromptly) {

@@ -279,19 +279,56 @@ INSTANTIATE_TEST_SUITE_P(Transports, PeerKilled, testing::Values("shm", "ucx"),
 // four, most not adjacent to it in the ring, get zcollRemoteError well before ZCOLL_TIMEOUT.
 class PeerLeaves : public testing::TestWithParam<const char*> {};
 
+// The flight records (ZCOLL_DEBUG_DUMP) in `dir`, by the rank each names.
+std::map<int, std::string> dumpsByRank(const std::string& dir) {
+  std::map<int, std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream f(dir + "/" + e->d_name);
+      std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const std::string key = "\"rank\": ";
+      size_t at = json.find(key);
+      if (at != std::string::npos) out[std::atoi(json.c_str() + at + key.size())] = json;
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// Each of the other ranks also keeps its flight record, with the error it failed with (not
+// only ranks that time out themselves); the rank that aborts keeps its own.
 TEST_P(PeerLeaves, OthersGetRemoteErrorFast) {
   const int port = freePort();
+  const std::string dumps = testing::TempDir() + "leaves_" + std::to_string(getpid()) + "_" +
+                            GetParam();
+  ASSERT_EQ(system(("rm -rf " + dumps + " && mkdir -p " + dumps).c_str()), 0);
   auto procs = runProbes(5, {GetParam(), "1"}, [&](int r) {
     Env e = rankEnv(r, 5, port);
     e["ZCOLL_TIMEOUT"] = "60";
+    e["ZCOLL_DEBUG_DUMP"] = dumps + "/%r.json";
     return e;
   }, 60);
   EXPECT_EQ(procs[1].status, 0) << readLog(procs[1]);
+  const std::map<int, std::string> records = dumpsByRank(dumps);
   for (int r : {0, 2, 3, 4}) {
     EXPECT_EQ(procs[r].status, 3) << "rank " << r << " log:\n" << readLog(procs[r]);
     EXPECT_LT(procs[r].seconds, 10.0) << "rank " << r;
     EXPECT_NE(readLog(procs[r]).find("rank 1"), std::string::npos) << readLog(procs[r]);
+    auto it = records.find(r);
+    ASSERT_NE(it, records.end()) << "rank " << r << " wrote no flight record";
+    EXPECT_NE(it->second.find("\"reason\": \"error\""), std::string::npos) << it->second;
+    EXPECT_NE(it->second.find("\"error\": \"zcollRemoteError\""), std::string::npos) << it->second;
   }
+  if (std::string(GetParam()) == "abort") {
+    ASSERT_EQ(records.count(1), 1u);
+    EXPECT_NE(records.at(1).find("\"reason\": \"abort\""), std::string::npos) << records.at(1);
+    EXPECT_NE(records.at(1).find("\"error\": \"zcollRemoteError\""), std::string::npos)
+        << records.at(1);
+  } else {
+    EXPECT_EQ(records.count(1), 0u) << "a rank that left cleanly dumped: " << records.at(1);
+  }
+  system(("rm -rf " + dumps).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ways, PeerLeaves, testing::Values("destroy", "exit", "abort"),
@@ -360,6 +397,8 @@ TEST(Processes, WrongAuthTokenIsToldAboutTheToken) {
   EXPECT_NE(log.find("ZCOLL_AUTH_TOKEN"), std::string::npos) << log;
 }
 
+// While it waits, the root says whom it waits for, and a rank that joined says it waits, at the
+// default log level (every tenth of the timeout, at least every second: here 1 s).
 TEST(Processes, PeerThatNeverArrivesGivesTimeout) {
   const int port = freePort();
   auto procs = runProbes(2, {"ok"}, [&](int r) {
@@ -371,6 +410,93 @@ TEST(Processes, PeerThatNeverArrivesGivesTimeout) {
   for (const Proc& p : procs) {
     EXPECT_LT(p.seconds, 15.0);
     EXPECT_NE(readLog(p).find("rank 2 never did"), std::string::npos) << readLog(p);
+  }
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  EXPECT_NE(readLog(procs[0]).find("rendezvous root at " + where + ": waiting for rank 2 (1 of 3 "
+                                   "missing), 2 s left"), std::string::npos) << readLog(procs[0]);
+  EXPECT_NE(readLog(procs[1]).find("rank 1 joined the rendezvous at " + where + " and waits for "
+                                   "the other ranks, 2 s left"), std::string::npos)
+      << readLog(procs[1]);
+}
+
+// WORLD_SIZE differs between the ranks (the root's larger, or smaller, than the others'):
+// every rank fails at once, not at ZCOLL_TIMEOUT, naming both sizes.
+class MisSizedWorld : public testing::TestWithParam<int> {};
+
+TEST_P(MisSizedWorld, EveryRankFailsAtOnceNamingBothSizes) {
+  const int rootSize = GetParam(), otherSize = rootSize == 3 ? 2 : 3;
+  const int port = freePort();
+  auto procs = runProbes(otherSize == 2 ? 2 : 3, {"ok"}, [&](int r) {
+    Env e = rankEnv(r, r == 0 ? rootSize : otherSize, port);
+    e["ZCOLL_TIMEOUT"] = "300";
+    return e;
+  }, 60);
+  const std::string sizes = "says there are " + std::to_string(otherSize) +
+                            " ranks (WORLD_SIZE / nranks), the rendezvous expects " +
+                            std::to_string(rootSize);
+  for (size_t r = 0; r < procs.size(); ++r) {
+    const std::string log = readLog(procs[r]);
+    EXPECT_EQ(procs[r].status, 5) << "rank " << r << " log:\n" << log;  // zcollInvalidUsage
+    EXPECT_LT(procs[r].seconds, 20.0) << "rank " << r;
+    EXPECT_NE(log.find(sizes), std::string::npos) << "rank " << r << " log:\n" << log;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RootSizes, MisSizedWorld, testing::Values(3, 2),
+                         [](const testing::TestParamInfo<int>& i) {
+                           return i.param == 3 ? std::string("RootLarger") : "RootSmaller";
+                         });
+
+// Another program listens on the rendezvous port (here a socket of this test that never
+// answers): rank 0 names the variable that chose the port; the others give up within the
+// handshake deadline (20 s), not at ZCOLL_TIMEOUT, saying the rendezvous did not answer as
+// zcoll. Both ways of naming the address run side by side.
+TEST(Processes, AForeignProgramOnTheRendezvousPortIsNamed) {
+  int ports[2];
+  int listeners[2];
+  for (int j = 0; j < 2; ++j) {
+    listeners[j] = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(listeners[j], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(listeners[j], 16), 0);
+    socklen_t len = sizeof(a);
+    getsockname(listeners[j], reinterpret_cast<sockaddr*>(&a), &len);
+    ports[j] = ntohs(a.sin_port);
+  }
+  std::vector<Proc> procs;
+  for (int j = 0; j < 2; ++j) {
+    for (int r = 0; r < 2; ++r) {
+      Env e{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"ZCOLL_TIMEOUT", "300"}};
+      if (j == 0) {
+        e["ZCOLL_COMM_ID"] = "127.0.0.1:" + std::to_string(ports[j]);
+      } else {
+        e["MASTER_ADDR"] = "127.0.0.1";
+        e["MASTER_PORT"] = std::to_string(ports[j] - 1);  // zcoll uses MASTER_PORT + 1
+      }
+      procs.push_back(spawnProbe({"ok"}, e, 2 * j + r));
+    }
+  }
+  waitAll(procs, 90);
+  for (int fd : listeners) close(fd);
+  const char* says[2] = {"(set by ZCOLL_COMM_ID; if another program uses that port, choose "
+                         "another port in ZCOLL_COMM_ID)",
+                         "(set by MASTER_ADDR and MASTER_PORT + 1; if another program uses that "
+                         "port, choose another MASTER_PORT)"};
+  for (int j = 0; j < 2; ++j) {
+    const std::string where = "127.0.0.1:" + std::to_string(ports[j]);
+    const Proc& root = procs[2 * j];
+    const Proc& other = procs[2 * j + 1];
+    EXPECT_EQ(root.status, 5) << readLog(root);  // zcollSystemError
+    EXPECT_NE(readLog(root).find("rank 0 cannot serve the rendezvous at " + where + " " +
+                                 says[j] + ": bind " + where + ": Address already in use"),
+              std::string::npos) << readLog(root);
+    EXPECT_EQ(other.status, 5) << readLog(other);
+    EXPECT_LT(other.seconds, 30.0) << readLog(other);
+    EXPECT_NE(readLog(other).find("the rendezvous at " + where + " did not answer as zcoll (no "
+                                  "answer within 20 s of rank 1's hello)"),
+              std::string::npos) << readLog(other);
   }
 }
 

@@ -112,6 +112,20 @@ Result rendezvousAddressFromEnv(std::string* text) {
               "ZCOLL_COMM_ID=host:port, or MASTER_ADDR and MASTER_PORT)");
 }
 
+// A failure to serve the rendezvous at `address` (rank 0: a port in use, an address not of this
+// machine), with the variable that chose the address: the user's fix is there.
+Result namingTheAddress(Result r, const std::string& address) {
+  if (r == zcollSuccess) return r;
+  const bool commId = !paramString("ZCOLL_COMM_ID").empty();
+  const std::string context =
+      "zcollCommInitFromEnv: rank 0 cannot serve the rendezvous at " + address +
+      (commId ? " (set by ZCOLL_COMM_ID; if another program uses that port, choose another "
+                "port in ZCOLL_COMM_ID)"
+              : " (set by MASTER_ADDR and MASTER_PORT + 1; if another program uses that port, "
+                "choose another MASTER_PORT)");
+  return failWithContext(r, context.c_str());
+}
+
 // The magic every rank of an environment-initialized job derives alike: from ZCOLL_AUTH_TOKEN, a
 // secret the launcher gives every rank (zcollrun does), so no other process can join or disturb
 // the rendezvous; without it, from the address alone (anyone who can reach the address can
@@ -146,7 +160,8 @@ Result initFromEnv(zcollComm_t* comm, const zcollConfig_t* config) {
   // The root knows the size: a hello claiming another is refused without affecting the ranks.
   // Its port is the job's convention, free again for the next init: no lingering.
   if (e.rank == 0)
-    ZCOLL_CHECK(startRendezvousRoot(id.root, id.magic, e.size, s.timeoutSec, false, &id));
+    ZCOLL_CHECK(namingTheAddress(
+        startRendezvousRoot(id.root, id.magic, e.size, s.timeoutSec, false, &id), text));
   return createComm(s, e.size, e.rank, &id, comm);
 }
 
@@ -277,8 +292,8 @@ zcollResult_t zcollCommAbort(zcollComm_t comm) {
     if (comm == nullptr) return zcollSuccess;
     if (!pinForAbort(comm))
       return fail(zcollInvalidArgument, "zcollCommAbort: not a live communicator");
-    dumpFlightRecord(comm, "abort");  // ZCOLL_DEBUG_DUMP, if set: what it was doing
     breakComm(comm, zcollRemoteError);
+    dumpFlightRecord(comm, "abort");  // ZCOLL_DEBUG_DUMP, if set: what it was doing, its error
     unpinComm(comm);
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(paramInt("ZCOLL_ABORT_WAIT_MS"));

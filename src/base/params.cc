@@ -29,8 +29,9 @@ const std::vector<ParamDesc> kParams = {
      "Operations each communicator's flight recorder keeps (the last ones, for zcoll_info "
      "--status and ZCOLL_DEBUG_DUMP; docs/FLIGHT_RECORDER.md); 0 records nothing. Read at init."},
     {"ZCOLL_DEBUG_DUMP", ParamType::kString, "",
-     "Write each communicator's flight record as JSON to this file on a timeout, on "
-     "zcollCommAbort and on ZCOLL_DEBUG_DUMP_SIGNAL; %h expands to the hostname, %p to the pid, "
+     "Write each communicator's flight record as JSON to this file when it breaks (a timeout, "
+     "a peer's failure, a revoke: on every failing rank), on zcollCommAbort and on "
+     "ZCOLL_DEBUG_DUMP_SIGNAL; %h expands to the hostname, %p to the pid, "
      "%r to the rank, %c to the communicator's name, %i to its id. Without %r and %p, "
      ".rank<R> goes before the extension (with a warning); without %i, in a process with more "
      "than one communicator, .comm<ID> does (docs/FLIGHT_RECORDER.md). Empty: no dumps."},

@@ -43,6 +43,7 @@ const char* helloStatusText(uint32_t status) {
     case kHelloCancelled:
       return "the process that serves the rendezvous called it off (zcollCommGrow: the "
              "communicator's members failed the grow; their zcollGetLastError says why)";
+    case kHelloWorldMismatch: return "a rank said another number of ranks than the others";
     default: return "unknown status";
   }
 }

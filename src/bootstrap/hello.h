@@ -3,6 +3,11 @@
 //
 // Wire: Hello {u64 magic, i32 rank, i32 nranks}, then u64 blob length, then the blob (the rank
 // description, at most kMaxRankBlob bytes). Host byte order: every rank runs one build.
+// The root answers at once, as soon as it has read the hello and blob: kHelloJoined followed by
+// the u64 helloGreeting(magic), or a refusal. A joined rank then waits for the outcome:
+// kHelloAccepted followed by every rank's blob, or a failure (kHelloRootTimedOut,
+// kHelloCancelled, kHelloWorldMismatch). The immediate answer lets a rank tell a zcoll root that
+// waits for the other ranks from another program on the port, which never answers so.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +34,20 @@ enum HelloStatus : uint32_t {
   kHelloAlreadyUsed = 5,
   kHelloTooLarge = 6,  // the rank description is over kMaxRankBlob (no answer is sent)
   kHelloCancelled = 7,  // the root's process called the rendezvous off (cancelRendezvousRoot)
+  kHelloJoined = 8,     // admitted, followed by the u64 helloGreeting(magic); the outcome follows
+  kHelloWorldMismatch = 9,  // followed by a MismatchReport: a rank said another size
+};
+
+// What the root sends after kHelloJoined: derived from the magic, so neither an echo of the hello
+// nor another program's bytes pass for it.
+constexpr uint64_t helloGreeting(uint64_t magic) { return magic ^ 0x7a636f6c6c2d6f6bull; }
+
+// After kHelloWorldMismatch: the rank whose hello named another size fails the rendezvous for
+// every rank (its size is the job's mistake, not a stranger's: its hello had the magic).
+struct MismatchReport {
+  int32_t rank;     // the rank that said another size
+  int32_t nranks;   // the size it said
+  int32_t expected; // the rendezvous' size (the root's, or the first admitted hello's)
 };
 
 // After kHelloRootTimedOut: how many ranks arrived, and the first missing ones.

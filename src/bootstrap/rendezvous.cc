@@ -42,6 +42,50 @@ void refuse(const Socket& s, uint32_t st, int32_t expectedRanks = 0) {
          MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+// A mis-sized rank fails the rendezvous for all: what the others are told, and any that arrive
+// until the timeout (best effort, never blocks: it fits any socket buffer).
+void sendMismatch(const Socket& s, const MismatchReport& report) {
+  char msg[sizeof(uint32_t) + sizeof(MismatchReport)];
+  const uint32_t st = kHelloWorldMismatch;
+  std::memcpy(msg, &st, sizeof(st));
+  std::memcpy(msg + sizeof(st), &report, sizeof(report));
+  ::send(s.fd(), msg, sizeof(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// The root's immediate answer to an admitted hello (best effort, never blocks).
+void greet(const Socket& s, uint64_t magic) {
+  char msg[sizeof(uint32_t) + sizeof(uint64_t)];
+  const uint32_t st = kHelloJoined;
+  const uint64_t greeting = helloGreeting(magic);
+  std::memcpy(msg, &st, sizeof(st));
+  std::memcpy(msg + sizeof(st), &greeting, sizeof(greeting));
+  ::send(s.fd(), msg, sizeof(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// How often the root, and a rank that joined, say they still wait: a tenth of the timeout, 1 to
+// 30 s; the first time after at most 10 s.
+std::chrono::seconds waitNoteInterval(int timeoutSec) {
+  return std::chrono::seconds(std::clamp(timeoutSec / 10, 1, 30));
+}
+Deadline firstWaitNote(int timeoutSec) {
+  return Clock::now() + std::min<std::chrono::seconds>(waitNoteInterval(timeoutSec),
+                                                       std::chrono::seconds(10));
+}
+
+long long secondsLeft(Deadline d) {
+  return std::max<long long>(
+      0, std::chrono::ceil<std::chrono::seconds>(d - Clock::now()).count());
+}
+
+// "rank 2", "ranks 1, 3", "ranks 1, 2, ... and 5 more" (at most `listed` named).
+std::string rankList(const std::vector<int>& ranks, size_t listed = 8) {
+  std::string text = ranks.size() > 1 ? "ranks " : "rank ";
+  for (size_t i = 0; i < ranks.size() && i < listed; ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > listed) text += " and " + std::to_string(ranks.size() - listed) + " more";
+  return text;
+}
+
 int pollTimeoutMs(Deadline d) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now()).count();
   return ms <= 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1000));
@@ -55,7 +99,8 @@ class RootService {
   RootService(Socket listener, const SockAddr& addr, uint64_t magic, int expectedRanks,
               int timeoutSec, bool lingerForReuse)
       : listener_(std::move(listener)), addr_(addr), magic_(magic), nranks_(expectedRanks),
-        deadline_(deadlineIn(timeoutSec)), linger_(lingerForReuse) {
+        deadline_(deadlineIn(timeoutSec)), linger_(lingerForReuse),
+        noteEvery_(waitNoteInterval(timeoutSec)), nextNote_(firstWaitNote(timeoutSec)) {
     if (nranks_ > 0) ranks_.resize(nranks_);
   }
 
@@ -71,8 +116,10 @@ class RootService {
   void run() {
     while (!complete()) {
       if (cancelled_.load()) return calledOff();
+      if (mismatched_) return failedOnSize();
       if (Clock::now() >= deadline_) return timedOut();
       pollOnce();
+      noteWaiting();
     }
     ZCOLL_INFO(LogSubsys::kBootstrap, "rendezvous root: all %d ranks arrived", nranks_);
     answerRanks();
@@ -126,9 +173,15 @@ class RootService {
     if (n > 0) p.buf.append(tmp, static_cast<size_t>(n));
     state = parseHello(p.buf.data(), p.buf.size(), rules(), &parsed);
     if (state == HelloParse::kNeedMore) return Read::kMore;
-    if (lingering_) {  // the rendezvous is over: a hello with this magic reuses the id
-      const uint32_t late = cancelled_.load() ? kHelloCancelled : kHelloAlreadyUsed;
-      refuse(p.sock, parsed.refusal == kHelloBadMagic ? kHelloBadMagic : late);
+    if (lingering_) return answerLate(p, parsed);
+    if (state == HelloParse::kRejected && saysAnotherSize(parsed)) {
+      refuse(p.sock, parsed.refusal, nranks_);
+      mismatched_ = true;
+      mismatch_ = MismatchReport{parsed.header.rank, parsed.header.nranks, nranks_};
+      ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous root at %s: rank %d says there are %d "
+                 "ranks, the rendezvous expects %d: the rendezvous fails for every rank (%d of "
+                 "%d had arrived)", addrToString(addr_).c_str(), mismatch_.rank, mismatch_.nranks,
+                 mismatch_.expected, arrived_, nranks_);
       return Read::kDrop;
     }
     if (state == HelloParse::kRejected) {
@@ -141,6 +194,27 @@ class RootService {
   }
 
   HelloRules rules() const { return HelloRules{magic_, nranks_}; }
+
+  // A hello with the magic (a rank of this job) that names another size than the rendezvous'.
+  bool saysAnotherSize(const ParsedHello& parsed) const {
+    return parsed.refusal == kHelloBadRank && nranks_ > 0 && parsed.header.nranks > 0 &&
+           parsed.header.nranks != nranks_;
+  }
+
+  // After the rendezvous (done, called off or failed on a size): a hello with this magic is told
+  // why it cannot join, at once.
+  Read answerLate(const Pending& p, const ParsedHello& parsed) {
+    if (parsed.refusal == kHelloBadMagic) {
+      refuse(p.sock, kHelloBadMagic);
+    } else if (mismatched_ && saysAnotherSize(parsed)) {
+      refuse(p.sock, kHelloBadRank, nranks_);
+    } else if (mismatched_) {
+      sendMismatch(p.sock, mismatch_);
+    } else {
+      refuse(p.sock, cancelled_.load() ? kHelloCancelled : kHelloAlreadyUsed);
+    }
+    return Read::kDrop;
+  }
 
   bool duplicate(const Pending& p, int rank) {
     ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous refused a second rank %d", rank);
@@ -161,7 +235,32 @@ class RootService {
     slot.blob = p.buf.substr(kHelloHeaderBytes);
     slot.sock = std::move(p.sock);
     ++arrived_;
+    greet(slot.sock, magic_);
     return true;
+  }
+
+  // Every `noteEvery_` while some ranks wait for others: whom, at the default log level (the
+  // ranks' silence would otherwise last the whole timeout). Nothing while no rank arrived: a
+  // unique id may be made long before its ranks init, and nobody waits yet.
+  void noteWaiting() {
+    if (Clock::now() < nextNote_) return;
+    nextNote_ = Clock::now() + noteEvery_;
+    if (arrived_ == 0) return;
+    std::vector<int> missing;
+    for (int r = 0; r < nranks_; ++r)
+      if (!ranks_[r].sock.valid()) missing.push_back(r);
+    ZCOLL_WARN(LogSubsys::kBootstrap, "rendezvous root at %s: waiting for %s (%zu of %d "
+               "missing), %lld s left", addrToString(addr_).c_str(), rankList(missing).c_str(),
+               missing.size(), nranks_, secondsLeft(deadline_));
+  }
+
+  // A rank said another size: every rank that arrived is told, and so is every rank that
+  // arrives until the timeout (lingering), so none waits for a rendezvous that cannot complete.
+  void failedOnSize() {
+    for (Arrival& a : ranks_)
+      if (a.sock.valid()) sendMismatch(a.sock, mismatch_);
+    ranks_.clear();
+    answerLateHellos();
   }
 
   // Who never arrived, for the ranks that did (best effort, never blocks: it fits any buffer).
@@ -218,6 +317,10 @@ class RootService {
   bool linger_;
   std::atomic<bool> cancelled_{false};
   bool lingering_ = false;
+  bool mismatched_ = false;  // a rank said another size: mismatch_ says which
+  MismatchReport mismatch_{};
+  std::chrono::seconds noteEvery_;
+  Deadline nextNote_;
   int arrived_ = 0;
   std::vector<Arrival> ranks_;
   std::vector<Pending> pending_;
@@ -247,6 +350,166 @@ std::string describeTimeout(const TimedOutReport& t, const RendezvousRankName& n
   return text + (t.missingCount > 1 ? " never did" : " never did (it never came, or died "
                                                      "before it reached the rendezvous)");
 }
+
+// kRendezvousHandshakeSec is safe: a zcoll root reads every connection at once, concurrently,
+// and drops one that has not sent its hello within kHelloWaitSec, so only another program on
+// the port (or a root stopped for this long) stays silent.
+constexpr int kHandshakeSec = kRendezvousHandshakeSec;
+
+bool servedHere(uint64_t magic) {
+  std::lock_guard<std::mutex> lock(servicesMu);
+  return liveServices().count(magic) != 0;
+}
+
+// Waits until `fd` has bytes to read (or was closed) or `until` passes; false: it passed. No
+// message (the caller says what it waited for).
+bool readableBefore(int fd, Deadline until) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int rc = ::poll(&p, 1, pollTimeoutMs(until));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return true;  // let the read report it
+    if (Clock::now() >= until) return false;
+  }
+}
+
+// One rank's side of a rendezvous: connect, hello and blob, the root's immediate answer, then
+// the outcome (every rank's blob, or why not).
+class Joiner {
+ public:
+  Joiner(const RendezvousId& id, int rank, int nranks, int timeoutSec,
+         const RendezvousRankName& nameOf)
+      : id_(id), rank_(rank), nranks_(nranks), timeoutSec_(timeoutSec), nameOf_(nameOf),
+        me_(nameOf ? nameOf(rank) : "rank " + std::to_string(rank)),
+        where_(addrToString(id.root)), deadline_(deadlineIn(timeoutSec)) {}
+
+  Result connect() {
+    Result r = connectBefore(id_.root, deadline_, &sock_);
+    if (r == zcollSuccess) return r;
+    std::string why = threadLastError();
+    const std::string prefix = std::string(resultName(r)) + ": ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    return fail(r, "%s: %s; %s never listened there, or is gone", me_.c_str(), why.c_str(),
+                kRootWho);
+  }
+
+  // Sends the hello and blob and reads the root's immediate answer, all within kHandshakeSec:
+  // success once the root said it joined.
+  Result join(const std::string& mine) {
+    const Deadline handshake = std::min(deadline_, deadlineIn(kHandshakeSec));
+    Hello h{id_.magic, rank_, nranks_};
+    Result sent = sendAll(sock_, &h, sizeof(h), handshake);
+    if (sent == zcollSuccess) sent = sendBlob(sock_, mine, handshake);
+    // A refusal arrives right after the hello and the root closes: the blob may then fail to
+    // send, but the status explaining why is still readable.
+    const Deadline answer = sent == zcollSuccess ? handshake : std::min(handshake, deadlineIn(1));
+    if (!readableBefore(sock_.fd(), answer)) {
+      if (Clock::now() >= deadline_) return fail(zcollTimeout, "%s: the rendezvous at %s did "
+                                                 "not answer before the timeout", me_.c_str(),
+                                                 where_.c_str());
+      return notZcoll("no answer within " + std::to_string(kHandshakeSec) + " s of " + me_ +
+                      "'s hello");
+    }
+    uint32_t status = 0;
+    Result r = recvAll(sock_, &status, sizeof(status), answer);
+    if (r != zcollSuccess && sent != zcollSuccess) return sent;
+    if (r == zcollRemoteError) return closedEarly();
+    ZCOLL_CHECK(r);
+    if (status != kHelloJoined) return refused(status);
+    uint64_t greeting = 0;
+    if (recvAll(sock_, &greeting, sizeof(greeting), handshake) != zcollSuccess ||
+        greeting != helloGreeting(id_.magic))
+      return notZcoll(me_ + " got bytes that no zcoll rendezvous sends");
+    return zcollSuccess;
+  }
+
+  // Waits (up to the timeout) for the root's outcome once every rank arrived, saying so every
+  // while unless this process serves the rendezvous (its root says who is missing).
+  Result awaitOutcome() {
+    const bool quiet = servedHere(id_.magic);
+    Deadline note = firstWaitNote(timeoutSec_);
+    while (!readableBefore(sock_.fd(), std::min(note, deadline_))) {
+      if (Clock::now() >= deadline_) break;  // recvAll below says it timed out
+      note = Clock::now() + waitNoteInterval(timeoutSec_);
+      if (!quiet)
+        ZCOLL_WARN(LogSubsys::kBootstrap, "%s joined the rendezvous at %s and waits for the "
+                   "other ranks, %lld s left (the process that serves it logs which are "
+                   "missing)", me_.c_str(), where_.c_str(), secondsLeft(deadline_));
+    }
+    uint32_t status = 0;
+    Result r = recvAll(sock_, &status, sizeof(status), deadline_);
+    if (r == zcollRemoteError) return closedEarly();
+    ZCOLL_CHECK(r);
+    return status == kHelloAccepted ? zcollSuccess : refused(status);
+  }
+
+  Result receiveAll(std::vector<std::string>* all) {
+    all->resize(nranks_);
+    for (int i = 0; i < nranks_; ++i)
+      ZCOLL_CHECK(recvBlob(sock_, &(*all)[i], kMaxRankBlob, deadline_));
+    return zcollSuccess;
+  }
+
+ private:
+  Result closedEarly() {
+    return fail(zcollRemoteError, "the rendezvous at %s closed the connection of %s before "
+                "answering: %s is gone", where_.c_str(), me_.c_str(), kRootWho);
+  }
+
+  Result notZcoll(const std::string& how) {
+    return fail(zcollSystemError, "the rendezvous at %s did not answer as zcoll (%s): another "
+                "program listens on that port, or it is not where %s listens", where_.c_str(),
+                how.c_str(), kRootWho);
+  }
+
+  std::string nameOf(int rank) const {
+    return nameOf_ && rank >= 0 && rank < nranks_ ? nameOf_(rank) : "rank " + std::to_string(rank);
+  }
+
+  // The root said no (a HelloStatus other than kHelloJoined/kHelloAccepted): why, in full.
+  Result refused(uint32_t status) {
+    if (status == kHelloBadRank) {
+      int32_t expected = 0;
+      if (recvAll(sock_, &expected, sizeof(expected), deadlineIn(1)) == zcollSuccess &&
+          expected != nranks_)
+        return fail(zcollInvalidUsage, "the rendezvous at %s refused %s: this rank says there "
+                    "are %d ranks (WORLD_SIZE / nranks), the rendezvous expects %d",
+                    where_.c_str(), me_.c_str(), nranks_, expected);
+    }
+    if (status == kHelloWorldMismatch) {
+      MismatchReport m{};
+      if (recvAll(sock_, &m, sizeof(m), deadlineIn(1)) == zcollSuccess)
+        return fail(zcollInvalidUsage, "the rendezvous at %s failed for %s: %s says there are %d "
+                    "ranks (WORLD_SIZE / nranks), the rendezvous expects %d, as %s does; start "
+                    "every rank with the same number of ranks", where_.c_str(), me_.c_str(),
+                    nameOf(m.rank).c_str(), m.nranks, m.expected, me_.c_str());
+    }
+    if (status == kHelloRootTimedOut) {
+      TimedOutReport report{};
+      if (recvAll(sock_, &report, sizeof(report), deadlineIn(1)) == zcollSuccess &&
+          report.nranks == nranks_ && report.missingCount > 0)
+        return fail(zcollTimeout, "the rendezvous at %s timed out for %s: %s", where_.c_str(),
+                    me_.c_str(), describeTimeout(report, nameOf_).c_str());
+    }
+    if (status > kHelloWorldMismatch || status == kHelloAccepted || status == kHelloJoined)
+      return notZcoll(me_ + " got bytes that no zcoll rendezvous sends");
+    Result code = status == kHelloRootTimedOut ? zcollTimeout
+                  : status == kHelloCancelled  ? zcollRemoteError
+                                               : zcollInvalidUsage;
+    return fail(code, "the rendezvous at %s refused %s: %s", where_.c_str(), me_.c_str(),
+                helloStatusText(status));
+  }
+
+  const RendezvousId& id_;
+  int rank_;
+  int nranks_;
+  int timeoutSec_;
+  const RendezvousRankName& nameOf_;
+  std::string me_;
+  std::string where_;
+  Deadline deadline_;
+  Socket sock_;
+};
 
 }  // namespace
 
@@ -300,57 +563,14 @@ void cancelRendezvousRoot(const RendezvousId& id) {
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
                            int timeoutSec, std::vector<std::string>* all,
                            const RendezvousRankName& nameOf) {
-  const std::string me = nameOf ? nameOf(rank) : "rank " + std::to_string(rank);
-  Deadline deadline = deadlineIn(timeoutSec);
   if (id.magic == 0 || (id.root.storage.sa.sa_family != AF_INET &&
                         id.root.storage.sa.sa_family != AF_INET6))
     return fail(zcollInvalidArgument, "the unique id is not initialized (call zcollGetUniqueId)");
-  Socket s;
-  if (Result r = connectBefore(id.root, deadline, &s); r != zcollSuccess) {
-    std::string why = threadLastError();
-    const std::string prefix = std::string(resultName(r)) + ": ";
-    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
-    return fail(r, "%s: %s; %s never listened there, or is gone", me.c_str(), why.c_str(),
-                kRootWho);
-  }
-  Hello h{id.magic, rank, nranks};
-  Result sent = sendAll(s, &h, sizeof(h), deadline);
-  if (sent == zcollSuccess) sent = sendBlob(s, mine, deadline);
-  // A refusal arrives right after the hello and the root closes: the blob may then fail to
-  // send, but the status explaining why is still readable.
-  uint32_t status = 0;
-  Result r = recvAll(s, &status, sizeof(status), sent == zcollSuccess ? deadline : deadlineIn(1));
-  if (r != zcollSuccess && sent != zcollSuccess) return sent;
-  if (r == zcollRemoteError)
-    return fail(zcollRemoteError, "the rendezvous at %s closed the connection of %s before "
-                "answering: %s is gone", addrToString(id.root).c_str(), me.c_str(), kRootWho);
-  ZCOLL_CHECK(r);
-  if (status == kHelloBadRank) {
-    int32_t expected = 0;
-    if (recvAll(s, &expected, sizeof(expected), deadlineIn(1)) == zcollSuccess &&
-        expected != nranks)
-      return fail(zcollInvalidUsage, "the rendezvous at %s refused %s: this rank says there "
-                  "are %d ranks (WORLD_SIZE / nranks), the rendezvous expects %d",
-                  addrToString(id.root).c_str(), me.c_str(), nranks, expected);
-  }
-  if (status == kHelloRootTimedOut) {
-    TimedOutReport report{};
-    if (recvAll(s, &report, sizeof(report), deadlineIn(1)) == zcollSuccess &&
-        report.nranks == nranks && report.missingCount > 0)
-      return fail(zcollTimeout, "the rendezvous at %s timed out for %s: %s",
-                  addrToString(id.root).c_str(), me.c_str(),
-                  describeTimeout(report, nameOf).c_str());
-  }
-  if (status != kHelloAccepted) {
-    Result code = status == kHelloRootTimedOut ? zcollTimeout
-                  : status == kHelloCancelled  ? zcollRemoteError
-                                               : zcollInvalidUsage;
-    return fail(code, "the rendezvous at %s refused %s: %s", addrToString(id.root).c_str(),
-                me.c_str(), helloStatusText(status));
-  }
-  all->resize(nranks);
-  for (int i = 0; i < nranks; ++i) ZCOLL_CHECK(recvBlob(s, &(*all)[i], kMaxRankBlob, deadline));
-  return zcollSuccess;
+  Joiner joiner(id, rank, nranks, timeoutSec, nameOf);
+  ZCOLL_CHECK(joiner.connect());
+  ZCOLL_CHECK(joiner.join(mine));
+  ZCOLL_CHECK(joiner.awaitOutcome());
+  return joiner.receiveAll(all);
 }
 
 }  // namespace zcoll

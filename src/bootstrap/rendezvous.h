@@ -52,8 +52,17 @@ void cancelRendezvousRoot(const RendezvousId& id);
 // are not the communicator's (a grow's).
 using RendezvousRankName = std::function<std::string(int rank)>;
 
+// How long a rank waits for the root's immediate answer to its hello, whatever the timeout: a
+// zcoll root answers at once (and then waits for the other ranks up to the timeout), so a
+// listener that says nothing this long, or says something else, is another program.
+constexpr int kRendezvousHandshakeSec = 20;
+
 // Sends `mine` for `rank` of `nranks` and returns all ranks' blobs, indexed by rank. When the
-// root times out, the message names the ranks that never arrived (by `nameOf`, if given).
+// root times out, the message names the ranks that never arrived (by `nameOf`, if given). A rank
+// that says another number of ranks than the rendezvous' (the root's, else the first admitted
+// hello's) fails it for every rank, at once, with both numbers. While a rank waits for the
+// others, it and the root say so (WARN) every tenth of the timeout (1 to 30 s; first within
+// 10 s), the root naming the missing ranks.
 Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const std::string& mine,
                            int timeoutSec, std::vector<std::string>* all,
                            const RendezvousRankName& nameOf = {});

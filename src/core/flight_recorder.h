@@ -2,7 +2,8 @@
 // what was called, the algorithm that ran it, its start and end times, its result, and, while
 // it waits, the peers it still waits for. Read while the job is alive (the status service,
 // core/status_service.h, answers `zcoll_info --status`) and dumped as JSON (docs/
-// FLIGHT_RECORDER.md) on a timeout, on zcollCommAbort, and on the signal ZCOLL_DEBUG_DUMP_SIGNAL.
+// FLIGHT_RECORDER.md) when the communicator breaks (core/progress.h: breakComm), on
+// zcollCommAbort, and on the signal ZCOLL_DEBUG_DUMP_SIGNAL.
 //
 // Why a fixed ring behind one mutex: the operation that records runs on one thread at a time
 // (the comm's engine), and readers (a dump, a status query) are rare; recording costs two clock
@@ -76,7 +77,7 @@ std::string dumpPathFor(const zcollComm* comm, const std::string& pattern, bool 
                         bool* rankAdded);
 
 // Writes flightRecordJson to the file dumpPathFor names (ZCOLL_DEBUG_DUMP), with `why`
-// ("timeout", "abort", "signal", "request"); nothing when it is unset. The first pattern that
+// ("timeout", "error", "revoke", "abort", "signal", "request"); nothing when it is unset. The first pattern that
 // needed ".rank<R>" is a warning, once per process. Never fails the caller: a dump that cannot
 // be written is a warning.
 void dumpFlightRecord(const zcollComm* comm, const char* why);

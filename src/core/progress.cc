@@ -75,9 +75,18 @@ void countTransfer(zcollComm* comm, int peer, size_t bytes, bool sending) {
   c.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+// Why a communicator broke, as a flight record's `reason`.
+static const char* breakReason(const zcollComm* comm, Result error) {
+  if (error == zcollTimeout) return "timeout";
+  return comm->revoked.load() ? "revoke" : "error";
+}
+
 void breakComm(zcollComm* comm, Result error) {
   int expected = zcollSuccess;
-  comm->asyncError.compare_exchange_strong(expected, error);
+  if (!comm->asyncError.compare_exchange_strong(expected, error)) return;
+  // Every rank whose communicator breaks keeps its record (ZCOLL_DEBUG_DUMP, if set), with the
+  // error it broke with; zcollCommAbort dumps its own ("abort").
+  if (!comm->aborting.load()) dumpFlightRecord(comm, breakReason(comm, error));
 }
 
 void breakAndNotify(zcollComm* comm, Result error) {
@@ -354,10 +363,10 @@ Result waitAll(zcollComm* comm, Request* reqs, size_t n) {
       if (r == zcollSuccess && now > deadline)
         r = fail(zcollTimeout,
                  "rank %d waited more than %d s for %zu of %zu transfers, still waiting on %s "
-                 "(a peer is stuck, or called a different collective; raise ZCOLL_TIMEOUT if it "
-                 "is just slow)",
+                 "(a peer is stuck, or called a different collective: while the job runs, "
+                 "`zcoll_info --status` names the rank behind and ZCOLL_CHECK_CALLS=on catches "
+                 "mismatched calls; raise ZCOLL_TIMEOUT if it is just slow)",
                  comm->rank, comm->timeoutSec, n - done, n, pendingPeers(reqs, n).c_str());
-      if (r == zcollTimeout) dumpFlightRecord(comm, "timeout");  // ZCOLL_DEBUG_DUMP, if set
     }
     if (r != zcollSuccess) {
       cancelPending(reqs, n);

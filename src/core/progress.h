@@ -42,7 +42,9 @@ std::string pendingPeers(const Request* reqs, size_t n);
 // peer may be alive (a shrink waits on such peers).
 const char* whyPeerGone(const zcollComm* comm, int peer);
 
-// Puts the communicator in the error state (first error wins).
+// Puts the communicator in the error state (first error wins). The first error also dumps its
+// flight record (ZCOLL_DEBUG_DUMP, if set; reason "timeout", "revoke" or "error"), unless an
+// abort is under way (zcollCommAbort dumps "abort").
 void breakComm(zcollComm* comm, Result error);
 // breakComm, then the failure notice to every peer (once per comm): peers blocked on this rank
 // in the same collective learn at once instead of at their timeout.
