@@ -283,7 +283,7 @@ TEST_P(Qar, BelowThresholdBitIdenticalToAllReduceAboveQuantized) {
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     for (zcollDataType_t t : {zcollFloat32, zcollBfloat16})
       for (zcollRedOp_t op : {zcollSum, zcollAvg}) {
-        const size_t below = 64 * 1024 / typeSize(t) - 1;  // 1 element under 64 KiB per rank
+        const size_t below = 256 * 1024 / typeSize(t) - 1;  // 1 element under 256 KiB per rank
         for (size_t count : {size_t(1), size_t(999), below, below + 1}) {
           Call c{&kDefault, t, op, count, false, 5};
           auto in = inputOf(rank, c);
@@ -293,7 +293,7 @@ TEST_P(Qar, BelowThresholdBitIdenticalToAllReduceAboveQuantized) {
           auto out = runCall(rank, comm, c);
           if (count <= below) {
             EXPECT_EQ(out, exact) << "rank " << rank << " " << describe(c);
-          } else {  // from 64 KiB: quantized, so some element differs, within the bound
+          } else {  // from 256 KiB: quantized, so some element differs, within the bound
             EXPECT_NE(out, exact) << "rank " << rank << " " << describe(c);
             checkOutput(sh, rank, c, out);
           }
@@ -402,7 +402,7 @@ TEST(QarFeedback, ResidualSizeIsDocumented) {
 TEST(QarArguments, BadArgumentsFailOnEveryRankAndLeaveTheOutputAndCommAlone) {
   const RankSetup s{2, 2, Placement::kContiguous};
   runRanks(s, [&](int rank, zcollComm_t comm) {
-    const size_t n = 64 * 1024;  // above the threshold: the quantized path
+    const size_t n = 64 * 1024;  // 256 KiB, the threshold: the quantized path
     std::vector<float> in(n, 1.0f), out(n, -7.0f);
     size_t rbytes = 0;
     ZCOLL_EXPECT_OK(comm, zcollQuantizedAllReduceResidualSize(n, zcollFloat32, nullptr, comm,

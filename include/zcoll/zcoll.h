@@ -700,7 +700,7 @@ ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* 
  * codes, so EVERY RANK ENDS WITH IDENTICAL BITS. The T tail elements are all-reduced exactly.
  * datatype: Float32, Float16 or Bfloat16; any count; in place when sendbuff == recvbuff,
  * otherwise the buffers must not overlap. quant NULL (or fields 0): INT8 on every step
- * (bits 8, intraBits 8), block 256, symmetric, nearest-even. Below 64 KiB per rank
+ * (bits 8, intraBits 8), block 256, symmetric, nearest-even. Below 256 KiB per rank
  * (count * element size) it runs zcollAllReduce's algorithm (identical bits to
  * zcollAllReduce); ZCOLL_ALGO_QUANTIZED_ALLREDUCE=qgz_then_qwz|exact forces either. Host
  * buffers; device buffers on `stream` as the other ZeRO++ calls. */
