@@ -309,6 +309,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Qar, testing::ValuesIn(kCases), layoutName);
 // Max over elements of |mean of K outputs - exact sum|, and of the single-call bound.
 struct MeanError {
   double err = 0, bound = 0;
+  std::vector<unsigned char> last;  // the last call's output
 };
 
 MeanError meanErrorAfter(int rank, zcollComm_t comm, const Shape& sh, int k, bool feedback) {
@@ -333,6 +334,8 @@ MeanError meanErrorAfter(int rank, zcollComm_t comm, const Shape& sh, int k, boo
     for (size_t e = 0; e < count; ++e) sum[e] += out[e];
   }
   MeanError m;
+  m.last.resize(count * sizeof(float));
+  std::memcpy(m.last.data(), out.data(), m.last.size());
   const double f = boundFactor(sh, cfg);
   for (size_t e = 0; e < count; ++e) {
     double exact = 0, sumA = 0;
@@ -356,6 +359,7 @@ class QarFeedback : public LayoutTest {};
 TEST_P(QarFeedback, RunningMeanConvergesWithFeedbackAndKeepsItsBiasWithout) {
   const Shape sh = shapeOf(setup());
   ScopedEnv force("ZCOLL_ALGO_QUANTIZED_ALLREDUCE", "qgz_then_qwz");  // 16 KB per rank
+  Outputs outs(sh.w);
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     const MeanError one = meanErrorAfter(rank, comm, sh, 1, false);
     const MeanError ef16 = meanErrorAfter(rank, comm, sh, 16, true);
@@ -370,7 +374,10 @@ TEST_P(QarFeedback, RunningMeanConvergesWithFeedbackAndKeepsItsBiasWithout) {
     // Without it every call rounds the same way: the mean keeps the one-call error.
     EXPECT_GT(plain64.err * 64, 2 * plain64.bound) << "rank " << rank;
     EXPECT_GE(plain64.err, 0.5 * one.err) << "rank " << rank;
+    outs.add(rank, ef16.last);  // with feedback, too, every rank the same bits
+    outs.add(rank, ef64.last);
   });
+  outs.expectIdentical();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, QarFeedback,
@@ -417,6 +424,12 @@ TEST(QarArguments, BadArgumentsFailOnEveryRankAndLeaveTheOutputAndCommAlone) {
     };
     for (zcollDataType_t t : {zcollInt32, zcollInt8, zcollFloat64})
       EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "datatype", call(n, t, zcollSum, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "sendbuff",
+                      zcollQuantizedAllReduce(nullptr, out.data(), n, zcollFloat32, zcollSum,
+                                              nullptr, comm, nullptr));
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "recvbuff",
+                      zcollQuantizedAllReduce(in.data(), nullptr, n, zcollFloat32, zcollSum,
+                                              nullptr, comm, nullptr));
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "op prod", call(n, zcollFloat32, zcollProd, nullptr));
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "op max", call(n, zcollFloat32, zcollMax, nullptr));
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "op min", call(n, zcollFloat32, zcollMin, nullptr));

@@ -719,8 +719,8 @@ ZCOLL_API zcollResult_t zcollQuantizedAllReduce(const void* sendbuff, void* recv
  * minus dequantized code, fp32): the sender's first quantization (W*C elements), the two-hop
  * requantization (N*C, equal nodes with N > 1 and more than one rank per node) and the chunk
  * owner's gather quantization (C). So the buffer is 4 * C * (W + N + 1) bytes on two-hop layouts,
- * 4 * C * (W + 1) otherwise (C = count / W, rounded down), about 4 bytes per element of
- * sendbuff. residualBytes must be that size (zcollInvalidArgument otherwise); residual NULL
+ * 4 * C * (W + 1) otherwise (C = count / W, rounded down): 4*(W+N+1)/W bytes per element of
+ * sendbuff (7 on 2 nodes x 2 ranks). residualBytes must be that size (zcollInvalidArgument otherwise); residual NULL
  * fails. Below the exact threshold nothing is quantized and the residual is left as it was.
  * Why a buffer and a size query rather than fields in a struct: the residuals are zcoll's
  * internal state, whose layout may change with the algorithm; one opaque buffer whose size is
