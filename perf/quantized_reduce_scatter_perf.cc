@@ -61,29 +61,10 @@ struct RunShape {
   zcollRedOp_t op = zcollSum;
 };
 
-double ulpOf(double v, zcollDataType_t t) {
-  int mant = t == zcollFloat16 ? 10 : t == zcollBfloat16 ? 7 : 23;
-  return std::ldexp(1.0, std::max(-14, std::ilogb(std::max(v, 1.0))) - mant);
-}
-
 double tolerance(const RunShape& s, int interBits, int intraBits, bool stochastic,
                  zcollDataType_t t) {
-  const double k = stochastic ? 1.0 : 0.5;
-  const double qi = std::ldexp(1.0, intraBits - 1) - 1, qe = std::ldexp(1.0, interBits - 1) - 1;
-  double f = k / qi + (1 + k / qi) * k / qe;
-  if (s.nodes == 1) f = k / qi;
-  else if (s.nodes == s.nranks) f = k / qe;
-  zp::Pattern p{s.op, s.nranks, 0, 0};
-  double sumA = 0, maxOut = 0;
-  for (int r = 0; r < s.nranks; ++r) {
-    double a = 0;
-    for (size_t i = 0; i < 4096; ++i) a = std::max(a, zp::reduceInput(p, r, i));
-    sumA += a;
-  }
-  for (size_t i = 0; i < 4096; ++i) maxOut = std::max(maxOut, zp::reduceResult(p, i));
-  double div = s.op == zcollAvg ? s.nranks : 1;
-  double err = (f * sumA * (1 + 0x1.0p-10) + 0x1.0p-16 * sumA) / div;
-  return err + ulpOf(maxOut + err, t);
+  const double f = zp::qgzFactor(s.nranks, s.nodes, interBits, intraBits, stochastic);
+  return zp::reduceTolerance(f, s.op, s.nranks, t, 0x1.0p-16, 1);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "base/dtype.h"
 #include "coll/coll.h"
+#include "coll/quantized_allreduce.h"
 #include "coll/zeropp_config.h"
 #include "core/comm.h"
 #include "exec/executor.h"
@@ -139,7 +140,7 @@ void expectDeferredGivesHostBytes(const Algorithm& algo, zcollComm* comm, zcollD
 
 bool isReduction(CollKind k) {
   return k == CollKind::kReduceScatter || k == CollKind::kAllReduce || k == CollKind::kReduce ||
-         k == CollKind::kQuantizedReduceScatter;
+         k == CollKind::kQuantizedReduceScatter || k == CollKind::kQuantizedAllReduce;
 }
 
 TEST(Executor, EveryAlgorithmThroughADeferredExecutorGivesTheHostBytes) {
@@ -197,6 +198,51 @@ TEST(Executor, EveryAlgorithmOnDeviceBuffersGivesTheHostBytes) {
     }
     for (int r = 0; r < comm->nranks; ++r) EXPECT_TRUE(comm->deviceRouted(r)) << r;
   });
+}
+
+// The quantized all-reduce with error feedback: the residual buffer in device memory, updated
+// by the executor's data work, gives the host's outputs and residuals over repeated calls.
+TEST(Executor, QuantizedAllReduceWithFeedbackOnDeviceBuffersGivesTheHostBytes) {
+  const Algorithm* algo = findAlgorithm(CollKind::kQuantizedAllReduce, "qgz_then_qwz");
+  ASSERT_NE(algo, nullptr);
+  FakeDevice device;
+  for (RankSetup s : {RankSetup{4, 2, Placement::kCyclic}, RankSetup{4, 1}}) {
+    runRanks(s, [&](int, zcollComm_t comm) {
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t count = 1203;  // chunks of 300 (not a block multiple) and an exact tail of 3
+      const QarSplit split = qarSplit(comm, count);
+      Call host, dev;
+      makeCall(CollKind::kQuantizedAllReduce, comm, zcollBfloat16, zcollSum, count, &host);
+      makeCall(CollKind::kQuantizedAllReduce, comm, zcollBfloat16, zcollSum, count, &dev);
+      std::vector<unsigned char> hres(split.residualBytes(), 0);
+      void* dres = arena.alloc(hres.size());
+      arena.upload(dres, hres);
+      auto carve = [&](CollArgs* a, void* base) {
+        float* r = static_cast<float*>(base);
+        a->firstResidual = r;
+        a->partialResidual = split.partialElems ? r + split.firstElems : nullptr;
+        a->ownerResidual = r + split.firstElems + split.partialElems;
+      };
+      carve(&host.args, hres.data());
+      carve(&dev.args, dres);
+      void* dsend = arena.alloc(dev.send.size());
+      void* drecv = arena.alloc(dev.recv.size());
+      arena.upload(dsend, dev.send);
+      FakeDeviceExecutor exec;
+      dev.args.send = dsend;
+      dev.args.recv = drecv;
+      dev.args.exec = &exec;
+      for (int k = 0; k < 3; ++k) {  // the residuals carry over
+        ASSERT_EQ(algo->run(comm, host.args), zcollSuccess) << threadLastError();
+        ASSERT_EQ(algo->run(comm, dev.args), zcollSuccess) << threadLastError();
+        ASSERT_EQ(exec.flush(), zcollSuccess);
+        EXPECT_EQ(arena.download(drecv, dev.recv.size()), host.recv) << "call " << k;
+        EXPECT_EQ(arena.download(dres, hres.size()), hres) << "call " << k;
+      }
+      EXPECT_NE(hres, std::vector<unsigned char>(hres.size(), 0));  // feedback did run
+    });
+  }
 }
 
 TEST(Executor, HostBuffersGetTheHostExecutorAndDeviceBuffersAClearAnswer) {

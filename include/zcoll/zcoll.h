@@ -699,6 +699,48 @@ ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* 
                                                     const zcollQuantConfig_t* quant,
                                                     zcollComm_t comm, zcollStream_t stream);
 
+/* Quantized all-reduce (docs/ZEROPP.md "Quantized all-reduce"): the semantics of zcollAllReduce
+ * (op Sum, or Avg = Sum / nranks) with block-quantized traffic. count = W*C + T (T < W): the
+ * W chunks of C elements are reduced by qgZ (its two hops, intraBits then bits, fp32 sums;
+ * its flat algorithm on unequal nodes), then each rank quantizes its reduced chunk at `bits`
+ * and qwZ gathers the chunks; every rank, the chunk's owner included, writes the dequantized
+ * codes, so EVERY RANK ENDS WITH IDENTICAL BITS. The T tail elements are all-reduced exactly.
+ * datatype: Float32, Float16 or Bfloat16; any count; in place when sendbuff == recvbuff,
+ * otherwise the buffers must not overlap. quant NULL (or fields 0): INT8 on every step
+ * (bits 8, intraBits 8), block 256, symmetric, nearest-even. Below 256 KiB per rank
+ * (count * element size) it runs zcollAllReduce's algorithm (identical bits to
+ * zcollAllReduce); ZCOLL_ALGO_QUANTIZED_ALLREDUCE=qgz_then_qwz|exact forces either. Host
+ * buffers; device buffers on `stream` as the other ZeRO++ calls. */
+ZCOLL_API zcollResult_t zcollQuantizedAllReduce(const void* sendbuff, void* recvbuff,
+                                                size_t count, zcollDataType_t datatype,
+                                                zcollRedOp_t op,
+                                                const zcollQuantConfig_t* quant,
+                                                zcollComm_t comm, zcollStream_t stream);
+
+/* Error feedback for zcollQuantizedAllReduce. The caller keeps one residual buffer per tensor
+ * (bucket), of the size zcollQuantizedAllReduceResidualSize gives for its count on this comm
+ * (the same on every call; it depends only on count and the comm's layout), in the memory kind
+ * of the call's buffers, zeroed before the first call; it must overlap neither buffer.
+ * zcollQuantizedAllReduceWithResidual is zcollQuantizedAllReduce where every quantization adds
+ * the residual it kept in that buffer last call before quantizing, and keeps the new one (value
+ * minus dequantized code, fp32): the sender's first quantization (W*C elements), the two-hop
+ * requantization (N*C, equal nodes with N > 1 and more than one rank per node) and the chunk
+ * owner's gather quantization (C). So the buffer is 4 * C * (W + N + 1) bytes on two-hop layouts,
+ * 4 * C * (W + 1) otherwise (C = count / W, rounded down): 4*(W+N+1)/W bytes per element of
+ * sendbuff (7 on 2 nodes x 2 ranks). residualBytes must be that size (zcollInvalidArgument otherwise); residual NULL
+ * fails. Below the exact threshold nothing is quantized and the residual is left as it was.
+ * Why a buffer and a size query rather than fields in a struct: the residuals are zcoll's
+ * internal state, whose layout may change with the algorithm; one opaque buffer whose size is
+ * asked keeps the ABI fixed whatever zcoll keeps in it. */
+ZCOLL_API zcollResult_t zcollQuantizedAllReduceResidualSize(size_t count,
+                                                            zcollDataType_t datatype,
+                                                            const zcollQuantConfig_t* quant,
+                                                            zcollComm_t comm, size_t* bytes);
+ZCOLL_API zcollResult_t zcollQuantizedAllReduceWithResidual(
+    const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+    zcollRedOp_t op, const zcollQuantConfig_t* quant, void* residual, size_t residualBytes,
+    zcollComm_t comm, zcollStream_t stream);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Keep training after a shrink: rebuild lost ZeRO shards without a checkpoint                  */
 /* (docs/FAULT_TOLERANCE.md, "Keep training")                                                   */

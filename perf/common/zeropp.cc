@@ -1,11 +1,14 @@
 #include "common/zeropp.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/data.h"
 
 namespace zcoll {
 namespace perf {
@@ -89,6 +92,38 @@ double quantTolerance(const QuantFlags& f, zcollDataType_t dtype) {
   double scale = 120.0 / qmax;
   double rounding = dtype == zcollBfloat16 ? 0.25 : dtype == zcollFloat16 ? 0.03125 : 4e-6;
   return scale * (f.stochastic ? 1.0 : 0.5) + rounding + 1e-4;
+}
+
+double qgzFactor(int nranks, int nodes, int interBits, int intraBits, bool stochastic) {
+  const double k = stochastic ? 1.0 : 0.5;
+  const double qi = std::ldexp(1.0, intraBits - 1) - 1, qe = std::ldexp(1.0, interBits - 1) - 1;
+  if (nodes == 1) return k / qi;
+  if (nodes == nranks) return k / qe;
+  return k / qi + (1 + k / qi) * k / qe;
+}
+
+namespace {
+
+double ulpOf(double v, zcollDataType_t t) {
+  int mant = t == zcollFloat16 ? 10 : t == zcollBfloat16 ? 7 : 23;
+  return std::ldexp(1.0, std::max(-14, std::ilogb(std::max(v, 1.0))) - mant);
+}
+
+}  // namespace
+
+double reduceTolerance(double factor, zcollRedOp_t op, int nranks, zcollDataType_t dtype,
+                       double slack, int ulps) {
+  Pattern p{op, nranks, 0, 0};
+  double sumA = 0, maxOut = 0;
+  for (int r = 0; r < nranks; ++r) {
+    double a = 0;
+    for (size_t i = 0; i < 4096; ++i) a = std::max(a, reduceInput(p, r, i));
+    sumA += a;
+  }
+  for (size_t i = 0; i < 4096; ++i) maxOut = std::max(maxOut, reduceResult(p, i));
+  const double div = op == zcollAvg ? nranks : 1;
+  const double err = (factor * sumA * (1 + 0x1.0p-10) + slack * sumA) / div;
+  return err + ulps * ulpOf(maxOut + err, dtype);
 }
 
 std::vector<ExtraColumn> zeroppColumns() {

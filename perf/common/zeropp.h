@@ -43,6 +43,17 @@ const zcollQuantConfig_t* quantConfig(const QuantFlags& f, zcollQuantConfig_t* s
 // rounding of values below 128, plus fp32 slack. 0 when bits == 0.
 double quantTolerance(const QuantFlags& f, zcollDataType_t dtype);
 
+// qgZ's error factor F (docs/ZEROPP.md "qgZ") for a layout of `nranks` on `nodes`:
+// 1/(2qi) + (1 + 1/(2qi))/(2qe) on two hops (or the flat fallback), 1/(2qi) on one node, 1/(2qe)
+// with one rank per node; q = 2^(bits-1) - 1; stochastic rounding doubles each 1/(2q).
+double qgzFactor(int nranks, int nodes, int interBits, int intraBits, bool stochastic);
+
+// A reduction's documented bound for the driver's inputs (non-negative integers, so every
+// block's absmax is at most the rank's largest input A_s): F * sum_s A_s with fp32 slack
+// (`slack` * sum_s A_s), divided by W for avg, plus `ulps` units of the output dtype.
+double reduceTolerance(double factor, zcollRedOp_t op, int nranks, zcollDataType_t dtype,
+                       double slack, int ulps);
+
 // "wire(B)" and "inter(B)": bytes each rank sent to other ranks / to other nodes per call (max
 // over ranks, from zcollCommGetStats); "maxerr": max |got - exact| over all checked elements.
 std::vector<ExtraColumn> zeroppColumns();

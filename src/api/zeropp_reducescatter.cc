@@ -15,21 +15,11 @@ using namespace zcoll;
 
 namespace {
 
-// Default pipeline depth (docs/ZEROPP.md "qgZ", measured in perf/LOG.md): pieces of at
-// least kMinPieceElems elements per chunk, at most kDefaultPipelineDepth of them.
-constexpr int kDefaultPipelineDepth = 4;
-constexpr size_t kMinPieceElems = size_t(1) << 16;
-
 Result checkQgzOp(zcollRedOp_t op, const char* fn) {
   if (op != zcollSum && op != zcollAvg)
     return fail(zcollInvalidArgument, "%s: reduction op %d is not supported (zcollSum or "
                 "zcollAvg only)", fn, static_cast<int>(op));
   return zcollSuccess;
-}
-
-int defaultDepth(size_t count) {
-  size_t d = count / kMinPieceElems;
-  return d < 1 ? 1 : d > size_t(kDefaultPipelineDepth) ? kDefaultPipelineDepth : int(d);
 }
 
 Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
@@ -59,7 +49,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, &ce));
     QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1, &hostExecutor()};
     ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
-    a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : defaultDepth(recvcount);
+    a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : qgzDefaultDepth(recvcount);
     CallDescriptor d = describeCall(CollKind::kQuantizedReduceScatter, datatype, recvcount, op);
     addQuantSettings(&d, a.quant.inter, a.quant.intra.bits, a.pipelineDepth);
     if (recvcount != 0 && !comm->layout.uniform())

@@ -113,6 +113,11 @@ struct CollArgs {
   const QuantSettings* quant = nullptr;
   int pipelineDepth = 1;
   void* secondary = nullptr;
+  // zcollQuantizedAllReduce with error feedback only (coll/quantized_allreduce.h): the residual
+  // sections of the caller's buffer, fp32 (NULL: no feedback).
+  float* firstResidual = nullptr;
+  float* partialResidual = nullptr;
+  float* ownerResidual = nullptr;
   // Who does the data work: the executor for the memory kind of the call's buffers.
   Executor* exec = &hostExecutor();
 };
@@ -209,6 +214,9 @@ Result allGatherFromSecondaryNodeShmRead(zcollComm* comm, const CollArgs& a);
 Result quantizedReduceScatterTwoHop(zcollComm* comm, const CollArgs& a);
 Result quantizedReduceScatterTwoHopShmRead(zcollComm* comm, const CollArgs& a);
 Result quantizedReduceScatterFlat(zcollComm* comm, const CollArgs& a);
+// zcollQuantizedAllReduce (docs/ZEROPP.md "Quantized all-reduce"), in quantized_allreduce.cc.
+Result quantizedAllReduceQgzThenQwz(zcollComm* comm, const CollArgs& a);
+Result quantizedAllReduceExact(zcollComm* comm, const CollArgs& a);
 Result barrierDissemination(zcollComm* comm);
 
 }  // namespace zcoll

@@ -12,6 +12,7 @@ namespace {
 
 constexpr size_t KiB = 1024;
 constexpr size_t MiB = 1024 * KiB;
+constexpr size_t kQuantizedAllReduceMinBytes = 256 * KiB;
 
 const std::vector<Collective> kCollectives = {
     {CollKind::kAllGather, "zcollAllGather", "allgather", "ZCOLL_ALGO_ALLGATHER", 1,
@@ -37,6 +38,8 @@ const std::vector<Collective> kCollectives = {
      "hpZ all-gather from the secondary shard (backward)"},
     {CollKind::kQuantizedReduceScatter, "zcollQuantizedReduceScatter", "quantized_reducescatter",
      "ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", 10, "qgZ quantized reduce-scatter"},
+    {CollKind::kQuantizedAllReduce, "zcollQuantizedAllReduce", "quantized_allreduce",
+     "ZCOLL_ALGO_QUANTIZED_ALLREDUCE", 15, "quantized all-reduce (qgZ then qwZ)"},
 };
 
 // Thresholds from perf/LOG.md: latency-bound sizes take the one-step algorithms, larger ones
@@ -74,6 +77,13 @@ const std::vector<DefaultRule> kDefaults = {
     {CollKind::kQuantizedReduceScatter, 0, Condition::kEveryNodePeerSharesMemory,
      "two_hop_shm_read"},
     {CollKind::kQuantizedReduceScatter, 0, Condition::kAlways, "two_hop"},
+    // The quantized all-reduce runs exact below kQuantizedAllReduceMinBytes: where the quantized
+    // one stopped being slower (docs/ZEROPP.md "Quantized all-reduce": all_reduce_perf --bits 8,
+    // fp32, 4 ranks on 2 emulated nodes, two runs: 128 KiB 0.67/1.17 ms vs exact 0.70/0.77,
+    // 256 KiB 0.93/1.22 ms vs 1.83/1.62).
+    {CollKind::kQuantizedAllReduce, kQuantizedAllReduceMinBytes, Condition::kAlways,
+     "qgz_then_qwz"},
+    {CollKind::kQuantizedAllReduce, 0, Condition::kAlways, "exact"},
 };
 
 std::string sizeText(size_t bytes) {

@@ -30,6 +30,7 @@ enum class CollKind {
   kAllGatherHier,           // hpZ, forward
   kAllGatherFromSecondary,  // hpZ, backward
   kQuantizedReduceScatter,  // qgZ
+  kQuantizedAllReduce,      // qgZ then qwZ
   kNumKinds
 };
 

@@ -21,10 +21,25 @@ struct QgzArgs {
   int pipelineDepth;  // >= 1, already resolved from the default
   Executor* exec;     // the data work (quantize, dequantize-reduce-requantize, dequantize-sum)
   bool shmRead = false;  // two-hop: the intra hop reads the local peers' windows in place
+  // Error feedback (coll/feedback.h), fp32 in the call's memory kind; NULL: none. The first
+  // quantization's residual, W*count elements in the order of `send`; the two-hop
+  // requantization's, N*count elements (partial for node m at m*count).
+  float* firstResidual = nullptr;
+  float* partialResidual = nullptr;
 };
 
 inline QgzArgs qgzArgsOf(const CollArgs& a) {
-  return QgzArgs{a.send, a.recv, a.count, a.dtype, a.op, *a.quant, a.pipelineDepth, a.exec};
+  QgzArgs q{a.send, a.recv, a.count, a.dtype, a.op, *a.quant, a.pipelineDepth, a.exec};
+  q.firstResidual = a.firstResidual;
+  q.partialResidual = a.partialResidual;
+  return q;
+}
+
+// Default pipeline depth (docs/ZEROPP.md "qgZ", measured in perf/LOG.md): pieces of at least
+// 64K elements per chunk, at most 4 of them.
+inline int qgzDefaultDepth(size_t count) {
+  const size_t d = count / (size_t(1) << 16);
+  return d < 1 ? 1 : d > 4 ? 4 : int(d);
 }
 
 // Hierarchical two-hop algorithm (qgz_reducescatter.cc): requires a uniform node layout. With

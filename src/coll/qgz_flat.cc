@@ -6,6 +6,8 @@
 // One quantization per value, one hop; not pipelined.
 #include <vector>
 
+#include "base/dtype.h"
+#include "coll/feedback.h"
 #include "coll/qgz.h"
 #include "quant/quant.h"
 
@@ -16,11 +18,24 @@ Result qgzFlat(zcollComm* comm, const QgzArgs& a) {
   quant::QuantParams qp = a.quant.inter;
   qp.elementOffset = qgzFirstIndex(w, a.count, me, 0);
   const size_t q = quant::quantizedBytes(a.count, qp);
+  const size_t tmp = a.firstResidual != nullptr ? a.count * sizeof(float) : 0;
   void* base = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, *a.exec, 2 * w * q, &base));
+  ZCOLL_CHECK(scratchGet(comm, *a.exec, 2 * w * q + tmp, &base));
   char* send = static_cast<char*>(base);
   char* recv = send + w * q;
-  ZCOLL_CHECK(a.exec->quantizeChunks(a.send, a.dtype, a.count, w, nullptr, qp, send));
+  if (a.firstResidual == nullptr) {
+    ZCOLL_CHECK(a.exec->quantizeChunks(a.send, a.dtype, a.count, w, nullptr, qp, send));
+  } else {  // error feedback: chunk by chunk, each with its residual (coll/feedback.h)
+    const char* in = static_cast<const char*>(a.send);
+    float* scratch32 = reinterpret_cast<float*>(recv + w * q);
+    for (int t = 0; t < w; ++t) {
+      quant::QuantParams ct = qp;
+      ct.elementOffset = qgzFirstIndex(w, a.count, me, t);
+      ZCOLL_CHECK(quantizeWithFeedback(*a.exec, in + t * a.count * dtypeSize(a.dtype), a.dtype,
+                                       a.count, ct, a.firstResidual + t * a.count, scratch32,
+                                       send + t * q));
+    }
+  }
 
   Stage st(comm, *a.exec);
   RequestList reqs(2 * w);

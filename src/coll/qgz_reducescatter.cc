@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "coll/feedback.h"
 #include "coll/qgz.h"
 #include "coll/in_place.h"
 #include "quant/quant.h"
@@ -40,6 +41,7 @@ struct Plan {
   Group nodeG, railG;                      // index p = local index p; index m = node m
   std::vector<int> slotOf;                 // rank t -> slot of its chunk in step 1's output
   float scale = 1.0f;
+  bool feedback = false;  // error feedback (QgzArgs' residuals)
 };
 
 struct Piece {
@@ -57,6 +59,7 @@ struct Buffers {
   char* intraRecv = nullptr;
   char* interSend[2] = {nullptr, nullptr};
   char* interRecv[2] = {nullptr, nullptr};
+  float* tmp = nullptr;             // error feedback: one piece in fp32 (coll/feedback.h)
   ExposedRange ref;                 // read in place: this rank's window
   std::vector<const char*> window;  // read in place: local peer l's window, mapped here
 };
@@ -88,6 +91,7 @@ Plan makePlan(zcollComm* comm, const QgzArgs& a) {
   p.slotOf.resize(p.w);
   for (int t = 0; t < p.w; ++t) p.slotOf[t] = lay.localOf[t] * p.nodes + lay.nodeOf[t];
   p.scale = qgzOutScale(a.op, p.w);
+  p.feedback = a.firstResidual != nullptr;
   return p;
 }
 
@@ -105,9 +109,11 @@ Result carve(zcollComm* comm, const Executor& exec, const Plan& p, Buffers* b) {
   const size_t q1 = quant::quantizedBytes(p.pieceElems, p.first) * p.w;
   const size_t q2 = quant::quantizedBytes(p.pieceElems, p.inter) * p.nodes;
   const size_t intra = p.inPlace ? 0 : 2 * q1;  // read in place: step 1 writes the window
+  const size_t tmp = p.feedback ? p.pieceElems * sizeof(float) : 0;
   void* base = nullptr;
-  ZCOLL_CHECK(scratchGet(comm, exec, intra + 4 * q2, &base));
+  ZCOLL_CHECK(scratchGet(comm, exec, intra + 4 * q2 + tmp, &base));
   char* c = static_cast<char*>(base);
+  if (p.feedback) b->tmp = reinterpret_cast<float*>(c + intra + 4 * q2);  // q's: multiples of 16
   for (int i = 0; i < 2; ++i) {
     b->interSend[i] = c + intra + i * q2;
     b->interRecv[i] = c + intra + (2 + i) * q2;
@@ -125,10 +131,22 @@ Result carve(zcollComm* comm, const Executor& exec, const Plan& p, Buffers* b) {
 }
 
 // Step 1: chunk t's piece, quantized, into slot slotOf[t] of `out`. One piece: a single fused
-// call with destOrder; several: chunk by chunk (the piece is strided in the input).
-Result quantizePiece(const Plan& p, const QgzArgs& a, const Piece& pc, char* out) {
+// call with destOrder; several, or with error feedback: chunk by chunk (the piece is strided in
+// the input).
+Result quantizePiece(const Plan& p, const QgzArgs& a, const Buffers& b, const Piece& pc,
+                     char* out) {
   quant::QuantParams qp = p.first;
   const int me = p.rank;
+  if (p.feedback) {
+    const char* in = static_cast<const char*>(a.send);
+    for (int t = 0; t < p.w; ++t) {
+      const size_t at = t * p.count + pc.k0;
+      qp.elementOffset = qgzFirstIndex(p.w, p.count, me, t) + pc.k0;
+      ZCOLL_CHECK(quantizeWithFeedback(*a.exec, in + at * p.es, a.dtype, pc.n, qp,
+                                       a.firstResidual + at, b.tmp, out + p.slotOf[t] * pc.q1));
+    }
+    return zcollSuccess;
+  }
   if (pc.n == p.count) {
     qp.elementOffset = qgzFirstIndex(p.w, p.count, me, 0);
     return a.exec->quantizeChunks(a.send, a.dtype, p.count, p.w, p.slotOf.data(), qp, out);
@@ -171,16 +189,22 @@ Result intraHop(const Stage& st, const Plan& p, Buffers& b, const Piece& pc) {
   return st.wait(reqs);
 }
 
-// Step 3: for each node m, the local sum of the pieces for rank (m, lidx), requantized.
-Result requantPiece(Executor& exec, const Plan& p, const Buffers& b, const Piece& pc,
-                    char* interSend) {
+// Step 3: for each node m, the local sum of the pieces for rank (m, lidx), requantized (with
+// error feedback: plus the residual this rank kept for that partial).
+Result requantPiece(Executor& exec, const Plan& p, const QgzArgs& a, const Buffers& b,
+                    const Piece& pc, char* interSend) {
   std::vector<const void*> chunks(p.local);
   quant::QuantParams out = p.inter;
   for (int m = 0; m < p.nodes; ++m) {
     for (int l = 0; l < p.local; ++l) chunks[l] = localGroup(p, b, pc, l) + m * pc.q1;
     out.elementOffset = qgzPartialIndex(p.w, p.count, p.node, p.railG.ranks[m]) + pc.k0;
-    ZCOLL_CHECK(exec.dequantReduceRequant(chunks.data(), p.local, pc.n, p.intra, out,
-                                          interSend + m * pc.q2));
+    if (a.partialResidual != nullptr)
+      ZCOLL_CHECK(requantWithFeedback(exec, chunks.data(), p.local, pc.n, p.intra, out,
+                                      a.partialResidual + m * p.count + pc.k0, b.tmp,
+                                      interSend + m * pc.q2));
+    else
+      ZCOLL_CHECK(exec.dequantReduceRequant(chunks.data(), p.local, pc.n, p.intra, out,
+                                            interSend + m * pc.q2));
   }
   return zcollSuccess;
 }
@@ -217,11 +241,11 @@ Result finishIntra(const Plan& p, const QgzArgs& a, const Buffers& b, const Piec
 Result firstHop(const Stage& st, const Plan& p, const QgzArgs& a, Buffers& b, const Piece& pc,
                 char* interSend) {
   const bool direct = p.local == 1 && p.nodes > 1;
-  ZCOLL_CHECK(quantizePiece(p, a, pc, direct ? interSend : ownSlots(b, pc)));
+  ZCOLL_CHECK(quantizePiece(p, a, b, pc, direct ? interSend : ownSlots(b, pc)));
   if (direct) return zcollSuccess;
   if (p.local > 1) ZCOLL_CHECK(intraHop(st, p, b, pc));
   if (p.nodes == 1) return finishIntra(p, a, b, pc);
-  return requantPiece(*a.exec, p, b, pc, interSend);
+  return requantPiece(*a.exec, p, a, b, pc, interSend);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ Result quantizedRingAllGather(const Stage& st, const Group& g, const void* own, 
     ZCOLL_CHECK(st.recv(g.at(g.me - 1), slot(g.me - s - 1), qb, step, reqs.next()));
     return st.send(g.at(g.me + 1), slot(g.me - s), qb, step, reqs.next());
   };
-  ZCOLL_CHECK(st.exec().quantize(own, dtype, count, p, slot(g.me)));
+  if (own != nullptr) ZCOLL_CHECK(st.exec().quantize(own, dtype, count, p, slot(g.me)));
   if (w > 1) ZCOLL_CHECK(post(0));
   ZCOLL_CHECK(land(g.me));  // after quantize: `own` may be this very slot of `out`
   for (int s = 0; s + 1 < w; ++s) {

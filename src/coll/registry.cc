@@ -72,6 +72,11 @@ const std::vector<Algorithm> kAlgorithms = {
      "two_hop's exchange)"},
     {CollKind::kQuantizedReduceScatter, "flat", quantizedReduceScatterFlat,
      "qgZ on any layout: one quantized all-to-all among all ranks, then dequantize-sum"},
+    {CollKind::kQuantizedAllReduce, "qgz_then_qwz", quantizedAllReduceQgzThenQwz,
+     "the W chunks reduced by qgZ (its algorithm for the layout), then quantized by their owner "
+     "and gathered by qwZ's ring: every rank the same bits; the count mod W tail exact"},
+    {CollKind::kQuantizedAllReduce, "exact", quantizedAllReduceExact,
+     "zcollAllReduce's algorithm for the size (its bits exactly): the small-size fallback"},
 };
 
 }  // namespace
@@ -124,7 +129,8 @@ FlightEntry describeForRecorder(CollKind kind, const CollArgs& args, const Algor
   e.count = args.count;
   e.dtype = args.dtype;
   const bool reduces = kind == CollKind::kReduceScatter || kind == CollKind::kAllReduce ||
-                       kind == CollKind::kReduce || kind == CollKind::kQuantizedReduceScatter;
+                       kind == CollKind::kReduce || kind == CollKind::kQuantizedReduceScatter ||
+                       kind == CollKind::kQuantizedAllReduce;
   const bool rooted = kind == CollKind::kBroadcast || kind == CollKind::kReduce ||
                       kind == CollKind::kGather || kind == CollKind::kScatter;
   e.redop = reduces ? args.op : -1;

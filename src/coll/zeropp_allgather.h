@@ -19,6 +19,8 @@ namespace zcoll {
 // slot is dequantized too: every member writes the same bits for every slot. `landed`, when
 // given, runs after each slot i is dequantized (own slot first, while the ring's first step is
 // in flight), so a caller can pass it on at once.
+// `own` NULL: slot g.me of `wire` holds this rank's codes already (quantized by the caller,
+// e.g. with error feedback).
 using SlotLanded = std::function<Result(int slot)>;
 Result quantizedRingAllGather(const Stage& st, const Group& g, const void* own, size_t count,
                               zcollDataType_t dtype, const quant::QuantParams& p, void* wire,
