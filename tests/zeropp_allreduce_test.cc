@@ -15,10 +15,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/qgz_reference.h"
@@ -350,6 +353,34 @@ TEST(QarFeedback, ResidualSizeIsDocumented) {
       }
     });
   }
+}
+
+// The size query does not wait for the comm's queued calls: rank 0 asks it while its receive
+// from rank 1 is queued, and rank 1 sends only once rank 0 has its answer (or after 10 s).
+TEST(QarFeedback, ResidualSizeReturnsWhileCallsAreQueued) {
+  std::atomic<bool> answered{false};
+  runRanks(RankSetup{2, 1, Placement::kContiguous}, [&](int rank, zcollComm_t comm) {
+    std::vector<float> buf(1000, float(rank));
+    if (rank == 1) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!answered.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_TRUE(answered.load()) << "the size query waited for the queued receive";
+      ZCOLL_EXPECT_OK(comm, zcollSend(buf.data(), buf.size(), zcollFloat32, 0, comm, nullptr));
+      return;
+    }
+    zcollRequest_t req = nullptr;
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    ZCOLL_EXPECT_OK(comm, zcollRecv(buf.data(), buf.size(), zcollFloat32, 1, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollGroupEndNonBlocking(&req));
+    size_t bytes = 0;
+    ZCOLL_EXPECT_OK(comm, zcollQuantizedAllReduceResidualSize(1 << 20, zcollFloat32, nullptr,
+                                                              comm, &bytes));
+    answered = true;
+    EXPECT_GT(bytes, 0u);
+    ZCOLL_EXPECT_OK(comm, zcollRequestFree(req));  // waits for it
+    EXPECT_EQ(buf.back(), 1.0f);
+  });
 }
 
 // ---- Bad arguments ----------------------------------------------------------------------------
