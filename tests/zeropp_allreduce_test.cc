@@ -5,7 +5,7 @@
 // "Quantized all-reduce":
 //
 //   |out - sum_s x_s| <= (F + k/qg * (1 + F)) * sum_s A_s  (+ fp32 slack + output dtype units)
-//   F  = qgZ's factor for the layout (tests/zeropp_reducescatter_test.cc), k = 1/2 (nearest) or
+//   F  = qgZ's factor for the layout (tests/support/qgz_reference.h), k = 1/2 (nearest) or
 //        1 (stochastic), qg = 2^(bits-1) - 1 for the gather's quantization at `bits`;
 //   A_s = max |x_s| over the block (of the element's chunk) holding the element.
 // The count mod W tail is exact. Also: every rank's output byte for byte identical; in place ==
@@ -15,12 +15,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "support/qgz_reference.h"
 #include "support/ranks.h"
 #include "support/values.h"
 
@@ -60,75 +64,20 @@ int bitsOf(const Cfg& c) { return c.bits ? c.bits : 8; }
 int intraOf(const Cfg& c) { return c.intraBits ? c.intraBits : 8; }
 int blockOf(const Cfg& c) { return c.blockSize ? c.blockSize : 256; }
 
-struct Shape {
-  int w = 1, nodes = 1;
-  std::vector<int> perNode, nodeOf;
-  bool uniform() const {
-    return std::all_of(perNode.begin(), perNode.end(), [&](int n) { return n == perNode[0]; });
-  }
-};
-
-Shape shapeOf(const RankSetup& s) {
-  Shape sh;
-  sh.w = s.nranks;
-  sh.nodes = s.nodes;
-  sh.perNode.assign(s.nodes, 0);
-  for (int r = 0; r < s.nranks; ++r) {
-    sh.nodeOf.push_back(nodeOfRank(s, r));
-    ++sh.perNode[sh.nodeOf.back()];
-  }
-  return sh;
-}
-
-// The whole bound factor of the header comment.
-double boundFactor(const Shape& sh, const Cfg& c) {
-  const double k = c.rounding == zcollRoundStochastic ? 1.0 : 0.5;
-  const double qi = (1 << (intraOf(c) - 1)) - 1, qe = (1 << (bitsOf(c) - 1)) - 1;
-  double f;
-  if (!sh.uniform() || (sh.perNode[0] == 1 && sh.nodes > 1)) f = k / qe;
-  else if (sh.nodes == 1) f = k / qi;
-  else f = k / qi + (1 + k / qi) * k / qe;
-  return f + k / qe * (1 + f);
-}
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// The whole bound factor of the header comment: qgZ's F, then the gather's quantization at
+// `bits` of the reduced chunk (at most (1 + F) * sum_s A_s in magnitude).
+double boundFactor(const LayoutShape& sh, const Cfg& c) {
+  const double f = qgzBoundFactor(sh, intraOf(c), bitsOf(c), c.rounding);
+  return f + quantStep(bitsOf(c), c.rounding) * (1 + f);
 }
 
 // Element i of rank src's input, rounded to t; magnitudes change every 61 elements (blocks
 // with different scales, some all zero).
 double inputAt(uint64_t seed, int src, size_t i, zcollDataType_t t) {
-  static const double kAmp[4] = {0.0, 0.05, 1.0, 4.0};
-  const double u = double(mix(seed ^ mix(uint64_t(src) << 40 ^ i)) >> 11) * 0x1.0p-53;
-  unsigned char tmp[8];
-  setElement(tmp, t, 0, kAmp[(i / 61 + src) % 4] * (2 * u - 1));
-  return getElement(tmp, t, 0);
+  return seededInputAt(seed, src, i, t, 61);
 }
 
-double ulpOf(double v, zcollDataType_t t) {
-  const int mant = t == zcollFloat16 ? 10 : t == zcollBfloat16 ? 7 : 23;
-  const int emin = t == zcollFloat16 ? -14 : -126;
-  const int e = v == 0.0 ? emin : std::max(emin, std::ilogb(std::fabs(v)));
-  return std::ldexp(1.0, e - mant);
-}
-
-struct Call {
-  const Cfg* cfg;
-  zcollDataType_t t;
-  zcollRedOp_t op;
-  size_t count;
-  bool inPlace;
-  uint64_t seed;
-};
-
-std::string describe(const Call& c) {
-  return std::string(c.cfg->name) + " dtype " + std::to_string(c.t) + " op " +
-         std::to_string(c.op) + " count " + std::to_string(c.count) +
-         (c.inPlace ? " in place" : "");
-}
+using Call = QuantCall<Cfg>;
 
 std::vector<unsigned char> inputOf(int rank, const Call& c) {
   auto in = makeBuffer(c.t, c.count);
@@ -149,7 +98,8 @@ std::vector<unsigned char> runCall(int rank, zcollComm_t comm, const Call& c) {
 }
 
 // Every element against the reference and the bound, block by block of each chunk.
-void checkOutput(const Shape& sh, int rank, const Call& c, const std::vector<unsigned char>& out) {
+void checkOutput(const LayoutShape& sh, int rank, const Call& c,
+                 const std::vector<unsigned char>& out) {
   const size_t b = blockOf(*c.cfg), chunk = c.count / sh.w;
   const double f = boundFactor(sh, *c.cfg), div = c.op == zcollAvg ? sh.w : 1;
   size_t bad = 0;
@@ -209,7 +159,7 @@ struct Outputs {
 
 TEST_P(Qar, WithinBoundAndIdenticalBitsOnEveryRank) {
   ScopedEnv force("ZCOLL_ALGO_QUANTIZED_ALLREDUCE", "qgz_then_qwz");  // small counts too
-  const Shape sh = shapeOf(setup());
+  const LayoutShape sh = shapeOf(setup());
   Outputs outs(sh.w);
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     uint64_t seed = 1;
@@ -236,7 +186,7 @@ TEST_P(Qar, WithinBoundAndIdenticalBitsOnEveryRank) {
 // ---- Byte counters --------------------------------------------------------------------------
 
 TEST_P(Qar, ByteCountersMatchTheDocumentedFormula) {
-  const Shape sh = shapeOf(setup());
+  const LayoutShape sh = shapeOf(setup());
   if (!sh.uniform()) GTEST_SKIP() << "two_hop is forced below: equal nodes only";
   // qgZ's exchange (no window references) and the quantized path at every size.
   ScopedEnv rs("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "two_hop");
@@ -279,7 +229,7 @@ TEST_P(Qar, ByteCountersMatchTheDocumentedFormula) {
 // ---- The exact fallback ---------------------------------------------------------------------
 
 TEST_P(Qar, BelowThresholdBitIdenticalToAllReduceAboveQuantized) {
-  const Shape sh = shapeOf(setup());
+  const LayoutShape sh = shapeOf(setup());
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     for (zcollDataType_t t : {zcollFloat32, zcollBfloat16})
       for (zcollRedOp_t op : {zcollSum, zcollAvg}) {
@@ -312,7 +262,8 @@ struct MeanError {
   std::vector<unsigned char> last;  // the last call's output
 };
 
-MeanError meanErrorAfter(int rank, zcollComm_t comm, const Shape& sh, int k, bool feedback) {
+MeanError meanErrorAfter(int rank, zcollComm_t comm, const LayoutShape& sh, int k,
+                         bool feedback) {
   const Cfg cfg = {"ef", false, 4, 4, 64, zcollRoundNearestEven};
   const size_t count = 1000 * sh.w;
   Call c{&cfg, zcollFloat32, zcollSum, count, false, 17};
@@ -357,7 +308,7 @@ MeanError meanErrorAfter(int rank, zcollComm_t comm, const Shape& sh, int k, boo
 class QarFeedback : public LayoutTest {};
 
 TEST_P(QarFeedback, RunningMeanConvergesWithFeedbackAndKeepsItsBiasWithout) {
-  const Shape sh = shapeOf(setup());
+  const LayoutShape sh = shapeOf(setup());
   ScopedEnv force("ZCOLL_ALGO_QUANTIZED_ALLREDUCE", "qgz_then_qwz");  // 16 KB per rank
   Outputs outs(sh.w);
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
@@ -390,7 +341,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, QarFeedback,
 TEST(QarFeedback, ResidualSizeIsDocumented) {
   for (RankSetup s : {RankSetup{4, 2, Placement::kContiguous}, RankSetup{4, 1, Placement::kContiguous},
                       RankSetup{2, 2, Placement::kContiguous}}) {
-    const Shape sh = shapeOf(s);
+    const LayoutShape sh = shapeOf(s);
     runRanks(s, [&](int, zcollComm_t comm) {
       for (size_t count : {size_t(0), size_t(3), size_t(1001), size_t(1 << 20)}) {
         size_t bytes = 0;
@@ -402,6 +353,34 @@ TEST(QarFeedback, ResidualSizeIsDocumented) {
       }
     });
   }
+}
+
+// The size query does not wait for the comm's queued calls: rank 0 asks it while its receive
+// from rank 1 is queued, and rank 1 sends only once rank 0 has its answer (or after 10 s).
+TEST(QarFeedback, ResidualSizeReturnsWhileCallsAreQueued) {
+  std::atomic<bool> answered{false};
+  runRanks(RankSetup{2, 1, Placement::kContiguous}, [&](int rank, zcollComm_t comm) {
+    std::vector<float> buf(1000, float(rank));
+    if (rank == 1) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!answered.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_TRUE(answered.load()) << "the size query waited for the queued receive";
+      ZCOLL_EXPECT_OK(comm, zcollSend(buf.data(), buf.size(), zcollFloat32, 0, comm, nullptr));
+      return;
+    }
+    zcollRequest_t req = nullptr;
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    ZCOLL_EXPECT_OK(comm, zcollRecv(buf.data(), buf.size(), zcollFloat32, 1, comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollGroupEndNonBlocking(&req));
+    size_t bytes = 0;
+    ZCOLL_EXPECT_OK(comm, zcollQuantizedAllReduceResidualSize(1 << 20, zcollFloat32, nullptr,
+                                                              comm, &bytes));
+    answered = true;
+    EXPECT_GT(bytes, 0u);
+    ZCOLL_EXPECT_OK(comm, zcollRequestFree(req));  // waits for it
+    EXPECT_EQ(buf.back(), 1.0f);
+  });
 }
 
 // ---- Bad arguments ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@
 #include "coll/in_place.h"
 #include "transport/host_memory.h"
 #include "quant/quant.h"
+#include "support/qgz_reference.h"
 #include "support/ranks.h"
 #include "support/values.h"
 #include "support/wire_notices.h"
@@ -73,81 +74,20 @@ int interBits(const Cfg& c) { return c.bits ? c.bits : 4; }
 int intraBits(const Cfg& c) { return c.intraBits ? c.intraBits : 4; }
 int blockOf(const Cfg& c) { return c.blockSize ? c.blockSize : 256; }
 
-// ---- Layout as the test placed it -----------------------------------------------------------
-
-struct Shape {
-  int w = 1, nodes = 1;
-  std::vector<int> nodeOf, perNode;
-  bool forcedFlat = false;  // ZCOLL_ALGO_QUANTIZED_REDUCESCATTER=flat on equal nodes
-  bool uniform() const {
-    return std::all_of(perNode.begin(), perNode.end(), [&](int n) { return n == perNode[0]; });
-  }
-  int local() const { return perNode[0]; }
-};
-
-Shape shapeOf(const RankSetup& s) {
-  Shape sh;
-  sh.w = s.nranks;
-  sh.nodes = s.nodes;
-  sh.perNode.assign(s.nodes, 0);
-  for (int r = 0; r < s.nranks; ++r) {
-    sh.nodeOf.push_back(nodeOfRank(s, r));
-    ++sh.perNode[sh.nodeOf.back()];
-  }
-  return sh;
+// F of the header comment (support/qgz_reference.h).
+double boundFactor(const LayoutShape& sh, const Cfg& c) {
+  return qgzBoundFactor(sh, intraBits(c), interBits(c), c.rounding);
 }
 
-// F of the header comment.
-double boundFactor(const Shape& sh, const Cfg& c) {
-  const double k = c.rounding == zcollRoundStochastic ? 1.0 : 0.5;
-  const double qi = (1 << (intraBits(c) - 1)) - 1, qe = (1 << (interBits(c) - 1)) - 1;
-  if (!sh.uniform() || sh.forcedFlat || (sh.local() == 1 && sh.nodes > 1)) return k / qe;
-  if (sh.nodes == 1) return k / qi;
-  return k / qi + (1 + k / qi) * k / qe;
-}
-
-// ---- Inputs and reference -------------------------------------------------------------------
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// ---- Inputs -----------------------------------------------------------------------------------
 
 // Element i of rank src's input, already rounded to t. Magnitudes change every 97 elements
 // (0, 0.05, 1, 4: blocks with different scales, some all zero).
 double inputAt(uint64_t seed, int src, size_t i, zcollDataType_t t) {
-  static const double kAmp[4] = {0.0, 0.05, 1.0, 4.0};
-  uint64_t h = mix(seed ^ mix(uint64_t(src) << 40 ^ i));
-  double u = double(h >> 11) * 0x1.0p-53;
-  double v = kAmp[(i / 97 + src) % 4] * (2 * u - 1);
-  unsigned char tmp[8];
-  setElement(tmp, t, 0, v);
-  return getElement(tmp, t, 0);
+  return seededInputAt(seed, src, i, t, 97);
 }
 
-double ulpOf(double v, zcollDataType_t t) {
-  int mant = t == zcollFloat16 ? 10 : t == zcollBfloat16 ? 7 : 23;
-  int emin = t == zcollFloat16 ? -14 : -126;
-  int e = v == 0.0 ? emin : std::max(emin, std::ilogb(std::fabs(v)));
-  return std::ldexp(1.0, e - mant);
-}
-
-struct Call {
-  const Cfg* cfg;
-  zcollDataType_t t;
-  zcollRedOp_t op;
-  size_t count;
-  bool inPlace;
-  uint64_t seed;
-};
-
-std::string describe(const Call& c) {
-  return std::string(c.cfg->name) + " dtype " + std::to_string(c.t) + " op " +
-         std::to_string(c.op) + " count " + std::to_string(c.count) +
-         (c.inPlace ? " in place" : "");
-}
+using Call = QuantCall<Cfg>;
 
 // Runs one call on this rank; returns the output (count elements of c.t).
 std::vector<unsigned char> runCall(int rank, int w, zcollComm_t comm, const Call& c) {
@@ -165,7 +105,8 @@ std::vector<unsigned char> runCall(int rank, int w, zcollComm_t comm, const Call
 
 // Checks every element of this rank's output against the reference and the bound, block by
 // block of the destination chunk (blocks never straddle pipeline pieces).
-void checkOutput(const Shape& sh, int rank, const Call& c, const std::vector<unsigned char>& out) {
+void checkOutput(const LayoutShape& sh, int rank, const Call& c,
+                 const std::vector<unsigned char>& out) {
   const size_t b = blockOf(*c.cfg), n = c.count;
   const double f = boundFactor(sh, *c.cfg), div = c.op == zcollAvg ? sh.w : 1;
   std::vector<double> x(sh.w * b);
@@ -202,7 +143,7 @@ class Qgz : public LayoutTest {};
 // ---- Error bound over every configuration, dtype, op, count ---------------------------------
 
 TEST_P(Qgz, WithinComposedErrorBound) {
-  const Shape sh = shapeOf(setup());
+  const LayoutShape sh = shapeOf(setup());
   const size_t large = (size_t(1) << 20) / sh.w + 3;  // ~1M elements in all, odd
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     uint64_t seed = 1;
@@ -224,7 +165,7 @@ TEST_P(Qgz, WithinComposedErrorBound) {
 // ---- Avg == Sum / W; deterministic; pipeline depth does not change the bits ---------------
 
 TEST_P(Qgz, AvgIsSumOverWorldSizeAndBitsAreDeterministic) {
-  const Shape sh = shapeOf(setup());
+  const LayoutShape sh = shapeOf(setup());
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     for (zcollDataType_t t : {zcollFloat32, zcollBfloat16}) {
       const size_t n = 5000;
@@ -289,7 +230,7 @@ uint64_t windowControlBytes(size_t count, int depth, int block) {
 }
 
 TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {
-  const Shape sh = shapeOf(setup());
+  const LayoutShape sh = shapeOf(setup());
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     for (int mode : {zcollQuantSymmetric, zcollQuantAsymmetric})
     for (int depth : {1, 3})
@@ -331,7 +272,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Qgz, testing::ValuesIn(kCases), layoutName);
 TEST(QgzAlgorithms, FlatForcedOnEqualNodesIsWithinItsBoundAndSendsItsBytes) {
   const RankSetup s{4, 2, Placement::kContiguous};
   ScopedEnv force("ZCOLL_ALGO_QUANTIZED_REDUCESCATTER", "flat");
-  Shape sh = shapeOf(s);
+  LayoutShape sh = shapeOf(s);
   sh.forcedFlat = true;
   runRanks(s, [&](int rank, zcollComm_t comm) {
     uint64_t seed = 7;

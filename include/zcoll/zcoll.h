@@ -731,7 +731,9 @@ ZCOLL_API zcollResult_t zcollQuantizedAllReduce(const void* sendbuff, void* recv
  * fails. Below the exact threshold nothing is quantized and the residual is left as it was.
  * Why a buffer and a size query rather than fields in a struct: the residuals are zcoll's
  * internal state, whose layout may change with the algorithm; one opaque buffer whose size is
- * asked keeps the ABI fixed whatever zcoll keeps in it. */
+ * asked keeps the ABI fixed whatever zcoll keeps in it. zcollQuantizedAllReduceResidualSize is a
+ * local query: it communicates nothing and returns at once, also while calls of the comm are
+ * queued (it is not ordered with them). */
 ZCOLL_API zcollResult_t zcollQuantizedAllReduceResidualSize(size_t count,
                                                             zcollDataType_t datatype,
                                                             const zcollQuantConfig_t* quant,

@@ -122,7 +122,9 @@ zcollResult_t zcollQuantizedAllReduceResidualSize(size_t count, zcollDataType_t 
                                                   const zcollQuantConfig_t* quant,
                                                   zcollComm_t comm, size_t* bytes) {
   const char* fn = "zcollQuantizedAllReduceResidualSize";
-  return commCall(comm, fn, [&]() -> Result {
+  // A local query of the comm's layout: pinned, but not in the comm's order, so it returns at
+  // once while calls are queued (a DDP hook asks it from a completion callback's thread).
+  return pinnedCall(comm, fn, [&]() -> Result {
     if (bytes == nullptr) return fail(zcollInvalidArgument, "%s: bytes is NULL", fn);
     ZCOLL_CHECK(checkQuantDtype(datatype, fn));
     ZCOLL_CHECK(checkSize(count, sizeof(float), 2, fn));
