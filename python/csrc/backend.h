@@ -198,6 +198,16 @@ class ZcollBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> quantizedReduceScatter(at::Tensor output, at::Tensor input,
                                                         const c10d::ReduceOp& reduceOp,
                                                         zcollQuantConfig_t quant);
+  // zcollQuantizedAllReduce in place on `tensor` (SUM, AVG or PREMUL_SUM); with `residual`
+  // (contiguous, quantizedAllReduceResidualBytes bytes, on tensor's device, zeroed before the
+  // first call) zcollQuantizedAllReduceWithResidual: error feedback.
+  c10::intrusive_ptr<c10d::Work> quantizedAllReduce(at::Tensor tensor,
+                                                    const c10d::ReduceOp& reduceOp,
+                                                    zcollQuantConfig_t quant,
+                                                    std::optional<at::Tensor> residual);
+  // zcollQuantizedAllReduceResidualSize for `numel` elements of `dtype` on this group.
+  int64_t quantizedAllReduceResidualBytes(int64_t numel, at::ScalarType dtype,
+                                          zcollQuantConfig_t quant);
   // This rank's node's number of ranks (zcollCommLocalSize).
   int localSize();
 
