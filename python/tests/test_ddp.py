@@ -95,6 +95,14 @@ def scenario_functions(rank, gloo):
             dist.all_reduce(exact, op=op, group=gloo)
             assert not torch.equal(out, exact), "quantization did not run"
 
+    # PREMUL_SUM (FSDP2's divide factor): each input times 0.5, then the sum; on 2 ranks the
+    # halving is exact at every step, so it is AVG's bits
+    x = _input(rank, n, torch.float32, 5)
+    premul, avg = x.clone(), x.clone()
+    zpp.quantized_all_reduce(premul, op=dist._make_nccl_premul_sum(0.5))
+    zpp.quantized_all_reduce(avg, op=dist.ReduceOp.AVG)
+    assert _bits_equal(premul, avg) and not torch.equal(premul, x)
+
     # error feedback: the buffer's size is the C call's, 4*C*(W+1) on one rank per node
     x = _input(rank, n, torch.float32, 2)
     c = n // WORLD
