@@ -354,17 +354,73 @@ def scenario_ddp_no_sync_static(rank, gloo):
     assert hook.quantized == [] and state.residuals == {} and state.iter == 2
 
 
+# ---- HSDP: FSDP2 on the shard dimension, the replicate all-reduce quantized ----------------
+
+def _hsdp_train(model, rank, steps=3):
+    """The local shards' change over `steps` SGD steps."""
+    before = {n: p.to_local().detach().clone() for n, p in model.named_parameters()}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(steps):
+        x, y = _batch(rank, step)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    return {n: p.to_local().detach() - before[n] for n, p in model.named_parameters()}
+
+
+def scenario_hsdp(rank, gloo):
+    """4 ranks, 2 emulated nodes of 2: replicate across the nodes, shard within each."""
+    import zcoll.fsdp as zf
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    rails = [dist.new_group(r, backend="gloo") for r in ([0, 2], [1, 3])]
+    rail = rails[rank % 2]
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+
+    def wrap(mesh_):
+        model = _model()
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh_)
+        return fully_shard(model, mesh=mesh_)
+
+    native = _hsdp_train(wrap(mesh), rank)  # torch's HSDP: the exact replicate all-reduce
+    model = wrap(mesh["shard"])
+    hooks = zf.quantized_replicate_all_reduce(model, mesh["replicate"].get_group())
+    got = _hsdp_train(model, rank)
+    # the root (first) holds no parameter of its own: its hook never runs
+    assert [h.calls for h in hooks] == [0, 3, 3, 3]
+    assert all(h.residual is not None and h.residual.any() for h in hooks if h._made_for)
+    differs = False
+    for name, p in got.items():  # p: the update of this rank's shard
+        assert _same_on_every_rank_of(p, rail), name  # both replicas: the same bits
+        scale = native[name].abs().max().item()
+        assert scale > 0 and torch.allclose(p, native[name], rtol=0, atol=0.05 * scale), name
+        differs = differs or not torch.equal(p, native[name])
+    assert differs, "quantization did not run"
+    with pytest.raises(ValueError, match="2-D \\(HSDP\\) mesh"):
+        zf.quantized_replicate_all_reduce(wrap(mesh), mesh["replicate"].get_group())
+    with pytest.raises(ValueError, match="bits=3 is not 4 or 8"):
+        zf.quantized_replicate_all_reduce(model, mesh["replicate"].get_group(), bits=3)
+
+
+def _same_on_every_rank_of(t, group):
+    everyone = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(everyone, t.contiguous(), group=group)
+    return all(_bits_equal(e, t) for e in everyone)
+
+
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
              [scenario_functions, scenario_torch_ops, scenario_errors, scenario_ddp_train,
-              scenario_ddp_no_sync_static]}
+              scenario_ddp_no_sync_static, scenario_hsdp]}
 
 
-def _worker(rank, path, scenario):
+def _worker(rank, path, scenario, world, ranks_per_node):
     import zcoll  # noqa: F401
     torch.set_num_threads(1)
-    os.environ["ZCOLL_HOSTID"] = f"node{rank}"
+    os.environ["ZCOLL_HOSTID"] = f"node{rank // ranks_per_node}"
     os.environ["ZCOLL_ALGO_QUANTIZED_ALLREDUCE"] = "qgz_then_qwz"
-    dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank, world_size=WORLD,
+    dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))
     try:
         SCENARIOS[scenario](rank, dist.new_group(backend="gloo"))
@@ -372,10 +428,11 @@ def _worker(rank, path, scenario):
         dist.destroy_process_group()
 
 
-def _run(scenario):
+def _run(scenario, world=WORLD, ranks_per_node=1):
     with tempfile.TemporaryDirectory() as d:
-        mp.start_processes(_worker, args=(os.path.join(d, "store"), scenario), nprocs=WORLD,
-                           join=True, start_method="fork")
+        mp.start_processes(_worker, args=(os.path.join(d, "store"), scenario, world,
+                                          ranks_per_node),
+                           nprocs=world, join=True, start_method="fork")
 
 
 def test_quantized_all_reduce_within_bound_identical_bits_error_feedback():
@@ -396,3 +453,7 @@ def test_ddp_hook_warm_up_exact_then_within_bound_identical_replicas_residuals()
 
 def test_ddp_hook_no_sync_static_graph_min_bucket_bytes():
     _run("ddp_no_sync_static")
+
+
+def test_hsdp_replicate_all_reduce_quantized_4_ranks_2_nodes():
+    _run("hsdp", world=4, ranks_per_node=2)
