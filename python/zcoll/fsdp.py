@@ -24,6 +24,10 @@ _fsdp_api.py: ``allocate(size, *, dtype, device)`` and ``__call__``), set with t
   checks hpZ (``reshard_after_forward`` = ranks per node); with ``modules=`` it also wraps the
   model (fully_shard on each of ``modules``, then on the model). On one node it says once per
   process (a RuntimeWarning) that qwZ and hpZ run exact there.
+* :func:`quantized_replicate_all_reduce`: HSDP's replicate all-reduce through zcoll's quantized
+  all-reduce (:class:`QuantizedReplicateAllReduce`, torch's ``set_all_reduce_hook``) on a model
+  sharded on the shard dimension's 1-D mesh (torch 2.15's native 2-D HSDP all-reduces inside
+  FSDP, before that hook, so it cannot be replaced there).
 
 Dtypes: float32, float16, bfloat16 are quantized as they are; float64 goes through float32 (the
 quantization error is far above float32's rounding). Anything else, and the uint8 buffer FSDP
