@@ -1236,4 +1236,92 @@ c10::intrusive_ptr<Work> ZcollBackend::quantizedReduceScatter(at::Tensor output,
   });
 }
 
+
+namespace {
+
+// zcoll's type of a dtype the quantized collectives take; TypeError for any other.
+zcollDataType_t quantizableType(at::ScalarType dtype, const char* what) {
+  switch (dtype) {
+    case at::kFloat: return zcollFloat32;
+    case at::kHalf: return zcollFloat16;
+    case at::kBFloat16: return zcollBfloat16;
+    default:
+      TORCH_CHECK_TYPE(false, "zcoll: ", what, " quantizes torch.float32, torch.float16 or "
+                       "torch.bfloat16 tensors, got ", dtypeName(dtype));
+  }
+}
+
+}  // namespace
+
+int64_t ZcollBackend::quantizedAllReduceResidualBytes(int64_t numel, at::ScalarType dtype,
+                                                      zcollQuantConfig_t quant) {
+  TORCH_CHECK_VALUE(numel >= 0, "zcoll: quantized_all_reduce residual_size: numel must not be "
+                    "negative (got ", numel, ")");
+  const zcollDataType_t type = quantizableType(dtype, "quantized_all_reduce");
+  {
+    std::lock_guard<std::mutex> lock(residualMu_);
+    if (auto it = residualBytes_.find(numel); it != residualBytes_.end()) return it->second;
+  }
+  size_t bytes = 0;
+  zcollComm_t comm = hostComm();
+  zcollResult_t rc;
+  {
+    // A comm call runs after the operations queued before it, whose completion callbacks may
+    // need the GIL (a Python future callback: DDP's hook chains one): waited without it.
+    MaybeReleaseGil noGil;
+    rc = zcollQuantizedAllReduceResidualSize(static_cast<size_t>(numel), type, &quant, comm,
+                                             &bytes);
+  }
+  check(rc, comm, "zcollQuantizedAllReduceResidualSize");
+  std::lock_guard<std::mutex> lock(residualMu_);
+  return residualBytes_[numel] = static_cast<int64_t>(bytes);
+}
+
+c10::intrusive_ptr<Work> ZcollBackend::quantizedAllReduce(at::Tensor tensor,
+                                                          const c10d::ReduceOp& reduceOp,
+                                                          zcollQuantConfig_t quant,
+                                                          std::optional<at::Tensor> residual) {
+  checkTensor(tensor);
+  TORCH_CHECK_VALUE(reduceOp.op_ == c10d::ReduceOp::SUM || reduceOp.op_ == c10d::ReduceOp::AVG ||
+                        reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM,
+                    "zcoll: quantized_all_reduce takes ReduceOp.SUM, AVG or PREMUL_SUM, got ",
+                    reduceOpName(reduceOp));
+  checkQuantizable(tensor, "quantized_all_reduce");
+  std::vector<at::Tensor> inputs;
+  if (residual) {
+    checkTensor(*residual);
+    TORCH_CHECK_TYPE(residual->scalar_type() == at::kByte || residual->scalar_type() == at::kFloat,
+                     "zcoll: quantized_all_reduce residual must be a torch.uint8 or torch.float32 "
+                     "tensor, got ", dtypeName(residual->scalar_type()));
+    TORCH_CHECK_VALUE(residual->device() == tensor.device(), "zcoll: quantized_all_reduce "
+                      "residual must be on the tensor's device (", tensor.device(), "), got ",
+                      residual->device());
+    TORCH_CHECK_VALUE(residual->is_contiguous(), "zcoll: quantized_all_reduce residual must be "
+                      "contiguous (it is zcoll's state, kept between calls)");
+    const int64_t want = quantizedAllReduceResidualBytes(tensor.numel(), tensor.scalar_type(), quant);
+    TORCH_CHECK_VALUE(residual->nbytes() == static_cast<size_t>(want), "zcoll: "
+                      "quantized_all_reduce residual has ", residual->nbytes(), " bytes, but "
+                      "error feedback for ", tensor.numel(), " elements on this group needs ",
+                      want, " (zcoll.zeropp.residual_size)");
+    // Written by the call but not part of its result: the future's value is the tensor only.
+    inputs.push_back(*residual);
+  }
+  Reduction red = toReduction(reduceOp, tensor);
+  return issue(OpType::ALLREDUCE, {tensor}, inputs, [=](Ctx& c) {
+    at::Tensor buf = red.scales() ? reduceInput(c, red, tensor) : c.inout(tensor);
+    if (!buf.is_same(tensor) && red.scales()) c.after([tensor, buf] { tensor.copy_(buf); });
+    if (!residual) {
+      check(zcollQuantizedAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(),
+                                    toZcollType(buf), red.op, &quant, c.comm, c.stream),
+            c.comm, c.name("zcollQuantizedAllReduce"));
+      return;
+    }
+    at::Tensor res = c.keep(*residual);
+    check(zcollQuantizedAllReduceWithResidual(buf.data_ptr(), buf.data_ptr(), buf.numel(),
+                                              toZcollType(buf), red.op, &quant, res.data_ptr(),
+                                              res.nbytes(), c.comm, c.stream),
+          c.comm, c.name("zcollQuantizedAllReduceWithResidual"));
+  });
+}
+
 }  // namespace zcoll_torch

@@ -198,6 +198,19 @@ class ZcollBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> quantizedReduceScatter(at::Tensor output, at::Tensor input,
                                                         const c10d::ReduceOp& reduceOp,
                                                         zcollQuantConfig_t quant);
+  // zcollQuantizedAllReduce in place on `tensor` (SUM, AVG or PREMUL_SUM); with `residual`
+  // (contiguous, quantizedAllReduceResidualBytes bytes, on tensor's device, zeroed before the
+  // first call) zcollQuantizedAllReduceWithResidual: error feedback.
+  c10::intrusive_ptr<c10d::Work> quantizedAllReduce(at::Tensor tensor,
+                                                    const c10d::ReduceOp& reduceOp,
+                                                    zcollQuantConfig_t quant,
+                                                    std::optional<at::Tensor> residual);
+  // zcollQuantizedAllReduceResidualSize for `numel` elements of `dtype` on this group. The
+  // size depends only on numel and the group's layout: asked once per numel (the C call waits
+  // for the operations queued before it) and remembered, so that checking a residual does not
+  // wait for the buckets reduced before it.
+  int64_t quantizedAllReduceResidualBytes(int64_t numel, at::ScalarType dtype,
+                                          zcollQuantConfig_t quant);
   // This rank's node's number of ranks (zcollCommLocalSize).
   int localSize();
 
@@ -284,6 +297,8 @@ class ZcollBackend : public c10d::Backend {
   std::optional<Batch> batch_;
   std::shared_ptr<Completion> last_;  // the last CPU operation issued
   std::shared_ptr<Reaper> reaper_ = std::make_shared<Reaper>();
+  std::mutex residualMu_;  // guards residualBytes_
+  std::map<int64_t, int64_t> residualBytes_;  // numel -> quantized all-reduce residual bytes
   std::mutex closeMu_;  // guards closing and the device communicator
   zcollComm_t deviceComm_ = nullptr;
   c10::DeviceIndex deviceIndex_ = -1;

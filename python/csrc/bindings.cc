@@ -131,7 +131,33 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           },
           py::arg("output"), py::arg("input"), py::arg("op"), py::arg("bits"),
           py::arg("intra_bits"), py::arg("block_size"), py::arg("symmetric"),
-          py::arg("stochastic"), py::arg("seed"), py::arg("pipeline_depth"));
+          py::arg("stochastic"), py::arg("seed"), py::arg("pipeline_depth"))
+      .def(
+          "quantized_all_reduce",
+          [](ZcollBackend& b, at::Tensor tensor, const c10d::ReduceOp& op, int bits,
+             int intraBits, int blockSize, bool symmetric, bool stochastic, uint64_t seed,
+             int pipelineDepth, std::optional<at::Tensor> residual) {
+            return b.quantizedAllReduce(
+                tensor, op,
+                zcoll_torch::quantConfig("quantized_all_reduce", bits, intraBits, blockSize,
+                                         symmetric, stochastic, seed, pipelineDepth),
+                residual);
+          },
+          py::arg("tensor"), py::arg("op"), py::arg("bits"), py::arg("intra_bits"),
+          py::arg("block_size"), py::arg("symmetric"), py::arg("stochastic"), py::arg("seed"),
+          py::arg("pipeline_depth"), py::arg("residual"))
+      .def(
+          "quantized_all_reduce_residual_bytes",
+          [](ZcollBackend& b, int64_t numel, at::ScalarType dtype, int bits, int intraBits,
+             int blockSize, bool symmetric, bool stochastic, uint64_t seed, int pipelineDepth) {
+            return b.quantizedAllReduceResidualBytes(
+                numel, dtype,
+                zcoll_torch::quantConfig("quantized_all_reduce", bits, intraBits, blockSize,
+                                         symmetric, stochastic, seed, pipelineDepth));
+          },
+          py::arg("numel"), py::arg("dtype"), py::arg("bits"), py::arg("intra_bits"),
+          py::arg("block_size"), py::arg("symmetric"), py::arg("stochastic"), py::arg("seed"),
+          py::arg("pipeline_depth"));
   m.def("get_unique_id", &zcoll_torch::getUniqueId);
   // The version of the libzcoll this process loaded, "X.Y.Z" (zcollGetVersion).
   m.def("library_version", [] {

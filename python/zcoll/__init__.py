@@ -161,6 +161,7 @@ def reset_stats(group=None):
 
 from . import ops  # noqa: E402,F401  (the same as torch ops: torch.ops.zcoll.*)
 from . import fsdp  # noqa: E402,F401  (ZeRO++ in FSDP2: zcoll.fsdp.*)
+from . import ddp  # noqa: E402,F401  (DDP's quantized all-reduce hook: zcoll.ddp.*)
 from .deepspeed import install_hint as _install_deepspeed_hint  # noqa: E402
 
 _install_deepspeed_hint()  # DeepSpeed's ZeRO++ options without zcoll.deepspeed.enable()

@@ -24,6 +24,10 @@ _fsdp_api.py: ``allocate(size, *, dtype, device)`` and ``__call__``), set with t
   checks hpZ (``reshard_after_forward`` = ranks per node); with ``modules=`` it also wraps the
   model (fully_shard on each of ``modules``, then on the model). On one node it says once per
   process (a RuntimeWarning) that qwZ and hpZ run exact there.
+* :func:`quantized_replicate_all_reduce`: HSDP's replicate all-reduce through zcoll's quantized
+  all-reduce (:class:`QuantizedReplicateAllReduce`, torch's ``set_all_reduce_hook``) on a model
+  sharded on the shard dimension's 1-D mesh (torch 2.15's native 2-D HSDP all-reduces inside
+  FSDP, before that hook, so it cannot be replaced there).
 
 Dtypes: float32, float16, bfloat16 are quantized as they are; float64 goes through float32 (the
 quantization error is far above float32's rounding). Anything else, and the uint8 buffer FSDP
@@ -43,7 +47,8 @@ import torch.distributed as dist
 from . import zeropp as _zpp
 
 __all__ = ["QuantizedAllGather", "QuantizedReduceScatter", "zeropp", "ranks_per_node",
-           "backward_gather_groups"]
+           "backward_gather_groups", "QuantizedReplicateAllReduce",
+           "quantized_replicate_all_reduce"]
 
 _QUANTIZABLE = (torch.float32, torch.float16, torch.bfloat16)
 _said = set()
@@ -423,3 +428,68 @@ def _check_hpz(module):
                 f"backward all-gather then stays on the node); it reshards to "
                 f"{post.shard_mesh_size} ranks. Wrap with zcoll.fsdp.ranks_per_node(), or "
                 f"pass hpz=False.")
+
+
+class QuantizedReplicateAllReduce:
+    """HSDP's replicate-dimension gradient all-reduce through zcoll's quantized all-reduce, as
+    the hook of torch's ``FSDPModule.set_all_reduce_hook`` (``hook(reduce_output)``): averages
+    FSDP's reduce-scatter output (this rank's gradient shard, already reduced over the shard
+    group) in place over `replicate_group` (AVG), with error feedback in one residual kept here
+    (made anew if the shard's size changes). float64 or other dtypes zcoll does not quantize go
+    through the exact all-reduce. ``calls`` counts the all-reduces run."""
+
+    def __init__(self, replicate_group, *, bits=8, intra_bits=8, block_size=None,
+                 error_feedback=True):
+        for name, value in (("bits", bits), ("intra_bits", intra_bits)):
+            if value not in (4, 8):
+                raise ValueError(f"zcoll.fsdp: QuantizedReplicateAllReduce {name}={value!r} is "
+                                 f"not 4 or 8")
+        _zpp.zcoll_backend(replicate_group, "QuantizedReplicateAllReduce")
+        self.group = replicate_group
+        self.quant = {"bits": bits, "intra_bits": intra_bits, "block_size": block_size}
+        self.error_feedback = error_feedback
+        self.residual = None
+        self._made_for = None  # (numel, device) the residual was made for
+        self.calls = 0
+
+    def _residual_for(self, tensor):
+        if not self.error_feedback:
+            return None
+        if self._made_for != (tensor.numel(), tensor.device):
+            self.residual = _zpp.new_residual(tensor, self.group, dtype=torch.float32,
+                                              **self.quant)
+            self._made_for = (tensor.numel(), tensor.device)
+        return self.residual
+
+    def __call__(self, reduce_output):
+        self.calls += 1
+        if reduce_output.dtype not in _QUANTIZABLE:
+            dist.all_reduce(reduce_output, op=dist.ReduceOp.AVG, group=self.group)
+            return
+        _zpp.quantized_all_reduce(reduce_output, self.group, dist.ReduceOp.AVG,
+                                  residual=self._residual_for(reduce_output), **self.quant)
+
+
+def quantized_replicate_all_reduce(model, replicate_group, **kwargs):
+    """HSDP with a quantized replicate all-reduce: `model` is wrapped with fully_shard on the
+    shard dimension only (``mesh=mesh["shard"]``, a 1-D mesh), and this sets a
+    :class:`QuantizedReplicateAllReduce` over `replicate_group` (``mesh["replicate"].get_group()``)
+    on each of its FSDP modules, one per module (each keeps its own residual); returns them.
+    torch's native HSDP (a 2-D mesh) all-reduces with dist.all_reduce inside FSDP, and its
+    set_all_reduce_hook runs after that all-reduce, so it cannot be replaced there: such a model
+    is refused (ValueError). kwargs: QuantizedReplicateAllReduce's (bits, intra_bits,
+    block_size, error_feedback)."""
+    hooks = []
+    for m in _fsdp_modules(model):
+        if any(getattr(pg_, "_is_hsdp", False) for pg_ in _param_groups(m._get_fsdp_state())):
+            raise ValueError(
+                f"zcoll.fsdp.quantized_replicate_all_reduce: {type(m).__name__} is wrapped on a "
+                f"2-D (HSDP) mesh, whose replicate all-reduce FSDP runs itself; wrap with "
+                f"fully_shard(..., mesh=mesh['shard']) and pass mesh['replicate'].get_group()")
+        hook = QuantizedReplicateAllReduce(replicate_group, **kwargs)
+        m.set_all_reduce_hook(hook)
+        hooks.append(hook)
+    if not hooks:
+        raise ValueError("zcoll.fsdp.quantized_replicate_all_reduce: the model has no FSDP "
+                         "module: wrap it with fully_shard(..., mesh=mesh['shard']) first")
+    return hooks

@@ -9,12 +9,17 @@
     torch.ops.zcoll.quantized_reduce_scatter(input, group_name, reduce_op="sum", bits=0,
                                              intra_bits=0, block_size=0, symmetric=True,
                                              stochastic=False, seed=0, pipeline_depth=0) -> Tensor
+    torch.ops.zcoll.quantized_all_reduce(input, group_name, reduce_op="sum", bits=0,
+                                         intra_bits=0, block_size=0, symmetric=True,
+                                         stochastic=False, seed=0, pipeline_depth=0) -> Tensor
 
 The group is resolved by name (``group.group_name``); settings of 0 take zcoll's defaults. Each op
 returns at once with new output tensors whose operation is registered with c10d, so
 ``torch.ops._c10d_functional.wait_tensor(out)`` waits for it: read the outputs only after that.
 Gathers concatenate along dim 0 (output shape [world_size * input.shape[0], ...]); the reduce-
-scatter splits dim 0 (input.shape[0] must divide by world_size); the secondary shard is 1-D
+scatter splits dim 0 (input.shape[0] must divide by world_size); the all-reduce returns a new
+tensor of input's shape (input is not written; no error feedback: zcoll.zeropp.quantized_all_reduce
+with residual= keeps it); the secondary shard is 1-D
 (nodes * input.numel()). all_gather_hier's two outputs are views of one new storage, so waiting
 either one (wait_tensor) waits for the operation, and nothing is left unwaited. Fake (meta) implementations give the shapes to torch.compile.
 """
@@ -31,6 +36,9 @@ _lib.define(f"all_gather_hier(Tensor input, str group_name, bool quantized=True,
             "-> (Tensor, Tensor)")
 _lib.define("all_gather_from_secondary(Tensor secondary, str group_name) -> Tensor")
 _lib.define("quantized_reduce_scatter(Tensor input, str group_name, str reduce_op=\"sum\", "
+            "int bits=0, int intra_bits=0, int block_size=0, bool symmetric=True, "
+            "bool stochastic=False, int seed=0, int pipeline_depth=0) -> Tensor")
+_lib.define("quantized_all_reduce(Tensor input, str group_name, str reduce_op=\"sum\", "
             "int bits=0, int intra_bits=0, int block_size=0, bool symmetric=True, "
             "bool stochastic=False, int seed=0, int pipeline_depth=0) -> Tensor")
 
@@ -114,15 +122,33 @@ def _all_gather_from_secondary(secondary, group_name):
 def _quantized_reduce_scatter(input, group_name, reduce_op="sum", bits=0, intra_bits=0,
                               block_size=0, symmetric=True, stochastic=False, seed=0,
                               pipeline_depth=0):
-    if reduce_op.lower() not in _REDUCE_OPS:
-        raise ValueError(f"zcoll: quantized_reduce_scatter reduce_op must be 'sum' or 'avg' "
-                         f"(got {reduce_op!r})")
+    op = _reduce_op(reduce_op, "quantized_reduce_scatter")
     pg = _group(group_name)
     out = input.new_empty(_scattered_shape(input, pg.size()))
     work = zeropp.quantized_reduce_scatter(
-        out, input, _REDUCE_OPS[reduce_op.lower()], pg, bits=bits, intra_bits=intra_bits,
+        out, input, op, pg, bits=bits, intra_bits=intra_bits,
         block_size=block_size, symmetric=symmetric, stochastic=stochastic, seed=seed,
         pipeline_depth=pipeline_depth, async_op=True)
+    return _registered(work, out)
+
+
+def _reduce_op(reduce_op, what):
+    if reduce_op.lower() not in _REDUCE_OPS:
+        raise ValueError(f"zcoll: {what} reduce_op must be 'sum' or 'avg' (got {reduce_op!r})")
+    return _REDUCE_OPS[reduce_op.lower()]
+
+
+@_impl("quantized_all_reduce")
+def _quantized_all_reduce(input, group_name, reduce_op="sum", bits=0, intra_bits=0,
+                          block_size=0, symmetric=True, stochastic=False, seed=0,
+                          pipeline_depth=0):
+    op = _reduce_op(reduce_op, "quantized_all_reduce")
+    pg = _group(group_name)
+    out = input.clone(memory_format=torch.contiguous_format)
+    work = zeropp.quantized_all_reduce(
+        out, pg, op, bits=bits, intra_bits=intra_bits, block_size=block_size,
+        symmetric=symmetric, stochastic=stochastic, seed=seed, pipeline_depth=pipeline_depth,
+        async_op=True)
     return _registered(work, out)
 
 
@@ -148,3 +174,8 @@ def _all_gather_from_secondary_fake(secondary, group_name):
 @torch.library.register_fake("zcoll::quantized_reduce_scatter")
 def _quantized_reduce_scatter_fake(input, group_name, *args, **kwargs):
     return input.new_empty(_scattered_shape(input, _group(group_name).size()))
+
+
+@torch.library.register_fake("zcoll::quantized_all_reduce")
+def _quantized_all_reduce_fake(input, group_name, *args, **kwargs):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)

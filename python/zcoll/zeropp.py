@@ -4,7 +4,7 @@ Each function takes its output tensor first (like ``all_gather_into_tensor``), r
 group's zcoll communicator in submission order with the group's other operations, and returns a
 ``Work`` when ``async_op=True`` (else waits and returns None). Quantization settings left at None
 take zcoll's documented defaults (qwZ / hpZ: INT8, block 256; qgZ: INT4 both hops, block 256;
-symmetric, round to nearest even).
+the quantized all-reduce: INT8 everywhere, block 256; symmetric, round to nearest even).
 
     import zcoll.zeropp as zpp
     zpp.quantized_all_gather(full, shard)                     # qwZ
@@ -12,6 +12,8 @@ symmetric, round to nearest even).
     zpp.all_gather_hier(full, shard, sec)                     # hpZ forward: keeps the secondary
     zpp.all_gather_from_secondary(full, sec)                  # hpZ backward: no inter-node bytes
     zpp.quantized_reduce_scatter(grad_shard, grad, op=dist.ReduceOp.AVG)   # qgZ
+    res = zpp.new_residual(grad)                              # error feedback, kept per tensor
+    zpp.quantized_all_reduce(grad, op=dist.ReduceOp.AVG, residual=res)  # qgZ then qwZ
 
 Keep training after a rank dies (docs/FAULT_TOLERANCE.md, "Keep training"; CPU tensors): after
 ``dist.shrink_group``, the new group rebuilds the dead rank's weight shard from hpZ's
@@ -111,6 +113,49 @@ def quantized_reduce_scatter(output, input, op=dist.ReduceOp.SUM, group=None, *,
         block_size=_or0(block_size), symmetric=symmetric, stochastic=stochastic, seed=seed,
         pipeline_depth=_or0(pipeline_depth))
     return _finish(work, async_op)
+
+
+def quantized_all_reduce(tensor, group=None, op=dist.ReduceOp.SUM, *, bits=None,
+                         intra_bits=None, block_size=None, symmetric=True, stochastic=False,
+                         seed=0, pipeline_depth=None, residual=None, async_op=False):
+    """In place: tensor = the reduction (SUM or AVG) of every rank's tensor, with block-quantized
+    traffic (zcollQuantizedAllReduce: qgZ's reduce-scatter, then qwZ's gather of the reduced
+    chunks at `bits`); every rank ends with identical bits. Defaults: INT8 on both hops and the
+    gather, block 256. Below 256 KiB per rank zcoll runs the exact all-reduce. float32, float16,
+    bfloat16, CPU or CUDA.
+
+    residual: error feedback (zcollQuantizedAllReduceWithResidual): a contiguous uint8 or
+    float32 tensor of residual_size(...) bytes on the tensor's device, zeroed before the first
+    call (new_residual makes one), kept by the caller between calls for this tensor's size and
+    group; the call adds it before quantizing and keeps the new quantization error in it."""
+    work = zcoll_backend(group, "quantized_all_reduce").quantized_all_reduce(
+        tensor, op, bits=_or0(bits), intra_bits=_or0(intra_bits), block_size=_or0(block_size),
+        symmetric=symmetric, stochastic=stochastic, seed=seed,
+        pipeline_depth=_or0(pipeline_depth), residual=residual)
+    return _finish(work, async_op)
+
+
+def residual_size(numel, dtype=torch.float32, group=None, *, bits=None, intra_bits=None,
+                  block_size=None, symmetric=True, stochastic=False, seed=0,
+                  pipeline_depth=None):
+    """Bytes of quantized_all_reduce's residual buffer for `numel` elements of `dtype` on
+    `group` (zcollQuantizedAllReduceResidualSize): 4*C*(W+N+1) on two-hop layouts (N nodes of
+    more than one rank), 4*C*(W+1) otherwise, C = numel // W."""
+    return zcoll_backend(group, "residual_size").quantized_all_reduce_residual_bytes(
+        int(numel), dtype, bits=_or0(bits), intra_bits=_or0(intra_bits),
+        block_size=_or0(block_size), symmetric=symmetric, stochastic=stochastic, seed=seed,
+        pipeline_depth=_or0(pipeline_depth))
+
+
+def new_residual(tensor, group=None, *, dtype=torch.uint8, **quant):
+    """A zeroed residual buffer for quantized_all_reduce of `tensor` on `group`, on the tensor's
+    device: residual_size(tensor.numel(), tensor.dtype, group, **quant) bytes, as a uint8 tensor
+    (dtype=torch.float32: a float32 one of a quarter of the elements)."""
+    if dtype not in (torch.uint8, torch.float32):
+        raise TypeError(f"zcoll: new_residual makes a torch.uint8 or torch.float32 tensor, got "
+                        f"{dtype}")
+    nbytes = residual_size(tensor.numel(), tensor.dtype, group, **quant)
+    return torch.zeros(nbytes // dtype.itemsize, dtype=dtype, device=tensor.device)
 
 
 def local_size(group=None):
