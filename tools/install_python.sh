@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 if ! python3 -c "import torch" 2>/dev/null; then
   python3 -m pip install -q "torch>=2.15,<2.16"
 fi
-python3 -m pip install -q "deepspeed>=0.19.8,<0.20" pytest
+python3 -m pip install -q "deepspeed>=0.19.8,<0.20" pytest "setuptools>=77"  # 77: PEP 639 license metadata (python/pyproject.toml)
 ZCOLL_BUILD_DIR="$PWD/build" python3 -m pip install -q --no-build-isolation ./python
