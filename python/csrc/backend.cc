@@ -1258,23 +1258,12 @@ int64_t ZcollBackend::quantizedAllReduceResidualBytes(int64_t numel, at::ScalarT
   TORCH_CHECK_VALUE(numel >= 0, "zcoll: quantized_all_reduce residual_size: numel must not be "
                     "negative (got ", numel, ")");
   const zcollDataType_t type = quantizableType(dtype, "quantized_all_reduce");
-  {
-    std::lock_guard<std::mutex> lock(residualMu_);
-    if (auto it = residualBytes_.find(numel); it != residualBytes_.end()) return it->second;
-  }
+  // A local query (zcoll.h): it returns at once, also while this group's calls are queued.
   size_t bytes = 0;
   zcollComm_t comm = hostComm();
-  zcollResult_t rc;
-  {
-    // A comm call runs after the operations queued before it, whose completion callbacks may
-    // need the GIL (a Python future callback: DDP's hook chains one): waited without it.
-    MaybeReleaseGil noGil;
-    rc = zcollQuantizedAllReduceResidualSize(static_cast<size_t>(numel), type, &quant, comm,
-                                             &bytes);
-  }
-  check(rc, comm, "zcollQuantizedAllReduceResidualSize");
-  std::lock_guard<std::mutex> lock(residualMu_);
-  return residualBytes_[numel] = static_cast<int64_t>(bytes);
+  check(zcollQuantizedAllReduceResidualSize(static_cast<size_t>(numel), type, &quant, comm, &bytes),
+        comm, "zcollQuantizedAllReduceResidualSize");
+  return static_cast<int64_t>(bytes);
 }
 
 c10::intrusive_ptr<Work> ZcollBackend::quantizedAllReduce(at::Tensor tensor,

@@ -297,8 +297,6 @@ class ZcollBackend : public c10d::Backend {
   std::optional<Batch> batch_;
   std::shared_ptr<Completion> last_;  // the last CPU operation issued
   std::shared_ptr<Reaper> reaper_ = std::make_shared<Reaper>();
-  std::mutex residualMu_;  // guards residualBytes_
-  std::map<int64_t, int64_t> residualBytes_;  // numel -> quantized all-reduce residual bytes
   std::mutex closeMu_;  // guards closing and the device communicator
   zcollComm_t deviceComm_ = nullptr;
   c10::DeviceIndex deviceIndex_ = -1;
