@@ -9,7 +9,8 @@
 #     1  configure + build (CUDA for sm_90 unless CUDA_ARCH says), then quant_cuda_test,
 #        reduce_cuda_test, cuda_ipc_test (a copy waiting for a call's fence, a host-only job in a
 #        child process leaving no CUDA context), executor_test (CudaExecutorTest.*) and
-#        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads)
+#        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads), in
+#        the default mode (sync on CUDA) and with ZCOLL_DEVICE_CALLS=async
 #     2  the multi-process device checks (tests/scripts/device_processes.sh) and the launch queue
 #        depth probe (tools/gpu_probe.cu queue)
 #     3  a device-to-device copy bound (tools/gpu_probe.cu d2d), then perf/peers/device.sh: the perf
@@ -289,7 +290,12 @@ case "$STEP" in
     gtest reduce_cuda_test reduce_cuda_test
     gtest cuda_ipc_test cuda_ipc_test
     gtest "executor_test CudaExecutorTest.*" executor_test '*CudaExecutorTest.*'
-    gtest "device_path_test CudaDevicePath.*" device_path_test '*CudaDevicePath.*'
+    # Both modes: the default on CUDA (auto: calls return complete, no stream wait) and the
+    # queued one (async), which has not run on a GPU (issue 38).
+    gtest "device_path_test CudaDevicePath.* (default: sync on CUDA)" device_path_test \
+      '*CudaDevicePath.*'
+    ZCOLL_DEVICE_CALLS=async gtest "device_path_test CudaDevicePath.* (ZCOLL_DEVICE_CALLS=async)" \
+      device_path_test '*CudaDevicePath.*'
     ;;
   2)
     timed "device_processes.sh" 300 env ZCOLL_BUILD_DIR="$BUILD" ZCOLL_SOURCE_DIR="$ROOT" \

@@ -1056,14 +1056,17 @@ inline Result fakeMakeIpc(std::unique_ptr<DeviceIpc>* out) {
 
 class FakeDevice {
  public:
-  FakeDevice() {
+  // Whether the stand-in trusts calls queued on streams (DeviceComponent::queuedCallsTrusted):
+  // kQueuedCalls by default, to test the queued path; kLikeCuda as CUDA's component does.
+  enum class Trust { kQueuedCalls, kLikeCuda };
+  explicit FakeDevice(Trust trust = Trust::kQueuedCalls) {
     const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     FakeHardware::singleQueue = connections != nullptr && std::strcmp(connections, "1") == 0;
     FakeHardware::violations = 0;
     FakeUse::inUse = true;
     FakeIpc::forgetMappings();
     gSharedArena = &shared_;
-    setDeviceComponent(&kComponent);
+    setDeviceComponent(trust == Trust::kQueuedCalls ? &kComponent : &kComponentLikeCuda);
   }
   ~FakeDevice() {
     FakeHardware::dropRetired();
@@ -1079,7 +1082,13 @@ class FakeDevice {
   static constexpr DeviceComponent kComponent{
       "fake-device",      fakeDeviceInUse,        fakeDeviceOwns,
       fakeDeviceExecutorOn, fakeDescribeDevice,   fakeMakeIpc,
-      FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords};
+      FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords,
+      /*queuedCallsTrusted=*/true};
+  static constexpr DeviceComponent kComponentLikeCuda{
+      "fake-device",      fakeDeviceInUse,        fakeDeviceOwns,
+      fakeDeviceExecutorOn, fakeDescribeDevice,   fakeMakeIpc,
+      FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords,
+      /*queuedCallsTrusted=*/false};
   FakeDeviceArena shared_;
 };
 
