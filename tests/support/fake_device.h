@@ -41,6 +41,7 @@
 #include "exec/executor.h"
 #include "exec/wait_words.h"
 #include "transport/device_ipc.h"
+#include "transport/ipc_mappings.h"
 
 namespace zcoll::test {
 
@@ -864,7 +865,7 @@ class FakeIpc final : public DeviceIpc {
     (void)out_.synchronize();
     (void)in_.synchronize();
     std::lock_guard<std::mutex> lock(openMu());
-    for (const auto& o : opened_) openCount()[o] -= 1;
+    opened_.forEach([](uint64_t base) { openCount()[base] -= 1; });
   }
   const char* name() const override { return "fake-device"; }
   Result exportRange(const void* ptr, size_t, IpcHandle* out) override {
@@ -879,15 +880,15 @@ class FakeIpc final : public DeviceIpc {
     out->reserved = id_;  // the exporting "process"
     return zcollSuccess;
   }
-  bool mapped(const IpcHandle& h) override {
-    return h.reserved == id_ || opened_.count(h.base) != 0;
-  }
-  Result map(const IpcHandle& h, const void** out) override {
+  bool mapped(const IpcHandle& h) override { return h.reserved == id_ || opened_.contains(h); }
+  // Held mappings are counted as CUDA's are (transport/ipc_mappings.h): one is closed only when
+  // its last holder unmaps it (openCount: how many FakeIpcs have an allocation open).
+  Result map(const IpcHandle& h, const void** out, MapUse use) override {
     if (h.pid != getpid())
       return fail(zcollInternalError, "fake device: a handle of pid %d", h.pid);
-    if (!mapped(h)) {
+    if (h.reserved != id_ && opened_.find(h, use) == nullptr) {
       FakeHardware::implicitSync("cudaIpcOpenMemHandle");
-      opened_.insert(h.base);
+      opened_.add(h, h.base, use);
       std::lock_guard<std::mutex> lock(openMu());
       openCount()[h.base] += 1;
       ++opens;
@@ -901,19 +902,14 @@ class FakeIpc final : public DeviceIpc {
     return zcollSuccess;
   }
   void unmap(const IpcHandle& h) override {
-    if (opened_.erase(h.base) == 0) return;
-    (void)drain(FakeHardware::waitLimitMs);
-    FakeHardware::implicitSync("cudaIpcCloseMemHandle");
-    std::lock_guard<std::mutex> lock(openMu());
-    openCount()[h.base] -= 1;
+    uint64_t base = 0;
+    if (opened_.holds(h) <= 1) (void)drain(FakeHardware::waitLimitMs);
+    if (!opened_.release(h, &base)) return;
+    close(base);
   }
   void unmapAll() override {
     (void)drain(FakeHardware::waitLimitMs);
-    for (uint64_t base : opened_) {
-      FakeHardware::implicitSync("cudaIpcCloseMemHandle");
-      std::lock_guard<std::mutex> lock(openMu());
-      openCount()[base] -= 1;
-    }
+    opened_.forEach([this](uint64_t base) { close(base); });
     opened_.clear();
   }
   Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket, Lane lane,
@@ -1033,7 +1029,12 @@ class FakeIpc final : public DeviceIpc {
   const int id_;
   uint64_t started_ = 0;
   std::map<uint64_t, std::pair<FakeStream*, uint64_t>> tickets_;  // ticket -> lane, its count
-  std::set<uint64_t> opened_;  // allocations of other FakeIpcs this one opened
+  void close(uint64_t base) {
+    FakeHardware::implicitSync("cudaIpcCloseMemHandle");
+    std::lock_guard<std::mutex> lock(openMu());
+    openCount()[base] -= 1;
+  }
+  IpcMappings<uint64_t> opened_;  // allocations of other FakeIpcs this one opened (their bases)
 };
 
 // Every rank works on one device (the test machines' GPUs are shared the same way), described
