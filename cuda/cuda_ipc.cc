@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/cuda_result.h"
 #include "cuda/fence_cuda.h"
 #include "transport/ipc_mappings.h"
 
@@ -48,13 +49,6 @@ constexpr size_t kMaxMappings = 4096;       // open peer allocations kept per ob
 constexpr int kEvictDrainMs = 10000;        // waiting for copies before a mapping is closed
 constexpr int kDestroyDrainMs = 2000;       // waiting for copies when the object dies
 constexpr auto kPollInterval = std::chrono::microseconds(50);
-
-Result cudaResult(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return zcollSuccess;
-  (void)cudaGetLastError();  // a non-sticky error must not surface in a later call
-  return fail(zcollCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(err),
-              cudaGetErrorString(err));
-}
 
 const char* cuName(CUresult r) {
   switch (r) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/cuda_result.h"
 #include "cuda/fence_cuda.h"
 #include "cuda/quant_cuda.h"
 #include "cuda/reduce_cuda.h"
@@ -19,12 +20,6 @@
 namespace zcoll {
 
 namespace {
-
-Result cudaResult(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return zcollSuccess;
-  return fail(zcollCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(err),
-              cudaGetErrorString(err));
-}
 
 // Scratch is allocated in stream order (cudaMallocFromPoolAsync), never with cudaMalloc: a call's
 // scratch grows on the progress thread while the caller's stream waits for the call, and
