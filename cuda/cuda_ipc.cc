@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/process.h"
 #include "cuda/cuda_result.h"
 #include "cuda/fence_cuda.h"
 #include "transport/ipc_mappings.h"
@@ -177,7 +178,8 @@ Result bindCurrentDevice(int* device) {
 
 class CudaIpc final : public DeviceIpc {
  public:
-  explicit CudaIpc(const DriverFns& fns) : fns_(fns), pid_(static_cast<int32_t>(getpid())) {}
+  explicit CudaIpc(const DriverFns& fns)
+      : fns_(fns), pid_(static_cast<int32_t>(getpid())), process_(processToken()) {}
   ~CudaIpc() override;
   CudaIpc(const CudaIpc&) = delete;
   CudaIpc& operator=(const CudaIpc&) = delete;
@@ -233,6 +235,7 @@ class CudaIpc final : public DeviceIpc {
 
   const DriverFns& fns_;
   const int32_t pid_;
+  const uint64_t process_;  // base/process.h: tells this process apart from equal pids
 
   std::vector<CopyStream> lanes_;
   std::map<uint64_t, Pending> pending_;  // copies not known done, by ticket
@@ -334,6 +337,7 @@ Result CudaIpc::exportRange(const void* ptr, size_t bytes, IpcHandle* out) {
   out->base = static_cast<uint64_t>(base);
   out->offset = static_cast<uint64_t>(p - base);
   out->pid = pid_;
+  out->process = process_;
   return zcollSuccess;
 }
 
@@ -384,7 +388,7 @@ Result CudaIpc::open(const IpcHandle& h, Mapping* out) {
   Mapping& m = *out;
   m.size = SIZE_MAX;
   size_t ownSize = SIZE_MAX;
-  if (h.pid == pid_ && isOwnExport(h, &ownSize)) {
+  if (h.process == process_ && isOwnExport(h, &ownSize)) {
     // CUDA refuses to open a handle in the process that exported it; the address is ours.
     m.base = reinterpret_cast<void*>(static_cast<uintptr_t>(h.base));
     m.size = ownSize;
@@ -398,10 +402,11 @@ Result CudaIpc::open(const IpcHandle& h, Mapping* out) {
   ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
   void* p = nullptr;
   cudaError_t err = cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess);
-  if (err != cudaSuccess && h.pid == pid_) {
-    // Same pid but the handle did not compare equal to ours (should a handle's bytes ever
-    // differ between two cudaIpcGetMemHandle calls): CUDA refused it as our own. A handle
-    // from another process (another pid namespace) would have opened.
+  if (err != cudaSuccess && h.process == process_) {
+    // Our process token but the handle did not compare equal to ours (should a handle's bytes
+    // ever differ between two cudaIpcGetMemHandle calls): CUDA refused it as our own. A peer
+    // with an equal pid in another pid namespace carries another token, so it is never taken
+    // for this process here (the second CUDA review: same-process detection by pid alone).
     (void)cudaGetLastError();
     ZCOLL_INFO(LogSubsys::kNet,
                "cuda_ipc map: handle of pid %d (this process) not opened (%s); using its "
@@ -431,7 +436,7 @@ Result CudaIpc::open(const IpcHandle& h, Mapping* out) {
 }
 
 bool CudaIpc::mapped(const IpcHandle& h) {
-  if (h.pid == pid_) return true;  // this process's own memory: used at its address
+  if (h.process == process_) return true;  // this process's own memory: used at its address
   return mappings_.contains(h);
 }
 

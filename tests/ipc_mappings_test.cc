@@ -5,6 +5,12 @@
 #include "transport/ipc_mappings.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "base/process.h"
 
 namespace zcoll {
 namespace {
@@ -73,6 +79,41 @@ TEST(IpcMappings, AllocationsOfDifferentProcessesAreDifferentMappings) {
   EXPECT_TRUE(table.release(rangeOf(9, 0, 1), &out));
   EXPECT_EQ(out, 1);
   EXPECT_TRUE(table.contains(rangeOf(9, 0, 2)));
+}
+
+// cuda_ipc takes a handle's memory as this process's own only when the handle carries this
+// process's token: pids repeat across pid namespaces (the second CUDA review's defect).
+TEST(ProcessToken, SameInEveryThreadNewInAForkedChild) {
+  const uint64_t mine = processToken();
+  uint64_t fromThread = 0;
+  std::thread([&] { fromThread = processToken(); }).join();
+  EXPECT_EQ(fromThread, mine);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const uint64_t token = processToken();
+    _exit(write(fds[1], &token, sizeof(token)) == sizeof(token) ? 0 : 1);
+  }
+  uint64_t childToken = 0;
+  const ssize_t got = read(fds[0], &childToken, sizeof(childToken));
+  EXPECT_EQ(got, static_cast<ssize_t>(sizeof(childToken)));
+  int status = 0;
+  waitpid(child, &status, 0);
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_NE(childToken, mine);
+  EXPECT_EQ(processToken(), mine);
+}
+
+TEST(IpcMappings, EqualPidsOfTwoProcessesAreDifferentAllocations) {
+  IpcMappings<int> table;
+  IpcHandle a = rangeOf(9, 0), b = rangeOf(9, 0);
+  a.process = 1;
+  b.process = 2;
+  table.add(a, 1, MapUse::kHeld);
+  EXPECT_EQ(table.find(b, MapUse::kHeld), nullptr);
 }
 
 }  // namespace

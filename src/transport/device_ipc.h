@@ -26,9 +26,11 @@ struct IpcHandle {
   uint8_t opaque[64];  // the kind's handle of the allocation (cudaIpcMemHandle_t)
   uint64_t base;       // the allocation's address in the exporting process
   uint64_t offset;     // the range's offset in the allocation
-  int32_t pid;         // the exporting process: a handle from this very process is not opened
-                       // (CUDA refuses), its address is used as it is
+  int32_t pid;         // the exporting process's pid (for messages)
   int32_t reserved;
+  uint64_t process;    // the exporting process (base/process.h: processToken, not the pid, which
+                       // repeats across pid namespaces): a handle from this very process is not
+                       // opened (CUDA refuses), its address is used as it is
 };
 
 // The device a rank works on (the calling thread's current device when the communicator is

@@ -31,6 +31,7 @@ class IpcMappings {
     k.append(reinterpret_cast<const char*>(&h.base), sizeof(h.base));
     k.append(reinterpret_cast<const char*>(&h.pid), sizeof(h.pid));
     k.append(reinterpret_cast<const char*>(&h.reserved), sizeof(h.reserved));
+    k.append(reinterpret_cast<const char*>(&h.process), sizeof(h.process));
     return k;
   }
 

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/process.h"
 #include "exec/device_component.h"
 #include "exec/executor.h"
 #include "exec/wait_words.h"
@@ -877,6 +878,7 @@ class FakeIpc final : public DeviceIpc {
     out->base = reinterpret_cast<uintptr_t>(start);
     out->offset = static_cast<const char*>(ptr) - static_cast<char*>(start);
     out->pid = getpid();
+    out->process = processToken();
     out->reserved = id_;  // the exporting "process"
     return zcollSuccess;
   }
