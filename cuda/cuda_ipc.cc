@@ -176,6 +176,34 @@ Result bindCurrentDevice(int* device) {
   return cudaResult(cudaSetDevice(*device), "cudaSetDevice");
 }
 
+// Ranks of one process (threads) on different devices reach each other's memory through its own
+// address, in copies and in kernels (windows, registered buffers), which needs peer access from
+// the calling thread's device to the memory's (the second CUDA review: none was enabled). It is
+// enabled when the first of the pair's mappings is made, at connect (slots are mapped while no
+// stream is held); a pair without peer access is refused (zcollUnsupported), so cuda_ipc does
+// not take it and its bytes go through host staging. Enabling is per direction: each rank's
+// thread enables its own when it maps the other's slots.
+Result enablePeerAccessTo(const void* ptr) {
+  cudaPointerAttributes attr{};
+  ZCOLL_CHECK(cudaResult(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes"));
+  int current = 0;
+  ZCOLL_CHECK(cudaResult(cudaGetDevice(&current), "cudaGetDevice"));
+  if (attr.type != cudaMemoryTypeDevice || attr.device == current) return zcollSuccess;
+  int can = 0;
+  ZCOLL_CHECK(cudaResult(cudaDeviceCanAccessPeer(&can, current, attr.device),
+                         "cudaDeviceCanAccessPeer"));
+  if (can == 0)
+    return fail(zcollUnsupported, "cuda_ipc: device %d has no peer access to device %d, whose "
+                "memory a rank of this process uses; that pair goes through host staging",
+                current, attr.device);
+  const cudaError_t err = cudaDeviceEnablePeerAccess(attr.device, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();
+    return zcollSuccess;
+  }
+  return cudaResult(err, "cudaDeviceEnablePeerAccess");
+}
+
 class CudaIpc final : public DeviceIpc {
  public:
   explicit CudaIpc(const DriverFns& fns)
@@ -393,7 +421,7 @@ Result CudaIpc::open(const IpcHandle& h, Mapping* out) {
     m.base = reinterpret_cast<void*>(static_cast<uintptr_t>(h.base));
     m.size = ownSize;
     m.opened = false;
-    return zcollSuccess;
+    return enablePeerAccessTo(m.base);
   }
   if (mappings_.size() >= kMaxMappings) ZCOLL_CHECK(evictOldest());
   cudaIpcMemHandle_t handle;
