@@ -228,6 +228,52 @@ TEST_P(DevicePath, EveryCallGivesTheHostBytesWithSyncDeviceCalls) {
   onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
 }
 
+// ZCOLL_DEVICE_CALLS=auto (the default) queues device calls only on a device whose component
+// trusts queued calls; CUDA's does not (issue 38), so on CUDA calls return complete and no wait
+// is queued on any stream, unless async is forced. One hardware queue always runs them
+// synchronously.
+TEST(DeviceCallsMode, AutoQueuesOnlyOnADeviceThatTrustsQueuedCalls) {
+  using Trust = FakeDevice::Trust;
+  struct Case {
+    Trust trust;
+    const char* calls;
+    const char* connections;
+    bool queued;
+  } cases[] = {{Trust::kQueuedCalls, "auto", "8", true}, {Trust::kLikeCuda, "auto", "8", false},
+               {Trust::kLikeCuda, "async", "8", true}, {Trust::kQueuedCalls, "sync", "8", false},
+               {Trust::kQueuedCalls, "auto", "1", false}, {Trust::kLikeCuda, "async", "1", false}};
+  for (const Case& c : cases) {
+    test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", c.calls);
+    test::ScopedEnv connections("CUDA_DEVICE_MAX_CONNECTIONS", c.connections);
+    FakeDevice device(c.trust);
+    const int waitsBefore = test::FakeDeviceExecutor::waitsQueued;
+    runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+      EXPECT_EQ(comm->deviceCallsAsync, c.queued);
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t n = 1000;
+      expectDeviceGivesHostBytes(arena, {inputOf(rank, n, zcollFloat32), Bytes(2 * n * 4)},
+                                 [&](auto& p) {
+        return zcollAllGather(p[0], p[1], n, zcollFloat32, comm, callStream());
+      }, "all-gather", rank);
+    });
+    EXPECT_EQ(test::FakeDeviceExecutor::waitsQueued > waitsBefore, c.queued)
+        << (c.trust == Trust::kLikeCuda ? "like CUDA" : "trusted") << ", ZCOLL_DEVICE_CALLS="
+        << c.calls << ", CUDA_DEVICE_MAX_CONNECTIONS=" << c.connections;
+  }
+}
+
+TEST(DeviceCallsMode, AnUnknownSettingIsRefusedAtInit) {
+  test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", "later");
+  FakeDevice device;
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comm = nullptr;
+  EXPECT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("use auto, async or sync"),
+            std::string::npos) << zcollGetLastError(nullptr);
+}
+
 // The tests above move a node's device bytes over cuda_ipc (CudaIpcRoutes below checks that);
 // these force host staging for every peer.
 TEST_P(DevicePath, EveryCallGivesTheHostBytesStaged) {

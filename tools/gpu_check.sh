@@ -9,9 +9,11 @@
 #     1  configure + build (CUDA for sm_90 unless CUDA_ARCH says), then quant_cuda_test,
 #        reduce_cuda_test, cuda_ipc_test (a copy waiting for a call's fence, a host-only job in a
 #        child process leaving no CUDA context), executor_test (CudaExecutorTest.*) and
-#        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads)
-#     2  the multi-process device checks (tests/scripts/device_processes.sh) and the launch queue
-#        depth probe (tools/gpu_probe.cu queue)
+#        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads), in
+#        the default mode (sync on CUDA) and with ZCOLL_DEVICE_CALLS=async
+#     2  the multi-process device checks (tests/scripts/device_processes.sh), the launch queue
+#        depth probe (tools/gpu_probe.cu queue) and issue 38's hold probes (gpu_probe held with
+#        CUDA_DEVICE_MAX_CONNECTIONS unset, 8 and 32; gpu_probe blocked): hold_probe.txt
 #     3  a device-to-device copy bound (tools/gpu_probe.cu d2d), then perf/peers/device.sh: the perf
 #        binaries with --device 1 against NCCL (PyTorch's nvidia-nccl wheel when python3 has it),
 #        two ranks on one GPU
@@ -289,7 +291,12 @@ case "$STEP" in
     gtest reduce_cuda_test reduce_cuda_test
     gtest cuda_ipc_test cuda_ipc_test
     gtest "executor_test CudaExecutorTest.*" executor_test '*CudaExecutorTest.*'
-    gtest "device_path_test CudaDevicePath.*" device_path_test '*CudaDevicePath.*'
+    # Both modes: the default on CUDA (auto: calls return complete, no stream wait) and the
+    # queued one (async), which has not run on a GPU (issue 38).
+    gtest "device_path_test CudaDevicePath.* (default: sync on CUDA)" device_path_test \
+      '*CudaDevicePath.*'
+    ZCOLL_DEVICE_CALLS=async gtest "device_path_test CudaDevicePath.* (ZCOLL_DEVICE_CALLS=async)" \
+      device_path_test '*CudaDevicePath.*'
     ;;
   2)
     timed "device_processes.sh" 300 env ZCOLL_BUILD_DIR="$BUILD" ZCOLL_SOURCE_DIR="$ROOT" \
@@ -313,6 +320,26 @@ case "$STEP" in
       result PASS queue_probe "$(grep -m1 'queue kernel' "$OUT/queue_probe.txt" | sed 's/.*: depth/depth/')"
     else
       result FAIL queue_probe "exit $(cat "$BUILD/.rc1") / $(cat "$BUILD/.rc2"); see queue_probe.txt"
+    fi
+    # Issue 38's questions: which new streams run while one is held by a stream memory wait
+    # (hardware queues shared), and which calls wait behind such a hold. Measurements, not
+    # checks: each prints its verdicts as it goes into hold_probe.txt.
+    hold_rc=0
+    for conn in unset 8 32; do
+      if [ "$conn" = unset ]; then
+        timed "held-stream probe" 60 env -u CUDA_DEVICE_MAX_CONNECTIONS "$BUILD/gpu_probe" held ||
+          hold_rc=$?
+      else
+        timed "held-stream probe, $conn connections" 60 env CUDA_DEVICE_MAX_CONNECTIONS="$conn" \
+          "$BUILD/gpu_probe" held || hold_rc=$?
+      fi
+    done
+    timed "blocked-call probe" 60 "$BUILD/gpu_probe" blocked || hold_rc=$?
+    grep -E '^(device 0|held |blocked )' "$LOG" >"$OUT/hold_probe.txt"
+    if [ "$hold_rc" = 0 ]; then
+      result PASS hold_probe "$(grep -c '' "$OUT/hold_probe.txt") lines in hold_probe.txt"
+    else
+      result FAIL hold_probe "exit $hold_rc; see hold_probe.txt and step$STEP.log"
     fi
     ;;
   3)

@@ -25,17 +25,23 @@
  *    straight to UCX where both ranks' UCX reports CUDA memory support (GPUDirect; Debian's UCX has
  *    none). ZCOLL_DEVICE_TRANSPORT=cuda_ipc|staged forces one way; `zcoll_info --routes` shows each
  *    peer's. For the quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their
- *    quantized form leaves the device. A call returns once enqueued, as in NCCL (for
- *    calls in a group, zcollGroupEnd enqueues them): it starts after the work
- *    queued on `stream` before it, and work queued on `stream` after it sees its result; its
- *    buffers must stay valid until then. Arguments are checked before it returns (errors as for
- *    host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
+ *    quantized form leaves the device. On CUDA a call returns once complete by default
+ *    (ZCOLL_DEVICE_CALLS=auto): it runs after the work queued on `stream` before it, `stream`
+ *    is synchronized, and no wait is left queued on any stream, so work queued after it sees
+ *    its result. With ZCOLL_DEVICE_CALLS=async (the default on devices that trust queued calls)
+ *    a call returns once enqueued, as in NCCL (for calls in a group, zcollGroupEnd enqueues
+ *    them): it starts after the work queued on `stream` before it, and work queued on `stream`
+ *    after it sees its result; its buffers must stay valid until then. On CUDA that mode has
+ *    not run on a GPU and its stream wait is released by work zcoll submits later, which CUDA
+ *    allows to deadlock when streams share a hardware queue; it is not the default there until
+ *    the model that submits a call's whole device work at call time has passed the GPU kit.
+ *    Arguments are checked before it returns (errors as for host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
  *    and may be reused at once. A failure found once it runs (a peer, the network, the call check
  *    below) puts the communicator in the error state: zcollCommGetAsyncError and
  *    zcollGetLastError(comm) report it, the next call returns it, and `stream` is released (the
  *    output buffers are then undefined). A call returns once complete instead, `stream`
- *    synchronized, with ZCOLL_DEVICE_CALLS=sync (read at init), with CUDA_DEVICE_MAX_CONNECTIONS=1
- *    (one hardware queue: a wait on `stream` queued before the call's own work would block that
+ *    synchronized, with ZCOLL_DEVICE_CALLS=sync or auto on CUDA (read at init), with
+ *    CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue: a wait on `stream` queued before the call's own work would block that
  *    work), and for a group spanning several communicators or mixing host and device buffers. At
  *    most 64 calls of a communicator are queued and not finished; the next waits, up to the
  *    timeout, for the oldest (then zcollTimeout). Ranks of one process (threads) must not share a
