@@ -46,9 +46,12 @@
  *    most 64 calls of a communicator are queued and not finished; the next waits, up to the
  *    timeout, for the oldest (then zcollTimeout). Ranks of one process (threads) must not share a
  *    stream, the default stream (NULL) included, as with NCCL: give each rank its own stream
- *    (e.g. cudaStreamNonBlocking); a call queued on a stream that another communicator of the
- *    process has calls in flight on is refused (zcollInvalidUsage). A stream being captured into
- *    a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
+ *    (e.g. cudaStreamNonBlocking); a queued call on a stream that a peer rank of this process
+ *    (a member of its communicator family, e.g. another rank of the same communicator) has
+ *    calls in flight on is refused (zcollInvalidUsage). Calls of one rank on several
+ *    communicators may share a stream, which orders them, as NCCL allows. A stream being
+ *    captured into a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is
+ *    zcollCudaError. Without a device (or CUDA
  *    support, see zcoll_info) device pointers are not recognised: pass host buffers. Buffers on
  *    another device than the communicator's (the one current at its creation) are refused with
  *    zcollInvalidUsage naming both devices; the buffers of one call on two devices with

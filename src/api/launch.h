@@ -66,8 +66,10 @@ constexpr int kMaxDeviceCallsInFlight = 64;
 Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn);
 
 // Queues `work` on the comm's progress thread for a call on device buffers whose executors
-// (streams) are `callers` (at least one). A stream with calls of another comm of this process
-// in flight is refused (zcollInvalidUsage: ranks must not share a stream). Each caller gets a
+// (streams) are `callers` (at least one). A stream with calls in flight of a peer rank of this
+// process (a comm whose members include this rank, or the other way round, with another own
+// member) is refused (zcollInvalidUsage: ranks must not share a stream); one rank's comms may
+// share one. Each caller gets a
 // side executor that starts after its stream; all are made before any stream waits, since
 // callers may share a stream and a side stream made after a wait would wait for the call it
 // belongs to. Then every caller's stream waits on the call's word until the work is over (run,
