@@ -111,7 +111,7 @@ void makeCall(CollKind kind, zcollComm* comm, zcollDataType_t t, zcollRedOp_t op
   }
   const bool grads = kind == CollKind::kQuantizedReduceScatter;
   ASSERT_EQ(readQuantConfig(nullptr, grads ? kDefaultGradBits : kDefaultAllGatherBits,
-                            kDefaultGradBits, "test", &c->quant),
+                            kDefaultGradBits, t, "test", &c->quant),
             zcollSuccess);
   c->args.quant = &c->quant;
   c->args.pipelineDepth = 2;
