@@ -5,7 +5,7 @@
 // with bits 16 (qgZ's intra-node hop at intraBits 16), every element is carried as a 16-bit float
 // (`wire16`: bf16 or fp16, round to nearest even; no scales) and the blocks only decide where a
 // non-finite value turns the output NaN. The
-// quantized bytes follow the wire format of docs/WIRE_FORMAT.md (version 2): header-free, fixed
+// quantized bytes follow the wire format of docs/WIRE_FORMAT.md (version 3): header-free, fixed
 // by (n, blockSize, bits, symmetric), identical on every CPU ISA variant and on the GPU
 // (cuda/quant_cuda.h mirrors these calls on device pointers).
 //

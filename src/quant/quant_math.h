@@ -23,7 +23,7 @@
 namespace zcoll {
 namespace quant {
 
-constexpr uint32_t kWireFormatVersion = 2;
+constexpr uint32_t kWireFormatVersion = 3;
 constexpr int kMinBlockSize = 32;
 constexpr int kMaxBlockSize = 4096;
 constexpr int kBlockSizeMultiple = 32;
