@@ -649,7 +649,10 @@ typedef struct {
   unsigned int magic;    /* ZCOLL_QUANT_CONFIG_MAGIC */
   unsigned int version;  /* ZCOLL_VERSION_CODE */
   int bits;              /* 4 or 8: bits on the wire (qwZ, hpZ), qgZ's inter-node hop */
-  int intraBits;         /* 4 or 8: qgZ's intra-node hop */
+  int intraBits;         /* 4, 8 or 16: qgZ's intra-node hop (qgZ and the quantized all-reduce;
+                            16: each element as a 16-bit float, bf16 or for Float16 data fp16,
+                            summed in fp32: exact for Float16/Bfloat16 data, relative error
+                            <= 2^-8 for Float32; docs/ZEROPP.md "qgZ"). Ignored by qwZ/hpZ */
   int blockSize;         /* elements per scale: a multiple of 32 in [32, 4096] */
   int mode;              /* zcollQuantMode_t */
   int rounding;          /* zcollRounding_t */
@@ -699,7 +702,8 @@ ZCOLL_API zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void*
 /* qgZ: reduce-scatter (op Sum, or Avg = Sum / nranks) with block-quantized traffic in two
  * hops: intra-node all-to-all, dequantize-reduce-requantize, inter-node all-to-all,
  * dequantize-sum. datatype: Float32, Float16 or Bfloat16; any recvcount. quant NULL: defaults
- * (INT4 both hops, block 256). Falls back to a flat quantized all-to-all reduce-scatter when
+ * (INT4 both hops, block 256). intraBits 16 carries the intra-node hop as 16-bit floats (no
+ * scales) and quantizes only the partials that cross nodes. Falls back to a flat quantized all-to-all reduce-scatter when
  * nodes have unequal rank counts (logged at INFO). In place when
  * recvbuff == sendbuff + rank*recvcount. */
 ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff,
