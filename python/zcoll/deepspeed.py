@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from . import zeropp
+from . import deepspeed_zero12, zeropp
 
 TESTED_DEEPSPEED = ((0, 19, 8), (0, 20, 0))  # [low, high)
 
@@ -61,7 +61,9 @@ class Settings:
     grad_bits: int = 4
     grad_intra_bits: int = 4
     grad_block_size: int = 256
-    calls: dict = field(default_factory=lambda: {"qwz": 0, "qgz": 0})
+    allreduce_bits: int = 8
+    allreduce_intra_bits: int = 8
+    calls: dict = field(default_factory=lambda: {"qwz": 0, "qgz": 0, "allreduce": 0})
 
 
 _settings = None
@@ -209,10 +211,28 @@ def _check_version():
             f"stage3.all_to_all_quant_reduce) that change between versions.")
 
 
+def _install_zero12(settings):
+    """ZeRO stages 1 and 2 (deepspeed_zero12.py): the engine's optimizer set-up, the step's
+    weight gather and stage_1_and_2's all_reduce, each a pass-through for engines that do not
+    ask for quantization."""
+    from deepspeed.runtime import engine
+    from deepspeed.runtime.zero import stage_1_and_2
+    engine.DeepSpeedEngine._configure_zero_optimizer = deepspeed_zero12.configure_zero_optimizer(
+        engine.DeepSpeedEngine._configure_zero_optimizer, settings)
+    stage_1_and_2.all_gather_dp_groups = deepspeed_zero12.all_gather_dp_groups(
+        stage_1_and_2.all_gather_dp_groups)
+    deepspeed_zero12.install_comm_proxy()
+
+
 def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
-           grad_block_size=256):
+           grad_block_size=256, allreduce_bits=8, allreduce_intra_bits=8):
     """Routes DeepSpeed's ZeRO++ collectives through zcoll (see the module docstring). Returns
-    the Settings, whose ``calls`` counts the qwZ and qgZ calls made."""
+    the Settings, whose ``calls`` counts the qwZ gathers (ZeRO-3 and ZeRO-1/2), the ZeRO-3 qgZ
+    calls and the ZeRO-1/2 quantized all-reduces made.
+
+    weight_bits / weight_block_size: qwZ's (every stage). grad_bits / grad_intra_bits: ZeRO-3's
+    qgZ hops; allreduce_bits / allreduce_intra_bits: ZeRO-1/2's quantized gradient all-reduce
+    (its inter-node hop and gather / its intra-node hop); grad_block_size: both."""
     global _settings
     _check_version()
     from deepspeed.runtime.zero import partition_parameters, stage3
@@ -225,9 +245,11 @@ def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
         partition_parameters.CUDAQuantizer = ZcollWeightQuantizer
         stage3.all_to_all_quant_reduce = qgz_reduce_scatter
         _settings = Settings()
+        _install_zero12(_settings)
     _settings.weight_bits, _settings.weight_block_size = weight_bits, weight_block_size
     _settings.grad_bits, _settings.grad_intra_bits = grad_bits, grad_intra_bits
     _settings.grad_block_size = grad_block_size
+    _settings.allreduce_bits, _settings.allreduce_intra_bits = allreduce_bits, allreduce_intra_bits
     return _settings
 
 
