@@ -30,6 +30,24 @@ quantizer (``QuantizerBuilder``), on CPU today:
   over the partition layout of DeepSpeed's ``reduce_scatter_coalesced``; 1-D tensors (biases,
   norms) stay exact, as in DeepSpeed.
 
+ZeRO stages 1 and 2 (``DeepSpeedZeroOptimizer``, which DeepSpeed itself runs unquantized
+whatever these options say) honour the same two config names (:mod:`zcoll.deepspeed_zero12`):
+
+- ``zero_quantized_weights``: the all-gather of the updated partitions after the optimizer step
+  (``all_gather_dp_groups``) becomes one in-place ``zcollQuantizedAllGather`` per parameter group
+  (INT8, block 256). Every rank, the partition's owner included, ends with the dequantized codes,
+  so the replicas hold identical bits; each rank's fp32 master partition stays exact.
+- ``zero_quantized_gradients``: DeepSpeed reduces each gradient bucket with one ``all_reduce``
+  (in ``allreduce_bucket``, or ``gradient_reduction_w_predivide`` with ``reduce_scatter: false``;
+  with ``reduce_scatter: true`` each rank then keeps its partition's slices), which becomes
+  ``zcollQuantizedAllReduce`` (Sum after DeepSpeed's own division; INT8 on both hops and the
+  gather by default, ``allreduce_bits``/``allreduce_intra_bits``), so every rank gets identical
+  gradient bits; no error feedback.
+- refused (ValueError naming the setting, as the engine is built): ``zero_hpz_partition_size`` >
+  1 or ``zero_quantized_nontrainable_weights`` (ZeRO-3 only), and with either option on:
+  ``use_multi_rank_bucket_allreduce: false`` (DeepSpeed then calls ``dist.reduce``; for
+  gradients), ZenFlow, pipeline parallelism, MoE layers, DeepCompile.
+
 ``enable`` checks the DeepSpeed version against the tested range and raises otherwise: the
 entry points above are DeepSpeed internals.
 
