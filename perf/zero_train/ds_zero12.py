@@ -5,12 +5,13 @@
 One launch of --world ranks (--local per emulated node, ZCOLL_HOSTID per node) trains the
 byte-level LM of train_parity.py with deepspeed.initialize several times in a row, same seed and
 data each time: per stage, first with DeepSpeed untouched ("plain", before enable()), then after
-enable() with the options off ("off") and on ("on"); then it checks that enable() refuses two
-configurations it does not support. Per run, rank 0 reports the losses, whether every rank held
-bit-identical parameters after each step, whether each rank's own partition of them equals its
-fp32 master partition (the optimizer's exact output), the inter-node bytes sent during backward() (the
-gradient reduction) and during step() (the weight all-gather), summed over the ranks, and
-zcoll.deepspeed's call counters. Prints one JSON object.
+enable() with the options off ("off") and on ("on", and the VARIANTS below); then it checks
+that enable() refuses two configurations it does not support. Per run, rank 0 reports the
+losses, whether every rank held bit-identical parameters after each step, whether each rank's
+own partition of them equals its fp32 master partition (the optimizer's exact output), the
+inter-node bytes sent during backward() (the gradient reduction) and during step() (the weight
+all-gather), summed over the ranks, zcoll.deepspeed's call counters and the error-feedback
+residuals kept. Prints one JSON object (the last line of stdout).
 
   DS_ACCELERATOR=cpu python3 perf/zero_train/ds_zero12.py --world 4 --local 2 --steps 4
 """
@@ -37,17 +38,20 @@ REFUSED = [({"zero_quantized_gradients": True, "use_multi_rank_bucket_allreduce"
 
 # More ZeRO++ runs per stage, through DeepSpeed's other gradient paths: stage 1 without
 # reduce_scatter (gradient_reduction_w_predivide), stage 2 with overlap_comm and without
-# contiguous_gradients (buffered_reduce_fallback), and bf16 weights (the gather in bf16).
-VARIANTS = {1: {"no_reduce_scatter": {"reduce_scatter": False}},
+# contiguous_gradients (buffered_reduce_fallback), bf16 weights (the gather in bf16), and at
+# both stages enable(allreduce_error_feedback=True).
+VARIANTS = {1: {"no_reduce_scatter": {"reduce_scatter": False},
+                "error_feedback": {"error_feedback": True}},
             2: {"overlap_noncontiguous": {"overlap_comm": True, "contiguous_gradients": False},
-                "bf16": {"bf16": True}}}
+                "bf16": {"bf16": True}, "error_feedback": {"error_feedback": True}}}
 
 
 def ds_config(args, stage, zero_extra):
     zero = {"stage": stage, "reduce_bucket_size": args.bucket, "contiguous_gradients": True}
     zero.update(zero_extra)
     bf16 = zero.pop("bf16", False)
-    return {"bf16": {"enabled": bf16},"train_micro_batch_size_per_gpu": args.batch, "gradient_accumulation_steps": 1,
+    return {"bf16": {"enabled": bf16}, "train_micro_batch_size_per_gpu": args.batch,
+            "gradient_accumulation_steps": 1,
             "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "betas": [0.9, 0.95],
                                                       "weight_decay": 0.0,
                                                       "torch_adam": True}},
@@ -119,6 +123,12 @@ def train(args, stage, zero_extra, corpus, rank):
         out["identical"].append(_identical_everywhere(model))
         out["owner_exact"].append(_owner_holds_master(engine.optimizer))
     out["params"] = sum(p.numel() for p in model.parameters())
+    state = getattr(engine.optimizer, "zcoll_quantization", None)
+    if state is not None:  # error feedback: the residuals kept, and whether they were written
+        buffers = [buffer for _, buffer in state.residuals]
+        out["residual_bytes"] = sum(b.numel() * b.element_size() for b in buffers)
+        out["residual_written"] = bool(buffers) and all(bool(b.any()) for b in buffers)
+        out["residuals_made"] = state.residuals_made
     engine.destroy()
     return out
 
@@ -158,10 +168,14 @@ def worker(rank, args, queue):
         result[f"on{stage}"] = train(args, stage, options, corpus, rank)
         result[f"on{stage}"]["calls"] = {k: settings.calls[k] - before[k] for k in before}
         for name, extra in VARIANTS.get(stage, {}).items() if args.variants else ():
+            extra = dict(extra)
+            feedback = extra.pop("error_feedback", False)
+            zcoll.deepspeed.enable(allreduce_error_feedback=feedback)
             before = dict(settings.calls)
             result[f"on{stage}_{name}"] = train(args, stage, {**options, **extra}, corpus, rank)
             result[f"on{stage}_{name}"]["calls"] = {k: settings.calls[k] - before[k]
                                                     for k in before}
+            zcoll.deepspeed.enable()
     result["refused"] = [refused(args, stages[-1], extra, word) for extra, word in REFUSED]
     if rank == 0:
         queue.put(result)

@@ -4,7 +4,7 @@ zcoll's qwZ and quantized all-reduce through zcoll.deepspeed.enable().
 One launch of perf/zero_train/ds_zero12.py (4 ranks on 2 emulated nodes, a byte-level LM of
 268416 fp32 parameters, 4 steps per run) trains per stage: DeepSpeed untouched, enable() with
 the options off, enable() with them on (also through DeepSpeed's other gradient paths and in
-bf16), and tries two configurations enable() refuses. Asserted here:
+bf16, and with error feedback), and tries two configurations enable() refuses. Asserted here:
 - options off: the losses, and the bytes moved, equal the untouched run exactly;
 - options on: zcoll's calls carry the traffic (one qwZ gather and one quantized all-reduce per
   step), inter-node bytes of the weight gather <= 0.55x and of the gradient all-reduce <= 0.35x
@@ -12,6 +12,7 @@ bf16), and tries two configurations enable() refuses. Asserted here:
   at every step (measured: 0.1% at most), every rank holds bit-identical parameters after
   every step, and the owner's partition is the dequantized codes (not its fp32 master, which
   it is in the exact run);
+- error feedback: one residual per bucket, made once and reused every step, of zcoll's size;
 - the refused configurations raise ValueError naming the setting.
 Skipped, with the reason, where deepspeed or the zcoll backend cannot be imported.
 """
@@ -67,6 +68,18 @@ def test_options_on_keep_replicas_identical_and_train(runs, stage):
         assert all(run["identical"]), (name, run)
         assert not any(run["owner_exact"]), (name, run)  # the owner holds the codes too
         assert run["losses"] == pytest.approx(plain["losses"], rel=LOSS_RTOL), (name, run, plain)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_error_feedback_keeps_one_residual_per_bucket(runs, stage):
+    """enable(allreduce_error_feedback=True): the run's one bucket gets one residual, made once
+    and used by all 4 steps, of zcoll's size 4*C*(W+N+1) bytes (C = numel // W; W 4, N 2), and
+    written by the calls; without it none is made."""
+    run = runs[f"on{stage}_error_feedback"]
+    assert run["residuals_made"] == 1, run
+    assert run["residual_bytes"] == 4 * (run["params"] // 4) * (4 + 2 + 1), run
+    assert run["residual_written"], run
+    assert runs[f"on{stage}"]["residual_bytes"] == 0
 
 
 def test_unsupported_configurations_are_refused(runs):

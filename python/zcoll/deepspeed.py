@@ -42,7 +42,8 @@ whatever these options say) honour the same two config names (:mod:`zcoll.deepsp
   with ``reduce_scatter: true`` each rank then keeps its partition's slices), which becomes
   ``zcollQuantizedAllReduce`` (Sum after DeepSpeed's own division; INT8 on both hops and the
   gather by default, ``allreduce_bits``/``allreduce_intra_bits``), so every rank gets identical
-  gradient bits; no error feedback.
+  gradient bits; error feedback with ``allreduce_error_feedback=True`` (a residual per
+  bucket, matched by its place in the step's sequence of all-reduces).
 - refused (ValueError naming the setting, as the engine is built): ``zero_hpz_partition_size`` >
   1 or ``zero_quantized_nontrainable_weights`` (ZeRO-3 only), and with either option on:
   ``use_multi_rank_bucket_allreduce: false`` (DeepSpeed then calls ``dist.reduce``; for
@@ -81,6 +82,7 @@ class Settings:
     grad_block_size: int = 256
     allreduce_bits: int = 8
     allreduce_intra_bits: int = 8
+    allreduce_error_feedback: bool = False
     calls: dict = field(default_factory=lambda: {"qwz": 0, "qgz": 0, "allreduce": 0})
 
 
@@ -243,14 +245,17 @@ def _install_zero12(settings):
 
 
 def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
-           grad_block_size=256, allreduce_bits=8, allreduce_intra_bits=8):
+           grad_block_size=256, allreduce_bits=8, allreduce_intra_bits=8,
+           allreduce_error_feedback=False):
     """Routes DeepSpeed's ZeRO++ collectives through zcoll (see the module docstring). Returns
     the Settings, whose ``calls`` counts the qwZ gathers (ZeRO-3 and ZeRO-1/2), the ZeRO-3 qgZ
     calls and the ZeRO-1/2 quantized all-reduces made.
 
     weight_bits / weight_block_size: qwZ's (every stage). grad_bits / grad_intra_bits: ZeRO-3's
     qgZ hops; allreduce_bits / allreduce_intra_bits: ZeRO-1/2's quantized gradient all-reduce
-    (its inter-node hop and gather / its intra-node hop); grad_block_size: both."""
+    (its inter-node hop and gather / its intra-node hop); grad_block_size: both.
+    allreduce_error_feedback: the ZeRO-1/2 gradient all-reduce keeps a residual per bucket
+    (fp32, zeropp.residual_size bytes: 1.75x the bucket's fp32 bytes on 2 nodes x 2 ranks)."""
     global _settings
     _check_version()
     from deepspeed.runtime.zero import partition_parameters, stage3
@@ -268,6 +273,7 @@ def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
     _settings.grad_bits, _settings.grad_intra_bits = grad_bits, grad_intra_bits
     _settings.grad_block_size = grad_block_size
     _settings.allreduce_bits, _settings.allreduce_intra_bits = allreduce_bits, allreduce_intra_bits
+    _settings.allreduce_error_feedback = bool(allreduce_error_feedback)
     return _settings
 
 

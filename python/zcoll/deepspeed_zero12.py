@@ -10,7 +10,9 @@ every rank and moves it twice per step:
   keeps only its partition's slices, but the wire operation is still an all-reduce. With
   ``zero_quantized_gradients`` that all-reduce becomes zcoll's quantized all-reduce
   (``zcollQuantizedAllReduce``, Sum after DeepSpeed's own division, so the scaling is
-  DeepSpeed's);
+  DeepSpeed's); with ``enable(allreduce_error_feedback=True)`` the n-th all-reduce of a step
+  keeps its residual for the n-th all-reduce of the next step (DeepSpeed fills its buckets in
+  the backward pass's order, the same every step for a model whose graph does not change);
 - weights: after the optimizer step each rank copies its updated fp32 partition into the model
   dtype and ``all_gather_dp_groups`` gathers the partitions into the flat model buffer. With
   ``zero_quantized_weights`` that gather becomes zcoll's qwZ (``zcollQuantizedAllGather``, in
@@ -109,6 +111,9 @@ class ZeroQuantization:
         self.weights = weights
         self.grads = grads
         self.stepping = False
+        self.reduced = 0  # gradient all-reduces since the last step
+        self.residuals = []  # error feedback: (layout, fp32 buffer) per all-reduce of a step
+        self.residuals_made = 0  # how many were made (zeroed), all-reduces whose layout changed
         for group in self._groups():
             zeropp.zcoll_backend(group, f"{self._names()} (ZeRO stage 1/2's data-parallel group)")
 
@@ -135,10 +140,26 @@ class ZeroQuantization:
                             f"got {tensor.dtype} (DeepSpeed's communication_data_type)")
         s = self.settings
         s.calls["allreduce"] += 1
+        quant = {"bits": s.allreduce_bits, "intra_bits": s.allreduce_intra_bits,
+                 "block_size": s.grad_block_size}
+        residual = self._residual(tensor, group, quant) if s.allreduce_error_feedback else None
         return zeropp.quantized_all_reduce(tensor, group, torch.distributed.ReduceOp.SUM,
-                                           bits=s.allreduce_bits,
-                                           intra_bits=s.allreduce_intra_bits,
-                                           block_size=s.grad_block_size, async_op=async_op)
+                                           residual=residual, async_op=async_op, **quant)
+
+    def _residual(self, tensor, group, quant):
+        """Error feedback: the residual of this step's n-th all-reduce (DeepSpeed reduces the
+        same buckets in the same order every step), made anew (zeroed) when its size, dtype,
+        group or widths differ from the last step's n-th."""
+        index = self.reduced
+        self.reduced += 1
+        layout = (tensor.numel(), tensor.dtype, tensor.device, id(group), tuple(quant.values()))
+        if index >= len(self.residuals):
+            self.residuals.append(None)
+        if self.residuals[index] is None or self.residuals[index][0] != layout:
+            buffer = zeropp.new_residual(tensor, group, dtype=torch.float32, **quant)
+            self.residuals[index] = (layout, buffer)
+            self.residuals_made += 1
+        return self.residuals[index][1]
 
     def quantizing(self, method):
         """`method` of the optimizer, with its all_reduce calls quantized."""
@@ -152,13 +173,15 @@ class ZeroQuantization:
 
     # ---- weights ----
     def stepping_then(self, step):
-        """The optimizer's step, during which all_gather_dp_groups is quantized."""
+        """The optimizer's step, during which all_gather_dp_groups is quantized (with
+        zero_quantized_weights), and after which the next all-reduce is the step's first."""
         def quantized_step(*args, **kwargs):
-            self.stepping = True
+            self.stepping = self.weights
             try:
                 return step(*args, **kwargs)
             finally:
                 self.stepping = False
+                self.reduced = 0
         return quantized_step
 
     def gather(self, groups_flat, partitioned_param_groups, dp_process_group):
@@ -189,13 +212,15 @@ _attached = weakref.WeakValueDictionary()
 
 
 def attach(optimizer, settings, weights, grads):
-    """Makes `optimizer` (a DeepSpeedZeroOptimizer) quantize what its engine's config asks."""
+    """Makes `optimizer` (a DeepSpeedZeroOptimizer) quantize what its engine's config asks;
+    the state is also ``optimizer.zcoll_quantization`` (its ``residuals``: error feedback)."""
     state = ZeroQuantization(optimizer, settings, weights, grads)
+    optimizer.zcoll_quantization = state
     if grads:
         for name in ("allreduce_bucket", "gradient_reduction_w_predivide"):
             setattr(optimizer, name, state.quantizing(getattr(optimizer, name)))
+    optimizer.step = state.stepping_then(optimizer.step)
     if weights:
-        optimizer.step = state.stepping_then(optimizer.step)
         _attached[id(optimizer.bit16_groups_flat)] = state
     return state
 
