@@ -36,11 +36,12 @@ REFUSED = [({"zero_quantized_gradients": True, "use_multi_rank_bucket_allreduce"
             "zero_hpz_partition_size")]
 
 
-# More ZeRO++ runs per stage, through DeepSpeed's other gradient paths: stage 1 without
-# reduce_scatter (gradient_reduction_w_predivide), stage 2 with overlap_comm and without
-# contiguous_gradients (buffered_reduce_fallback), bf16 weights (the gather in bf16), and at
-# both stages enable(allreduce_error_feedback=True).
+# More ZeRO++ runs per stage, through DeepSpeed's other paths: stage 1 without reduce_scatter
+# (gradient_reduction_w_predivide) and with offload_optimizer (DeepSpeed's cpu_offload paths),
+# stage 2 with overlap_comm and without contiguous_gradients (buffered_reduce_fallback) and
+# with bf16 weights (the gather in bf16), and both with enable(allreduce_error_feedback=True).
 VARIANTS = {1: {"no_reduce_scatter": {"reduce_scatter": False},
+                "offload": {"offload_optimizer": {"device": "cpu"}},
                 "error_feedback": {"error_feedback": True}},
             2: {"overlap_noncontiguous": {"overlap_comm": True, "contiguous_gradients": False},
                 "bf16": {"bf16": True}, "error_feedback": {"error_feedback": True}}}
@@ -51,7 +52,7 @@ def ds_config(args, stage, zero_extra):
     zero.update(zero_extra)
     bf16 = zero.pop("bf16", False)
     return {"bf16": {"enabled": bf16}, "train_micro_batch_size_per_gpu": args.batch,
-            "gradient_accumulation_steps": 1,
+            "gradient_accumulation_steps": args.gas,
             "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "betas": [0.9, 0.95],
                                                       "weight_decay": 0.0,
                                                       "torch_adam": True}},
@@ -202,6 +203,8 @@ def parser():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--gas", type=int, default=1,
+                    help="gradient_accumulation_steps (each step below is one micro-step)")
     ap.add_argument("--ctx", type=int, default=32)
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--layers", type=int, default=1)

@@ -17,7 +17,8 @@ every rank and moves it twice per step:
   dtype and ``all_gather_dp_groups`` gathers the partitions into the flat model buffer. With
   ``zero_quantized_weights`` that gather becomes zcoll's qwZ (``zcollQuantizedAllGather``, in
   place): every rank, the partition's owner included, ends with the dequantized codes, so all
-  replicas hold identical bits. The fp32 master partition each rank updates stays exact.
+  replicas hold identical bits. The fp32 master partition each rank updates stays exact, and
+  so does the gather of ``update_lp_params`` (after a checkpoint is loaded).
 
 Only the engine whose config asks for it is changed (its optimizer's methods, and the gather of
 its step); the others run DeepSpeed's code unchanged. Configurations DeepSpeed would route past
