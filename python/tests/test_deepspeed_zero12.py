@@ -20,6 +20,7 @@ Skipped, with the reason, where deepspeed or the zcoll backend cannot be importe
 """
 import importlib.util
 import os
+import re
 import sys
 
 import pytest
@@ -164,3 +165,18 @@ def test_a_data_parallel_group_not_on_zcoll_is_refused():
     assert "REFUSED zcoll: zero_quantized_weights (ZeRO stage 1/2's data-parallel group) runs " \
            "on a process group of the zcoll backend; this group runs on gloo" in out.stdout, \
         (out.stdout, out.stderr)
+
+
+@pytest.mark.parametrize("argument, message", [
+    ({"allreduce_bits": 3}, "allreduce_bits=3 is not 4 or 8"),
+    ({"allreduce_intra_bits": 16}, "allreduce_intra_bits=16 is not 4 or 8"),
+    ({"grad_block_size": 100}, "grad_block_size=100 is not a multiple of 32 in [32, 4096]")])
+def test_enable_refuses_bad_widths_before_replacing_anything(argument, message):
+    pytest.importorskip("zcoll", reason="the zcoll torch backend is not built")
+    import zcoll.deepspeed
+    before = zcoll.deepspeed._settings  # None unless a test of this process enabled it
+    snapshot = None if before is None else dict(vars(before))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        zcoll.deepspeed.enable(**argument)
+    assert zcoll.deepspeed._settings is before
+    assert snapshot is None or vars(before) == snapshot

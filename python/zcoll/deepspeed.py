@@ -228,7 +228,20 @@ def _check_version():
             f"zcoll.deepspeed.enable: tested with deepspeed >= {'.'.join(map(str, low))}, < "
             f"{'.'.join(map(str, high))}; found {deepspeed.__version__}. The adapter replaces "
             f"DeepSpeed internals (partition_parameters.CUDAQuantizer, _dist_allgather_fn, "
-            f"stage3.all_to_all_quant_reduce) that change between versions.")
+            f"stage3.all_to_all_quant_reduce; for stages 1 and 2 "
+            f"DeepSpeedEngine._configure_zero_optimizer, stage_1_and_2's all_gather_dp_groups "
+            f"and dist, DeepSpeedZeroOptimizer.allreduce_bucket) that change between versions.")
+
+
+def _check_widths(**values):
+    """enable()'s quantization arguments, checked before anything is replaced."""
+    for name, value in values.items():
+        if name.endswith("bits"):
+            if value not in (4, 8):
+                raise ValueError(f"zcoll.deepspeed.enable: {name}={value!r} is not 4 or 8")
+        elif not (isinstance(value, int) and value % 32 == 0 and 32 <= value <= 4096):
+            raise ValueError(f"zcoll.deepspeed.enable: {name}={value!r} is not a multiple of 32 "
+                             f"in [32, 4096]")
 
 
 def _install_zero12(settings):
@@ -257,6 +270,10 @@ def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
     allreduce_error_feedback: the ZeRO-1/2 gradient all-reduce keeps a residual per bucket
     (fp32, zeropp.residual_size bytes: 1.75x the bucket's fp32 bytes on 2 nodes x 2 ranks)."""
     global _settings
+    _check_widths(weight_bits=weight_bits, weight_block_size=weight_block_size,
+                  grad_bits=grad_bits, grad_intra_bits=grad_intra_bits,
+                  grad_block_size=grad_block_size, allreduce_bits=allreduce_bits,
+                  allreduce_intra_bits=allreduce_intra_bits)
     _check_version()
     from deepspeed.runtime.zero import partition_parameters, stage3
     from deepspeed.utils import groups
