@@ -10,7 +10,7 @@ refuses. Asserted here:
 - options on: zcoll's calls carry the traffic (one qwZ gather and one quantized all-reduce per
   step), inter-node bytes of the weight gather <= 0.55x and of the gradient all-reduce <= 0.35x
   of the untouched run (measured 0.381x and 0.212x), the losses within 1% of the untouched run
-  at every step (measured: 0.1% at most), every rank holds bit-identical parameters after
+  at every step (measured: 0.11% at most), every rank holds bit-identical parameters after
   every step, and the owner's partition is the dequantized codes (not its fp32 master, which
   it is in the exact run);
 - error feedback: one residual per bucket, made once and reused every step, of zcoll's size;
