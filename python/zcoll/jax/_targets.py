@@ -86,6 +86,18 @@ def _cuda_platform_present():
         return False
 
 
+# A capsule holding a handler's address, as jax.ffi.pycapsule makes it, from a private ctypes
+# prototype: jax.ffi.pycapsule sets argtypes on the process-wide ctypes.pythonapi.PyCapsule_New,
+# which would break any other module of the process (zcoll.core's DLPack export among them)
+# that declared that function its own way.
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+
+
+def _capsule(function):
+    return _capsule_new(ctypes.cast(function, ctypes.c_void_p).value, None, None)
+
+
 def _register(lib):
     platforms = [("cpu", "Host")]
     if _cuda_platform_present():
@@ -93,7 +105,7 @@ def _register(lib):
     for name, symbol in TARGETS.items():
         for platform, suffix in platforms:
             handler = getattr(lib, symbol + suffix)
-            jax.ffi.register_ffi_target(target_name(name), jax.ffi.pycapsule(handler),
+            jax.ffi.register_ffi_target(target_name(name), _capsule(handler),
                                         platform=platform)
 
 
