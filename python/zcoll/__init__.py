@@ -30,7 +30,15 @@ _TORCH_MODULES = frozenset({"zeropp", "ops", "fsdp", "ddp", "deepspeed"})
 
 def __getattr__(name):
     if name in _TORCH_NAMES or name in _TORCH_MODULES:
-        torch_side = importlib.import_module("._torch", __name__)
+        try:
+            torch_side = importlib.import_module("._torch", __name__)
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}._torch":
+                raise
+            raise ModuleNotFoundError(
+                f"zcoll.{name} belongs to zcoll's torch backend, which is not installed (only "
+                f"zcoll-core is): pip install --no-build-isolation ./python",
+                name=err.name) from None
         if name in _TORCH_MODULES:
             return importlib.import_module(f".{name}", __name__)
         return getattr(torch_side, name)
