@@ -39,6 +39,11 @@ def zcoll_library_dir():
 LIB_DIR = zcoll_library_dir()
 for name in ("libzcoll.so", "libzcoll.so.0"):
     shutil.copy2(LIB_DIR / "libzcoll.so", PACKAGE / name)
+# zcoll.jax's XLA FFI handlers, when CMake built them (it does where python3 imports jax.ffi);
+# found beside the package by zcoll/jax/_targets.py, libzcoll.so.0 through their $ORIGIN rpath.
+JAX_HANDLERS = ["libzcoll_jax.so"] if (LIB_DIR / "libzcoll_jax.so").exists() else []
+for name in JAX_HANDLERS:
+    shutil.copy2(LIB_DIR / name, PACKAGE / name)
 
 
 class PlatformWheel(bdist_wheel):
@@ -66,6 +71,6 @@ packages = ["zcoll"] + [f"zcoll.{sub}" for sub in ("core", "jax")
 setup(
     packages=packages,
     package_dir={"zcoll": os.path.relpath(PACKAGE, HERE)},
-    package_data={"zcoll": ["libzcoll.so", "libzcoll.so.0"]},
+    package_data={"zcoll": ["libzcoll.so", "libzcoll.so.0"] + JAX_HANDLERS},
     cmdclass={"bdist_wheel": PlatformWheel, "build_py": FrameworkFreeModulesOnly},
 )
