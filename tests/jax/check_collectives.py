@@ -130,9 +130,15 @@ def check_standard_and_hpz():
     assert sec.shape == (NODES * N,)
     same_bits(back, g, "all_gather_from_secondary vs all_gather_hier")
     assert qar.shape == full.shape
-    for name, result, eager in (("hpz", g, zj.all_gather_hier(x, comm, quantized=False)[0]),
-                                ("qar", qar, zj.quantized_all_reduce(full, comm, "avg"))):
-        same_bits(result, eager, f"{name} jit vs eager")
+    eager = {"reduce_scatter": (rs, zj.reduce_scatter(full, comm, "sum")),
+             "all_reduce": (ar, zj.all_reduce(x, comm, "max")),
+             "all_to_all": (a2a, zj.all_to_all(x, comm)),
+             "broadcast": (bc, zj.broadcast(x, comm, root=SIZE - 1)),
+             "all_gather_hier": (g, zj.all_gather_hier(x, comm, quantized=False)[0]),
+             "all_gather_from_secondary": (back, zj.all_gather_from_secondary(sec, comm)),
+             "quantized_all_reduce": (qar, zj.quantized_all_reduce(full, comm, "avg"))}
+    for name, (jitted, eager_result) in eager.items():
+        same_bits(jitted, eager_result, f"{name} jit vs eager")
     # hpZ quantized: forward and backward agree, jit and eager agree.
     gq, secq = jax.jit(lambda v: zj.all_gather_hier(v, comm, bits=8))(x)
     same_bits(jax.jit(lambda s: zj.all_gather_from_secondary(s, comm))(secq), gq, "hpZ q back")
