@@ -8,12 +8,17 @@ This package imports no framework. Two distributions fill it:
 * zcoll (python/): the torch.distributed backend, its names reached here as before
   (``zcoll.register``, ``zcoll.empty_host``, ``zcoll.get_stats``, ``zcoll.zeropp``,
   ``zcoll.fsdp``, ``zcoll.ddp``, ``zcoll.deepspeed``, ``zcoll.ops``, ``zcoll.TESTED_TORCH``):
-  the first use of one imports torch and the backend (zcoll/_torch.py).
+  the first use of one imports torch and the backend (zcoll/_torch.py). In a process that has
+  imported torch already, ``import zcoll`` (or ``import zcoll.core``) loads the backend at once,
+  as before the split: torch 2.11 registers the backend that way (it has no entry points) and
+  DeepSpeed's ZeRO++ hint is installed (zcoll.deepspeed).
 
 ``dist.init_process_group("zcoll")`` works without importing this module: torch loads the
 backend through the ``torch.distributed.backends`` entry point, ``zcoll:register``.
 """
 import importlib
+import sys
+import warnings
 
 # The package's version: both pyprojects' (python/pyproject.toml, python/core/pyproject.toml), and
 # that of the libzcoll it loads (zcollGetVersion; `zcoll_info --version`).
@@ -47,3 +52,18 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | _TORCH_NAMES | _TORCH_MODULES | {"core"})
+
+
+def _load_torch_side_if_torch_is_here():
+    if "torch" not in sys.modules:
+        return  # framework-free: torch is never imported by zcoll itself
+    try:
+        importlib.import_module("._torch", __name__)
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}._torch":  # only zcoll-core installed: nothing to load
+            warnings.warn(f"zcoll: the torch backend did not load: {err}", stacklevel=3)
+    except ImportError as err:  # e.g. a torch outside zcoll.TESTED_TORCH; zcoll.core still works
+        warnings.warn(f"zcoll: the torch backend did not load: {err}", stacklevel=3)
+
+
+_load_torch_side_if_torch_is_here()

@@ -167,3 +167,18 @@ def test_import_without_torch(tmp_path):
                          capture_output=True, text=True, timeout=60,
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert run.returncode == 0 and "OK" in run.stdout, run.stdout + run.stderr
+
+
+def test_jax_arrays_are_inputs_not_outputs():
+    """JAX arrays are immutable (their unversioned DLPack capsule cannot say so): refused as
+    outputs, read as inputs, and jax sees empty()'s memory without a copy."""
+    jnp = pytest.importorskip("jax.numpy")
+    import jax
+    x = jnp.arange(6, dtype=jnp.bfloat16)
+    v = arrays.view(x, "x", writable=False)
+    assert (v.dtype, v.count, v.address) == (dtypes.BFLOAT16, 6, x.unsafe_buffer_pointer())
+    v.release()
+    with pytest.raises(zc.ArgumentError, match="read-only"):
+        arrays.view(jnp.zeros(4), "out", writable=True)
+    a = zc.empty(8, "float32")
+    assert jax.dlpack.from_dlpack(a).unsafe_buffer_pointer() == a.address

@@ -134,18 +134,28 @@ def _from_dlpack(obj, what, writable, stream):
     # 0 is ambiguous and spelled 1 (the legacy default stream).
     dl_stream = None if kind == HOST else (stream or 1)
     try:
-        capsule = obj.__dlpack__(stream=dl_stream, max_version=(1, 0))
-    except TypeError:  # a producer from before DLPack 1.0: the unversioned capsule only
-        capsule = obj.__dlpack__(stream=dl_stream)
-    try:
+        try:
+            capsule = obj.__dlpack__(stream=dl_stream, max_version=(1, 0))
+        except TypeError:  # a producer from before DLPack 1.0: the unversioned capsule only
+            capsule = obj.__dlpack__(stream=dl_stream)
         imported = _dlpack.Imported(capsule)
-    except ValueError as err:
-        raise BufferTypeError(f"zcoll.core: {what}: {err}") from err
+    except BufferError:
+        raise
+    except Exception as err:  # e.g. torch refusing a tensor that requires grad
+        raise BufferTypeError(f"zcoll.core: {what}: __dlpack__ failed: {err}") from err
+    if _immutable(obj):
+        imported.read_only = True
     try:
         return _dlpack_view(imported, what, writable, kind, device_id)
     except Exception:
         imported.release()
         raise
+
+
+def _immutable(obj):
+    """JAX arrays are immutable, and their DLPack export (the unversioned capsule) cannot say
+    so: they are refused as outputs (read-only)."""
+    return type(obj).__module__.split(".")[0] in ("jax", "jaxlib")
 
 
 def _dlpack_view(imported, what, writable, kind, device_id):
