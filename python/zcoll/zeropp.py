@@ -28,6 +28,7 @@ world size (python/examples/keep_training_zeropp.py):
 import torch
 import torch.distributed as dist
 
+from . import _torch  # noqa: F401  (torch check, backend registration, torch.ops.zcoll)
 from . import _C
 
 
