@@ -97,6 +97,10 @@ def main():
     torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
     if torch.version.cuda is None or not os.path.exists(torch_lib):
         skip(f"torch {torch.__version__} is not a CUDA build (no libtorch_cuda.so)")
+    with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+        cache = f.read()
+    if "ZCOLL_BUILD_NCCL:BOOL=OFF" in cache or "ZCOLL_NCCL_H-NOTFOUND" in cache:
+        skip("libzcoll_nccl.so is not part of this build (ZCOLL_BUILD_NCCL=OFF or no nccl.h)")
     for path in (LIB, AUDIT, LIBZCOLL):
         if not os.path.exists(path):
             skip(f"{path} was not built")

@@ -9,6 +9,10 @@ lists=("$ZCOLL_SOURCE_DIR"/nccl/symbols/torch-*.txt)
 if [[ ! -f "$ZCOLL_SOURCE_DIR/nccl/CMakeLists.txt" ]]; then
   echo "SKIP: this tree has no nccl/ library to check"; exit 77
 fi
+# Configured without it (ZCOLL_BUILD_NCCL=OFF, or no nccl.h found: nccl/CMakeLists.txt says so).
+if grep -qE '^ZCOLL_BUILD_NCCL:BOOL=OFF|^ZCOLL_NCCL_H:PATH=.*NOTFOUND' "$ZCOLL_BUILD_DIR/CMakeCache.txt"; then
+  echo "SKIP: libzcoll_nccl.so is not part of this build (ZCOLL_BUILD_NCCL=OFF or no nccl.h)"; exit 77
+fi
 [[ -f "$lib" ]] || { echo "FAIL: $lib was not built"; exit 1; }
 [[ ${#lists[@]} -ge 3 ]] || { echo "FAIL: expected the torch 2.11/2.13/2.15 lists, found: ${lists[*]}"; exit 1; }
 failed=0
@@ -22,7 +26,8 @@ defined=$(nm -D --defined-only "$lib" | awk '{sub(/@.*/, "", $3); print $2, $3}'
 # What the linker itself puts in .dynsym: the version script's node names (absolute symbols,
 # readelf -V's Version definitions other than the file's own) and, without a version script
 # hiding them, _init/_fini. Anything else must be an nccl*/pnccl* name.
-version_nodes=$(readelf -V "$lib" | awk '/Name:/ && !/Flags: BASE/ {for (i = 1; i <= NF; i++) if ($i == "Name:") print $(i + 1)}' | sort -u)
+version_nodes=$(readelf -V "$lib" | awk '/^Version definition section/ {d = 1; next} /^Version (needs|symbols) section/ {d = 0}
+  d && /Name:/ && !/Flags: BASE/ {for (i = 1; i <= NF; i++) if ($i == "Name:") print $(i + 1)}' | sort -u)
 linker_added=$(echo "$defined" | awk '{print $2}' | grep -xE '_init|_fini' || true)
 outside=$(echo "$defined" | awk '{print $2}' | grep -vE '^p?nccl' | grep -vxF -f <(printf '%s\n' $version_nodes _init _fini) || true)
 [[ -z "$outside" ]] || fail "exported outside nccl*/pnccl*:"$'\n'"$outside"
