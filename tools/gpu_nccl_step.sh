@@ -1,0 +1,123 @@
+# The GPU kit's step 5 (docs/GPU_KIT.md), sourced by tools/gpu_check.sh after its build: it uses
+# that script's BUILD, OUT, LOG, ROOT, NVCC, NCCL_WHEEL and its log/result/timed/cannot helpers.
+#
+# libzcoll_nccl.so under programs written for NCCL, unmodified, on one GPU:
+#  1. torch's "nccl" backend, 2 processes on cuda:0 (tools/gpu_nccl_torch.py): all_reduce,
+#     all_gather_into_tensor, reduce_scatter_tensor, FSDP2 against one process; over zcoll by
+#     LD_PRELOAD and by LD_AUDIT (each check must pass), then on torch's own NCCL for comparison
+#     (NCCL refuses two ranks on one GPU, "Duplicate GPU detected": recorded, not a failure).
+#  2. NVIDIA's nccl-tests from NCCL_TESTS_SRC (default .gpu_carry/nccl-tests, put there by
+#     tools/gpu_nccl_tests_fetch.sh and carried), built with NCCL_HOME pointing at
+#     libzcoll_nccl.so and the nccl.h it was built against; every *_perf binary runs 8 B..32 MiB
+#     with -c 1 (data checked) and must exit 0 with every #wrong 0 and "Out of bounds values : 0".
+#     Without MPI, nccl-tests puts each rank of a process on its own GPU (gpus[i] = gpu0 + i), so
+#     on one GPU each binary runs one rank.
+# Result files: OUT/nccl_torch.txt, OUT/nccl_tests.txt.
+
+NCCL_LIB=$BUILD/nccl/libzcoll_nccl.so
+NCCL_AUDIT=$BUILD/nccl/libzcoll_nccl_audit.so
+
+# The library needs nccl.h: the toolkit's, else the PyTorch NCCL wheel's (NCCL_INCLUDE_DIR).
+if grep -q '^ZCOLL_NCCL_H:PATH=.*NOTFOUND' "$BUILD/CMakeCache.txt" && [ -n "$NCCL_WHEEL" ]; then
+  timed "configure with the wheel's nccl.h" 120 cmake -S "$ROOT" -B "$BUILD" \
+    -DNCCL_INCLUDE_DIR="$NCCL_WHEEL/include" -UZCOLL_NCCL_H
+fi
+timed "build libzcoll_nccl.so" 0 cmake --build "$BUILD" --target zcoll_nccl zcoll_nccl_audit ||
+  cannot "libzcoll_nccl.so did not build (see step5.log)"
+[ -f "$NCCL_LIB" ] || cannot "no $NCCL_LIB: the configure found no nccl.h (ZCOLL_NCCL_H in $BUILD/CMakeCache.txt)"
+NCCL_H_DIR=$(sed -n 's/^ZCOLL_NCCL_H:PATH=//p' "$BUILD/CMakeCache.txt")
+log "libzcoll_nccl.so built against $NCCL_H_DIR/nccl.h"
+
+# ---- 1. torch ------------------------------------------------------------------------------
+# torch_run LABEL ENV...: tools/gpu_nccl_torch.py under ENV; its lines go to nccl_torch.txt.
+torch_run() {
+  local label=$1 before rc
+  shift
+  before=$(wc -l <"$LOG")
+  timed "torch nccl backend, $label" 300 env "$@" PYTHONUNBUFFERED=1 python3 tools/gpu_nccl_torch.py
+  rc=$?
+  { echo "## $label (exit $rc)"; tail -n +"$((before + 1))" "$LOG" | grep -E '^(PASS|FAIL|INFO|SKIP)'; } \
+    >>"$OUT/nccl_torch.txt"
+  return $rc
+}
+if ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>>"$LOG"; then
+  result FAIL "torch nccl backend" "python3 has no torch with CUDA here"
+else
+  : >"$OUT/nccl_torch.txt"
+  for way in "LD_PRELOAD=$NCCL_LIB" "LD_AUDIT=$NCCL_AUDIT"; do
+    label="over zcoll (${way%%=*})"
+    torch_run "$label" "$way" ZCOLL_NCCL_AUDIT_DEBUG=1
+    rc=$?
+    passed=$(sed -n "/^## $label/,/^## /p" "$OUT/nccl_torch.txt" | grep -c '^PASS')
+    failed=$(sed -n "/^## $label/,/^## /p" "$OUT/nccl_torch.txt" | grep '^FAIL' | head -n 3 | tr '\n' ' ')
+    zcoll_mapped=$(sed -n "/^## $label/,/^## /p" "$OUT/nccl_torch.txt" | grep -c 'INFO.*libzcoll_nccl.so')
+    if [ $rc = 0 ] && [ "$zcoll_mapped" = 2 ]; then
+      result PASS "torch $label" "$passed checks passed on both ranks; see nccl_torch.txt"
+    else
+      result FAIL "torch $label" "exit $rc, $zcoll_mapped of 2 ranks mapped libzcoll_nccl.so: ${failed:-see nccl_torch.txt}"
+    fi
+  done
+  torch_run "on torch's own NCCL"
+  rc=$?
+  if [ $rc = 0 ]; then
+    result PASS "torch on its own NCCL" "the same checks passed (comparison)"
+  else
+    result SKIP "torch on its own NCCL" "$(grep -A3 "^## on torch's own NCCL" "$OUT/nccl_torch.txt" |
+      grep -m1 '^FAIL' | cut -c1-200) (NCCL refuses 2 ranks on one GPU)"
+  fi
+fi
+
+# ---- 2. nccl-tests -------------------------------------------------------------------------
+SRC=${NCCL_TESTS_SRC:-$ROOT/.gpu_carry/nccl-tests}
+if [ ! -f "$SRC/src/common.cu" ]; then
+  result FAIL nccl-tests "no source at $SRC: run tools/gpu_nccl_tests_fetch.sh here and carry .gpu_carry"
+else
+  HOME_DIR=$BUILD/nccl-zcoll
+  mkdir -p "$HOME_DIR/include" "$HOME_DIR/lib"
+  ln -sfn "$NCCL_H_DIR/nccl.h" "$HOME_DIR/include/nccl.h"
+  ln -sfn "$NCCL_LIB" "$HOME_DIR/lib/libnccl.so"
+  ln -sfn "$NCCL_LIB" "$HOME_DIR/lib/libnccl.so.2"
+  rm -rf "$BUILD/nccl-tests-src"
+  cp -r "$SRC" "$BUILD/nccl-tests-src"
+  arch=${CUDA_ARCH:-90}
+  timed "build nccl-tests" 360 make -C "$BUILD/nccl-tests-src" -j "$(nproc)" MPI=0 \
+    NCCL_HOME="$HOME_DIR" CUDA_HOME="$(dirname "$(dirname "$NVCC")")" NVCC="$NVCC" \
+    NVCC_GENCODE="-gencode=arch=compute_$arch,code=sm_$arch" BUILDDIR="$BUILD/nccl-tests"
+  rc=$?
+  bins=$(ls "$BUILD"/nccl-tests/*_perf 2>/dev/null)
+  if [ $rc != 0 ] || [ -z "$bins" ]; then
+    result FAIL nccl-tests "build failed (exit $rc): $(grep -m1 -E 'error' "$LOG" | cut -c1-200)"
+  else
+    export LD_LIBRARY_PATH=$HOME_DIR/lib:$LD_LIBRARY_PATH
+    first=$(echo "$bins" | head -n 1)
+    resolved=$(ldd "$first" | awk '$1 == "libnccl.so.2" {print $3}')
+    [ "$(readlink -f "$resolved")" = "$(readlink -f "$NCCL_LIB")" ] ||
+      result FAIL "nccl-tests linking" "$(basename "$first") loads libnccl.so.2 from '$resolved', not libzcoll_nccl.so"
+    : >"$OUT/nccl_tests.txt"
+    ok=0 bad=""
+    for bin in $bins; do
+      name=$(basename "$bin")
+      before=$(wc -l <"$LOG")
+      timed "$name" 90 "$bin" -b 8 -e 32M -f 8 -g 1 -c 1 -w 1 -n 3
+      rc=$?
+      tail -n +"$((before + 1))" "$LOG" | grep -vE '^gpu_check:' >"$OUT/$name.out"
+      { echo "## $name (exit $rc)"; cat "$OUT/$name.out"; } >>"$OUT/nccl_tests.txt"
+      # Data lines: size count type redop root, then time algbw busbw #wrong, out of place and in place.
+      wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != "0" || $13 != "0") {n++} END {print n + 0}' "$OUT/$name.out")
+      lines=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 {n++} END {print n + 0}' "$OUT/$name.out")
+      if [ $rc = 0 ] && [ "$wrong" = 0 ] && [ "$lines" -gt 0 ] &&
+         grep -q 'Out of bounds values : 0 OK' "$OUT/$name.out"; then
+        ok=$((ok + 1))
+      else
+        bad="$bad $name(exit $rc, $wrong of $lines sizes wrong)"
+      fi
+      rm -f "$OUT/$name.out"
+    done
+    total=$(echo "$bins" | wc -l)
+    if [ -z "$bad" ]; then
+      result PASS nccl-tests "all $total binaries: #wrong 0 at every size, 1 rank each; see nccl_tests.txt"
+    else
+      result FAIL nccl-tests "$ok of $total clean;$bad"
+    fi
+  fi
+fi
