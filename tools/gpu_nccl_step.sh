@@ -4,8 +4,11 @@
 # libzcoll_nccl.so under programs written for NCCL, unmodified, on one GPU:
 #  1. torch's "nccl" backend, 2 processes on cuda:0 (tools/gpu_nccl_torch.py): all_reduce,
 #     all_gather_into_tensor, reduce_scatter_tensor, FSDP2 against one process; over zcoll by
-#     LD_PRELOAD and by LD_AUDIT (each check must pass), then on torch's own NCCL for comparison
-#     (NCCL refuses two ranks on one GPU, "Duplicate GPU detected": recorded, not a failure).
+#     LD_PRELOAD and by LD_AUDIT (each check must pass), then on torch's own NCCL, each rank
+#     with an NCCL_HOSTID of its own (NCCL refuses two ranks on one GPU of one host, "Duplicate
+#     GPU detected") over its socket transport: the same checks, and FSDP2's final parameters of
+#     the zcoll and NCCL runs compared (max |difference|, reported; both are within 1e-5 of one
+#     process by their own checks). An NCCL run that fails is a SKIP: the comparison is the point.
 #  2. NVIDIA's nccl-tests from NCCL_TESTS_SRC (default .gpu_carry/nccl-tests, put there by
 #     tools/gpu_nccl_tests_fetch.sh and carried), built with NCCL_HOME pointing at
 #     libzcoll_nccl.so and the nccl.h it was built against; every *_perf binary runs 8 B..32 MiB
@@ -29,12 +32,17 @@ NCCL_H_DIR=$(sed -n 's/^ZCOLL_NCCL_H:PATH=//p' "$BUILD/CMakeCache.txt")
 log "libzcoll_nccl.so built against $NCCL_H_DIR/nccl.h"
 
 # ---- 1. torch ------------------------------------------------------------------------------
-# torch_run LABEL ENV...: tools/gpu_nccl_torch.py under ENV; its lines go to nccl_torch.txt.
+# torch_run LABEL ENV... [-- ARGS...]: tools/gpu_nccl_torch.py ARGS under ENV; its lines go to
+# nccl_torch.txt.
 torch_run() {
-  local label=$1 before rc
+  local label=$1 before rc envs=() args=()
   shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  args=("$@")
   before=$(wc -l <"$LOG")
-  timed "torch nccl backend, $label" 300 env "$@" PYTHONUNBUFFERED=1 python3 tools/gpu_nccl_torch.py
+  timed "torch nccl backend, $label" 300 env "${envs[@]}" PYTHONUNBUFFERED=1 \
+    python3 tools/gpu_nccl_torch.py "${args[@]}"
   rc=$?
   { echo "## $label (exit $rc)"; tail -n +"$((before + 1))" "$LOG" | grep -E '^(PASS|FAIL|INFO|SKIP)'; } \
     >>"$OUT/nccl_torch.txt"
@@ -46,7 +54,7 @@ else
   : >"$OUT/nccl_torch.txt"
   for way in "LD_PRELOAD=$NCCL_LIB" "LD_AUDIT=$NCCL_AUDIT"; do
     label="over zcoll (${way%%=*})"
-    torch_run "$label" "$way" ZCOLL_NCCL_AUDIT_DEBUG=1
+    torch_run "$label" "$way" ZCOLL_NCCL_AUDIT_DEBUG=1 -- --save "$BUILD/fsdp2_${way%%=*}.pt"
     rc=$?
     passed=$(sed -n "/^## $label/,/^## /p" "$OUT/nccl_torch.txt" | grep -c '^PASS')
     failed=$(sed -n "/^## $label/,/^## /p" "$OUT/nccl_torch.txt" | grep '^FAIL' | head -n 3 | tr '\n' ' ')
@@ -57,10 +65,14 @@ else
       result FAIL "torch $label" "exit $rc, $zcoll_mapped of 2 ranks mapped libzcoll_nccl.so: ${failed:-see nccl_torch.txt}"
     fi
   done
-  torch_run "on torch's own NCCL"
+  torch_run "on torch's own NCCL" NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo \
+    -- --nccl-hostid --save "$BUILD/fsdp2_nccl.pt"
   rc=$?
   if [ $rc = 0 ]; then
-    result PASS "torch on its own NCCL" "the same checks passed (comparison)"
+    diff=$(python3 -c 'import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+print(max((x - y).abs().max().item() for x, y in zip(a, b)))' "$BUILD/fsdp2_LD_PRELOAD.pt" "$BUILD/fsdp2_nccl.pt" 2>>"$LOG")
+    result PASS "torch on its own NCCL" "the same checks passed; FSDP2's parameters, zcoll vs NCCL: max difference ${diff:-(not compared)}"
   else
     result SKIP "torch on its own NCCL" "$(grep -A3 "^## on torch's own NCCL" "$OUT/nccl_torch.txt" |
       grep -m1 '^FAIL' | cut -c1-200) (NCCL refuses 2 ranks on one GPU)"

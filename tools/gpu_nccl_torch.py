@@ -1,7 +1,8 @@
 """torch's "nccl" backend on one GPU, two processes (the GPU kit's step 5, docs/GPU_KIT.md).
 
     LD_PRELOAD=build-gpu/nccl/libzcoll_nccl.so python3 tools/gpu_nccl_torch.py
-    python3 tools/gpu_nccl_torch.py            # the same on torch's own NCCL
+    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo \
+      python3 tools/gpu_nccl_torch.py --nccl-hostid     # the same on torch's own NCCL
 
 Both ranks use cuda:0. Checks, each against values computed exactly on the rank (inputs are small
 integers, so every sum is exact in fp32 and bf16):
@@ -9,10 +10,14 @@ integers, so every sum is exact in fp32 and bf16):
   then FSDP2 (fully_shard) on a small MLP for STEPS steps of SGD against the same model trained in
   one process on the whole batch: parameters within 1e-5 (fp32; reduction order differs).
 Prints one line per check, "PASS name" / "FAIL name: why", then which libnccl file the process
-mapped and the runtime NCCL version torch sees; exit 0 when every check passed. NCCL itself
-refuses two ranks on one GPU ("Duplicate GPU detected"): run without LD_PRELOAD, this script
-reports that as the failure of init, which is what the kit records for the comparison.
-`--cpu-gloo` runs the same checks on the CPU over gloo (to check this script without a GPU).
+mapped and the runtime NCCL version torch sees; exit 0 when every check passed.
+Options:
+  --nccl-hostid  each rank sets NCCL_HOSTID to a value of its own before init: NCCL refuses two
+                 ranks on one GPU of one host ("Duplicate GPU detected"), not on two "hosts"
+                 (it then connects them through its network transport; the kit also sets
+                 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
+  --save PATH    rank 0 saves FSDP2's final parameters there (torch.save), for comparing two runs
+  --cpu-gloo     the same checks on the CPU over gloo (to check this script without a GPU)
 """
 import os
 import socket
@@ -70,7 +75,7 @@ def model(dev):
                                torch.nn.Linear(256, 64)).to(dev)
 
 
-def fsdp2(rank, dev, results):
+def fsdp2(rank, dev, results, save):
     from torch.distributed.fsdp import fully_shard
     torch.manual_seed(1)
     batches = [torch.randn(WORLD * 8, 64, device=dev) for _ in range(STEPS)]
@@ -93,8 +98,13 @@ def fsdp2(rank, dev, results):
         sharded(x[rank * 8:(rank + 1) * 8]).square().mean().backward()
         opt.step()
     worst = 0.0
+    final = []
     for p, q in zip(sharded.parameters(), reference.parameters()):
-        worst = max(worst, (p.full_tensor() - q).abs().max().item())
+        full = p.full_tensor()
+        final.append(full.detach().cpu())
+        worst = max(worst, (full - q).abs().max().item())
+    if save and rank == 0:
+        torch.save(final, save)
     check(results, f"FSDP2 {STEPS} steps vs one process", worst <= 1e-5, f"max difference {worst:g}")
 
 
@@ -106,8 +116,11 @@ def nccl_in_use():
     return f"mapped {files}; runtime NCCL {version}"
 
 
-def worker(rank, port, queue, cpu_gloo):
+def worker(rank, port, queue, opts):
     results = []
+    cpu_gloo = opts.cpu_gloo
+    if opts.nccl_hostid:
+        os.environ["NCCL_HOSTID"] = f"zcoll-gpu-kit-rank{rank}"
     try:
         init = dict(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
         if cpu_gloo:
@@ -118,7 +131,7 @@ def worker(rank, port, queue, cpu_gloo):
             torch.cuda.set_device(dev)
             dist.init_process_group("nccl", device_id=dev, **init)
         collectives(rank, dev, results)
-        fsdp2(rank, dev, results)
+        fsdp2(rank, dev, results, opts.save)
         dist.barrier()
         dist.destroy_process_group()
     except Exception as e:  # the failure is the result (NCCL's duplicate-GPU refusal included)
@@ -128,14 +141,19 @@ def worker(rank, port, queue, cpu_gloo):
 
 
 def main():
-    cpu_gloo = sys.argv[1:] == ["--cpu-gloo"]
-    if not cpu_gloo and not torch.cuda.is_available():
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-gloo", action="store_true")
+    parser.add_argument("--nccl-hostid", action="store_true")
+    parser.add_argument("--save")
+    opts = parser.parse_args()
+    if not opts.cpu_gloo and not torch.cuda.is_available():
         print("SKIP: no CUDA device")
         return 3
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, port, queue, cpu_gloo)) for r in range(WORLD)]
+    procs = [ctx.Process(target=worker, args=(r, port, queue, opts)) for r in range(WORLD)]
     for p in procs:
         p.start()
     lines = []
