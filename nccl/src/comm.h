@@ -38,6 +38,8 @@ struct ncclComm {
   // The fallback NCCL's communicator (ZCOLL_NCCL_FALLBACK), or NULL.
   void* fallbackComm = nullptr;
   std::string fallbackError;  // why there is none, when the fallback is configured
+  bool suspended = false;  // between ncclCommSuspend and ncclCommResume
+  std::map<void*, void*> windowBuffers;  // zcoll window -> the user's buffer
   int nranks = 0;
   int rank = -1;
 };

@@ -4,6 +4,7 @@
 //  - ncclCommWindowRegister/Deregister: zcollCommWindowRegister/Deregister (device buffers that
 //    node peers read in place; collective, as NCCL's). NCCL_WIN_COLL_SYMMETRIC is taken as a
 //    plain window (zcoll's windows need no symmetric layout).
+//  - ncclWinGetUserPtr (2.30): the buffer a window was registered with.
 //  - ncclMemAlloc/MemFree: in a process without device support, zcollMemAllocHost's memory (the
 //    node's ranks read it in place); with device support refused (zcoll allocates no device
 //    memory for the caller; use cudaMalloc).
@@ -79,14 +80,33 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
   zcollResult_t zr = zcollCommWindowRegister(comm->z, buff, size, &zw, ZCOLL_WIN_DEFAULT);
   if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
   *win = reinterpret_cast<ncclWindow_t>(zw);
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  comm->windowBuffers[zw] = buff;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   ncclResult_t r = readyComm(comm, "ncclCommWindowDeregister");
   if (r != ncclSuccess) return r;
-  return fromZcoll(zcollCommWindowDeregister(comm->z, reinterpret_cast<zcollWindow_t>(win)),
-                   comm->z);
+  zcollResult_t zr = zcollCommWindowDeregister(comm->z, reinterpret_cast<zcollWindow_t>(win));
+  if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  comm->windowBuffers.erase(win);
+  return ncclSuccess;
+}
+
+// NCCL 2.30: the buffer a window was registered with.
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  ncclResult_t r = readyComm(comm, "ncclWinGetUserPtr");
+  if (r != ncclSuccess) return r;
+  if (outUserPtr == nullptr) return fail(ncclInvalidArgument, "ncclWinGetUserPtr: outUserPtr is NULL");
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  auto it = comm->windowBuffers.find(win);
+  if (it == comm->windowBuffers.end())
+    return fail(ncclInvalidArgument, "ncclWinGetUserPtr: win %p is not a window of this comm",
+                static_cast<void*>(win));
+  *outUserPtr = it->second;
+  return ncclSuccess;
 }
 
 ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
