@@ -100,7 +100,7 @@ else
   if [ $rc != 0 ] || [ -z "$bins" ]; then
     result FAIL nccl-tests "build failed (exit $rc): $(grep -m1 -E 'error' "$LOG" | cut -c1-200)"
   else
-    export LD_LIBRARY_PATH=$HOME_DIR/lib:$LD_LIBRARY_PATH
+    export LD_LIBRARY_PATH=$HOME_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     first=$(echo "$bins" | head -n 1)
     resolved=$(ldd "$first" | awk '$1 == "libnccl.so.2" {print $3}')
     [ "$(readlink -f "$resolved")" = "$(readlink -f "$NCCL_LIB")" ] ||
