@@ -59,6 +59,10 @@ ncclResult_t readyComm(ncclComm_t comm, const char* call);
 ncclResult_t initComm(ncclComm_t comm, int nranks, const ncclUniqueId& id, int rank,
                       const char* commName);
 
+// An NCCL handle over an existing zcoll communicator, which it then owns (ncclCommDestroy
+// destroys it): the children of split, shrink and grow, and tests that make zcoll comms first.
+ncclComm_t adoptComm(zcollComm_t z);
+
 // Frees the handle's own memory (the zcoll comm must be gone).
 void freeComm(ncclComm_t comm);
 

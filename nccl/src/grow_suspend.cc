@@ -50,12 +50,7 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqu
   zcollResult_t zr = zcollCommGrow(comm ? comm->z : nullptr, nRanks, uniqueId ? &zid : nullptr,
                                    rank, &child, config ? &zc : nullptr);
   if (zr != zcollSuccess) return fromZcoll(zr, comm ? comm->z : nullptr);
-  ncclComm_t grown = new ncclComm();
-  grown->z = child;
-  zcollCommCount(child, &grown->nranks);
-  zcollCommUserRank(child, &grown->rank);
-  grown->initState = ncclSuccess;
-  addLiveComm(grown);
+  ncclComm_t grown = adoptComm(child);
   *newcomm = grown;
   return ncclSuccess;
 }

@@ -147,6 +147,17 @@ ncclResult_t initComm(ncclComm_t comm, int nranks, const ncclUniqueId& id, int r
   return ncclSuccess;
 }
 
+ncclComm_t adoptComm(zcollComm_t z) {
+  if (z == nullptr) return nullptr;
+  ncclComm_t comm = new ncclComm();
+  comm->z = z;
+  zcollCommCount(z, &comm->nranks);
+  zcollCommUserRank(z, &comm->rank);
+  comm->initState = ncclSuccess;
+  addLiveComm(comm);
+  return comm;
+}
+
 void freeComm(ncclComm_t comm) {
   {
     std::lock_guard<std::mutex> lock(comm->initMutex);

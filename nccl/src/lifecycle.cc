@@ -36,18 +36,6 @@ ncclResult_t release(ncclComm_t comm, bool abort, const char* call) {
   return zr == zcollSuccess ? ncclSuccess : fromZcoll(zr, nullptr);
 }
 
-// A child (split, shrink) as an NCCL handle over `z` (NULL stays NULL).
-ncclComm_t wrapChild(zcollComm_t z) {
-  if (z == nullptr) return nullptr;
-  ncclComm_t child = new ncclComm();
-  child->z = z;
-  zcollCommCount(z, &child->nranks);
-  zcollCommUserRank(z, &child->rank);
-  child->initState = ncclSuccess;
-  addLiveComm(child);
-  return child;
-}
-
 ncclResult_t childConfig(const ncclConfig_t* config, const char* call, zcollConfig_t* out) {
   *out = ZCOLL_CONFIG_INITIALIZER;
   if (config == nullptr) return ncclSuccess;
@@ -82,7 +70,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   zcollResult_t zr = zcollCommSplit(comm->z, color, key, &child, config ? &zc : nullptr);
   *newcomm = nullptr;
   if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
-  *newcomm = wrapChild(child);
+  *newcomm = adoptComm(child);
   return ncclSuccess;
 }
 
@@ -102,7 +90,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
                                      config ? &zc : nullptr, flags);
   *newcomm = nullptr;
   if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
-  *newcomm = wrapChild(child);
+  *newcomm = adoptComm(child);
   return ncclSuccess;
 }
 

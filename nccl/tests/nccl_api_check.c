@@ -239,6 +239,8 @@ static void badInput(ncclComm_t comm, int n) {
   NCCL_FAILS(ncclInvalidArgument, "datatype 99", ncclAllGather(x, x, 1, (ncclDataType_t)99, comm, NULL));
   NCCL_FAILS(ncclInvalidArgument, "op 77", ncclAllReduce(x, x, 4, ncclFloat32, (ncclRedOp_t)77, comm, NULL));
   NCCL_FAILS(ncclInvalidArgument, "", ncclBroadcast(x, x, 4, ncclFloat32, n + 3, comm, NULL));
+  /* Host buffers take no stream (zcoll.h); a stream with them is an argument error. */
+  NCCL_FAILS(ncclInvalidArgument, "stream", ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, (cudaStream_t)x));
   NCCL_FAILS(ncclInvalidUsage, "ncclGroupSimulateEnd", ncclGroupSimulateEnd(NULL));
   NCCL_FAILS(ncclInvalidUsage, "ncclGroupEnd", ncclGroupEnd());
   NCCL_FAILS(ncclInvalidUsage, "ncclDevCommCreate", ncclDevCommCreate(comm, NULL, NULL));
