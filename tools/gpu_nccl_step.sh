@@ -13,9 +13,11 @@
 #     tools/gpu_nccl_tests_fetch.sh and carried), built with NCCL_HOME pointing at
 #     libzcoll_nccl.so and the nccl.h it was built against; every *_perf binary runs 8 B..32 MiB
 #     with -c 1 (data checked) and must exit 0 with every #wrong 0 and "Out of bounds values : 0".
-#     Without MPI, nccl-tests puts each rank of a process on its own GPU (gpus[i] = gpu0 + i), so
-#     on one GPU each binary runs one rank.
-# Result files: OUT/nccl_torch.txt, OUT/nccl_tests.txt.
+#     Two passes: 1 rank (-g 1), then 2 ranks as threads (-t 2 -g 1 -p 1). Without MPI,
+#     nccl-tests puts in-process rank i on device gpu0 + i; the second pass runs under
+#     tools/gpu_one_gpu_as_many.c (LD_PRELOAD), which shows the one GPU as two to nccl-tests.
+# GPU_NCCL_PARTS (default "torch nccl-tests") runs only the parts named, e.g. one per call when
+# the two do not fit one call's budget. Result files: OUT/nccl_torch.txt, OUT/nccl_tests.txt.
 
 NCCL_LIB=$BUILD/nccl/libzcoll_nccl.so
 NCCL_AUDIT=$BUILD/nccl/libzcoll_nccl_audit.so
@@ -30,6 +32,8 @@ timed "build libzcoll_nccl.so" 0 cmake --build "$BUILD" --target zcoll_nccl zcol
 [ -f "$NCCL_LIB" ] || cannot "no $NCCL_LIB: the configure found no nccl.h (ZCOLL_NCCL_H in $BUILD/CMakeCache.txt)"
 NCCL_H_DIR=$(sed -n 's/^ZCOLL_NCCL_H:PATH=//p' "$BUILD/CMakeCache.txt")
 log "libzcoll_nccl.so built against $NCCL_H_DIR/nccl.h"
+
+PARTS=${GPU_NCCL_PARTS:-torch nccl-tests}
 
 # ---- 1. torch ------------------------------------------------------------------------------
 # torch_run LABEL ENV... [-- ARGS...]: tools/gpu_nccl_torch.py ARGS under ENV; its lines go to
@@ -48,7 +52,9 @@ torch_run() {
     >>"$OUT/nccl_torch.txt"
   return $rc
 }
-if ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>>"$LOG"; then
+if [[ " $PARTS " != *" torch "* ]]; then
+  log "torch part skipped (GPU_NCCL_PARTS=$PARTS)"
+elif ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>>"$LOG"; then
   result FAIL "torch nccl backend" "python3 has no torch with CUDA here"
 else
   : >"$OUT/nccl_torch.txt"
@@ -80,8 +86,43 @@ print(max((x - y).abs().max().item() for x, y in zip(a, b)))' "$BUILD/fsdp2_LD_P
 fi
 
 # ---- 2. nccl-tests -------------------------------------------------------------------------
+# nccl_tests_pass LABEL ARGS... [-- ENV...]: every built *_perf binary with ARGS, 8 B..32 MiB,
+# data checked; one result line for the pass.
+nccl_tests_pass() {
+  local label=$1 args=() envs=() ok=0 bad="" bin name rc before wrong lines total
+  shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  envs=("$@")
+  for bin in $bins; do
+    name=$(basename "$bin")
+    before=$(wc -l <"$LOG")
+    timed "$name ($label)" 90 env "${envs[@]}" "$bin" "${args[@]}" -b 8 -e 32M -f 8 -c 1 -w 1 -n 3
+    rc=$?
+    tail -n +"$((before + 1))" "$LOG" | grep -vE '^gpu_check:' >"$OUT/$name.out"
+    { echo "## $name, $label (exit $rc)"; cat "$OUT/$name.out"; } >>"$OUT/nccl_tests.txt"
+    # Data lines: size count type redop root, then time algbw busbw #wrong, out of place and in place.
+    wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != "0" || $13 != "0") {n++} END {print n + 0}' "$OUT/$name.out")
+    lines=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 {n++} END {print n + 0}' "$OUT/$name.out")
+    if [ $rc = 0 ] && [ "$wrong" = 0 ] && [ "$lines" -gt 0 ] &&
+       grep -q 'Out of bounds values : 0 OK' "$OUT/$name.out"; then
+      ok=$((ok + 1))
+    else
+      bad="$bad $name(exit $rc, $wrong of $lines sizes wrong)"
+    fi
+    rm -f "$OUT/$name.out"
+  done
+  total=$(echo "$bins" | wc -l)
+  if [ -z "$bad" ]; then
+    result PASS "nccl-tests, $label" "all $total binaries: #wrong 0 at every size; see nccl_tests.txt"
+  else
+    result FAIL "nccl-tests, $label" "$ok of $total clean;$bad"
+  fi
+}
 SRC=${NCCL_TESTS_SRC:-$ROOT/.gpu_carry/nccl-tests}
-if [ ! -f "$SRC/src/common.cu" ]; then
+if [[ " $PARTS " != *" nccl-tests "* ]]; then
+  log "nccl-tests part skipped (GPU_NCCL_PARTS=$PARTS)"
+elif [ ! -f "$SRC/src/common.cu" ]; then
   result FAIL nccl-tests "no source at $SRC: run tools/gpu_nccl_tests_fetch.sh here and carry .gpu_carry"
 else
   HOME_DIR=$BUILD/nccl-zcoll
@@ -89,13 +130,18 @@ else
   ln -sfn "$NCCL_H_DIR/nccl.h" "$HOME_DIR/include/nccl.h"
   ln -sfn "$NCCL_LIB" "$HOME_DIR/lib/libnccl.so"
   ln -sfn "$NCCL_LIB" "$HOME_DIR/lib/libnccl.so.2"
-  rm -rf "$BUILD/nccl-tests-src"
-  cp -r "$SRC" "$BUILD/nccl-tests-src"
-  arch=${CUDA_ARCH:-90}
-  timed "build nccl-tests" 360 make -C "$BUILD/nccl-tests-src" -j "$(nproc)" MPI=0 \
-    NCCL_HOME="$HOME_DIR" CUDA_HOME="$(dirname "$(dirname "$NVCC")")" NVCC="$NVCC" \
-    NVCC_GENCODE="-gencode=arch=compute_$arch,code=sm_$arch" BUILDDIR="$BUILD/nccl-tests"
-  rc=$?
+  rc=0
+  # Built once per source (its ORIGIN file is the stamp); a warm machine's next call reuses it.
+  if ! ls "$BUILD"/nccl-tests/*_perf >/dev/null 2>&1 ||
+     ! cmp -s "$SRC/ORIGIN" "$BUILD/nccl-tests-src/ORIGIN"; then
+    rm -rf "$BUILD/nccl-tests-src" "$BUILD/nccl-tests"
+    cp -r "$SRC" "$BUILD/nccl-tests-src"
+    arch=${CUDA_ARCH:-90}
+    timed "build nccl-tests" 360 make -C "$BUILD/nccl-tests-src" -j "$(nproc)" MPI=0 \
+      NCCL_HOME="$HOME_DIR" CUDA_HOME="$(dirname "$(dirname "$NVCC")")" NVCC="$NVCC" \
+      NVCC_GENCODE="-gencode=arch=compute_$arch,code=sm_$arch" BUILDDIR="$BUILD/nccl-tests"
+    rc=$?
+  fi
   bins=$(ls "$BUILD"/nccl-tests/*_perf 2>/dev/null)
   if [ $rc != 0 ] || [ -z "$bins" ]; then
     result FAIL nccl-tests "build failed (exit $rc): $(grep -m1 -E 'error' "$LOG" | cut -c1-200)"
@@ -106,30 +152,17 @@ else
     [ "$(readlink -f "$resolved")" = "$(readlink -f "$NCCL_LIB")" ] ||
       result FAIL "nccl-tests linking" "$(basename "$first") loads libnccl.so.2 from '$resolved', not libzcoll_nccl.so"
     : >"$OUT/nccl_tests.txt"
-    ok=0 bad=""
-    for bin in $bins; do
-      name=$(basename "$bin")
-      before=$(wc -l <"$LOG")
-      timed "$name" 90 "$bin" -b 8 -e 32M -f 8 -g 1 -c 1 -w 1 -n 3
-      rc=$?
-      tail -n +"$((before + 1))" "$LOG" | grep -vE '^gpu_check:' >"$OUT/$name.out"
-      { echo "## $name (exit $rc)"; cat "$OUT/$name.out"; } >>"$OUT/nccl_tests.txt"
-      # Data lines: size count type redop root, then time algbw busbw #wrong, out of place and in place.
-      wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != "0" || $13 != "0") {n++} END {print n + 0}' "$OUT/$name.out")
-      lines=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 {n++} END {print n + 0}' "$OUT/$name.out")
-      if [ $rc = 0 ] && [ "$wrong" = 0 ] && [ "$lines" -gt 0 ] &&
-         grep -q 'Out of bounds values : 0 OK' "$OUT/$name.out"; then
-        ok=$((ok + 1))
-      else
-        bad="$bad $name(exit $rc, $wrong of $lines sizes wrong)"
-      fi
-      rm -f "$OUT/$name.out"
-    done
-    total=$(echo "$bins" | wc -l)
-    if [ -z "$bad" ]; then
-      result PASS nccl-tests "all $total binaries: #wrong 0 at every size, 1 rank each; see nccl_tests.txt"
+    # One GPU seen as two (tools/gpu_one_gpu_as_many.c), for 2 ranks as threads.
+    SHIM=$BUILD/one_gpu_as_many.so
+    printf 'libcudart.so.13 {\n  global: cudaGetDeviceCount; cudaSetDevice; cudaGetDeviceProperties;\n    cudaDeviceGetAttribute;\n  local: *;\n};\n' >"$BUILD/one_gpu_as_many.map"
+    "${CC:-cc}" -O2 -shared -fPIC -o "$SHIM" tools/gpu_one_gpu_as_many.c \
+      -Wl,--version-script="$BUILD/one_gpu_as_many.map" -ldl >>"$LOG" 2>&1 || SHIM=
+    nccl_tests_pass "1 rank" -g 1
+    if [ -n "$SHIM" ]; then
+      nccl_tests_pass "2 ranks as threads on the one GPU" -t 2 -g 1 -p 1 -- \
+        LD_PRELOAD="$SHIM" ZCOLL_ONE_GPU_AS=2
     else
-      result FAIL nccl-tests "$ok of $total clean;$bad"
+      result FAIL "nccl-tests, 2 ranks" "tools/gpu_one_gpu_as_many.c did not build (see step5.log)"
     fi
   fi
 fi

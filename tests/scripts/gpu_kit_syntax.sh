@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU kit cannot run without a GPU, so its scripts are at least parsed here: bash -n on every
-# kit script, python3's compile of tools/gpu_nccl_torch.py, and gpu_check.sh's answers without a
+# kit script, python3's parser on tools/gpu_nccl_torch.py, the compiler on
+# tools/gpu_one_gpu_as_many.c, and gpu_check.sh's answers without a
 # GPU (a step it does not know: usage, exit 2; step 5: "no GPU here", exit 3).
 set -euo pipefail
 cd "$ZCOLL_SOURCE_DIR"
@@ -9,6 +10,7 @@ for f in tools/gpu_check.sh tools/gpu_deps.sh tools/gpu_kit_selftest.sh tools/gp
   bash -n "$f" || { echo "FAIL: $f does not parse"; exit 1; }
 done
 python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])' tools/gpu_nccl_torch.py
+"${CC:-cc}" -fsyntax-only -Wall -Wextra -Werror tools/gpu_one_gpu_as_many.c
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 rc=0; tools/gpu_check.sh 6 "$out" 2>/dev/null || rc=$?
