@@ -269,6 +269,33 @@ static void abortWhileBlocked(ncclComm_t comm, zcollComm_t z, int rank) {
   if (rank % 2 == 1) NCCL_OK(ncclCommDestroy(pair));
 }
 
+/* One thread, two ranks: ncclCommInitAll, and two ncclCommInitRank calls inside a group (each
+ * starts at once on a thread of its own; ncclGroupEnd waits for both). */
+static void oneThreadTwoRanks(void) {
+  ncclComm_t all[2] = {NULL, NULL};
+  NCCL_OK(ncclCommInitAll(all, 2, NULL));
+  for (int i = 0; i < 2; ++i) {
+    int cnt = 0, me = -1;
+    NCCL_OK(ncclCommCount(all[i], &cnt));
+    NCCL_OK(ncclCommUserRank(all[i], &me));
+    CHECK(cnt == 2 && me == i, "ncclCommInitAll comm %d: count %d rank %d", i, cnt, me);
+    NCCL_OK(ncclCommDestroy(all[i]));
+  }
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t a = NULL, b = NULL;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclCommInitRank(&a, 2, id, 0));
+  NCCL_OK(ncclCommInitRank(&b, 2, id, 1));
+  NCCL_OK(ncclGroupEnd());
+  int ra = -1, rb = -1;
+  NCCL_OK(ncclCommUserRank(a, &ra));
+  NCCL_OK(ncclCommUserRank(b, &rb));
+  CHECK(ra == 0 && rb == 1, "grouped inits: ranks %d and %d", ra, rb);
+  NCCL_OK(ncclCommDestroy(a));
+  NCCL_OK(ncclCommDestroy(b));
+}
+
 static void badInput(ncclComm_t comm, int n) {
   float x[4] = {0};
   NCCL_FAILS(ncclInvalidArgument, "comm is NULL", ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, NULL, NULL));
@@ -491,6 +518,7 @@ int main(int argc, char** argv) {
     collectives(comm, z, gRank, n);
     splitAndShrink(comm, gRank, n);
     abortWhileBlocked(comm, z, gRank);
+    if (gRank == 0) oneThreadTwoRanks();
     badInput(comm, n);
   } else if (strcmp(mode, "quant") == 0) {
     quantized(comm, z, gRank, n);
