@@ -63,7 +63,14 @@ ncclResult_t initComm(ncclComm_t comm, int nranks, const ncclUniqueId& id, int r
 // destroys it): the children of split, shrink and grow, and tests that make zcoll comms first.
 ncclComm_t adoptComm(zcollComm_t z);
 
-// Frees the handle's own memory (the zcoll comm must be gone).
+// Frees a handle never given to the caller (its init failed in the call that made it).
 void freeComm(ncclComm_t comm);
+
+// Retires a handle the caller had, once its zcoll comm is destroyed or aborted: what it holds is
+// freed, the struct itself is kept (a few hundred bytes per communicator), because
+// ncclCommAbort may run while another thread is still inside a call on it (torch's watchdog
+// does that): that call may read the handle until it returns. A retired handle is not live, so
+// later calls on it fail with ncclInvalidArgument.
+void retireComm(ncclComm_t comm);
 
 }  // namespace zcoll_nccl

@@ -167,6 +167,18 @@ void freeComm(ncclComm_t comm) {
   delete comm;
 }
 
+void retireComm(ncclComm_t comm) {
+  {
+    std::lock_guard<std::mutex> lock(comm->initMutex);
+    if (comm->initThread.joinable()) comm->initThread.join();
+  }
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  comm->magic = 0;
+  comm->secondaries.clear();
+  comm->preMulOps.clear();
+  comm->windowBuffers.clear();
+}
+
 }  // namespace zcoll_nccl
 
 using namespace zcoll_nccl;

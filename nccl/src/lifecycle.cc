@@ -30,9 +30,10 @@ ncclResult_t release(ncclComm_t comm, bool abort, const char* call) {
   }
   destroyFallbackComm(comm, abort);
   zcollResult_t zr = zcollSuccess;
+  // comm->z stays as it was: a call still running on another thread may read it, and zcoll
+  // recognises a freed handle without reading it.
   if (comm->z != nullptr) zr = abort ? zcollCommAbort(comm->z) : zcollCommDestroy(comm->z);
-  comm->z = nullptr;
-  freeComm(comm);
+  retireComm(comm);
   return zr == zcollSuccess ? ncclSuccess : fromZcoll(zr, nullptr);
 }
 

@@ -17,7 +17,7 @@ ncclResult_t ncclGetVersion(int* version) {
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
     case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with ZCOLL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with ZCOLL_DEBUG=INFO for details)";
     case ncclInternalError: return "internal error - please report this issue to the zcoll developers";
     case ncclInvalidArgument: return "invalid argument (run with ZCOLL_DEBUG=WARN for details)";

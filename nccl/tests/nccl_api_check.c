@@ -15,6 +15,7 @@
  *                            fallback (expect "refused")
  * Exit 0 when every check passed; each failure prints "rank R: FAIL ...". */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,6 +232,68 @@ static void splitAndShrink(ncclComm_t comm, int rank, int n) {
     NCCL_OK(ncclCommDestroy(small));
   }
   free(in), free(a), free(b);
+}
+
+/* ncclCommAbort from another thread while a call is blocked on the comm (torch's watchdog):
+ * ranks pair up (0-1, 2-3); the even rank's all-reduce waits for a peer that never calls, the
+ * even rank's main thread aborts the pair's comm, and the blocked call returns ncclRemoteError. */
+struct Blocked {
+  ncclComm_t comm;
+  float buf[64];
+  ncclResult_t result;
+};
+
+static void* blockedAllReduce(void* arg) {
+  struct Blocked* b = (struct Blocked*)arg;
+  b->result = ncclAllReduce(b->buf, b->buf, 64, ncclFloat32, ncclSum, b->comm, NULL);
+  return NULL;
+}
+
+static void abortWhileBlocked(ncclComm_t comm, zcollComm_t z, int rank) {
+  ncclComm_t pair = NULL;
+  NCCL_OK(ncclCommSplit(comm, rank / 2, rank, &pair, NULL));
+  if (rank % 2 == 0) {
+    static struct Blocked b;
+    memset(&b, 0, sizeof(b));
+    b.comm = pair;
+    b.result = ncclSuccess;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, blockedAllReduce, &b) == 0, "pthread_create");
+    usleep(300000);
+    NCCL_OK(ncclCommAbort(pair));
+    pthread_join(t, NULL);
+    CHECK(b.result == ncclRemoteError, "the all-reduce blocked during the abort returned %d",
+          (int)b.result);
+  }
+  ZCOLL_OK(zcollBarrier(z, NULL));
+  if (rank % 2 == 1) NCCL_OK(ncclCommDestroy(pair));
+}
+
+/* One thread, two ranks: ncclCommInitAll, and two ncclCommInitRank calls inside a group (each
+ * starts at once on a thread of its own; ncclGroupEnd waits for both). */
+static void oneThreadTwoRanks(void) {
+  ncclComm_t all[2] = {NULL, NULL};
+  NCCL_OK(ncclCommInitAll(all, 2, NULL));
+  for (int i = 0; i < 2; ++i) {
+    int cnt = 0, me = -1;
+    NCCL_OK(ncclCommCount(all[i], &cnt));
+    NCCL_OK(ncclCommUserRank(all[i], &me));
+    CHECK(cnt == 2 && me == i, "ncclCommInitAll comm %d: count %d rank %d", i, cnt, me);
+    NCCL_OK(ncclCommDestroy(all[i]));
+  }
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t a = NULL, b = NULL;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclCommInitRank(&a, 2, id, 0));
+  NCCL_OK(ncclCommInitRank(&b, 2, id, 1));
+  NCCL_OK(ncclGroupEnd());
+  int ra = -1, rb = -1;
+  NCCL_OK(ncclCommUserRank(a, &ra));
+  NCCL_OK(ncclCommUserRank(b, &rb));
+  CHECK(ra == 0 && rb == 1, "grouped inits: ranks %d and %d", ra, rb);
+  NCCL_OK(ncclCommDestroy(a));
+  NCCL_OK(ncclCommDestroy(b));
 }
 
 static void badInput(ncclComm_t comm, int n) {
@@ -454,6 +517,8 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "api") == 0) {
     collectives(comm, z, gRank, n);
     splitAndShrink(comm, gRank, n);
+    abortWhileBlocked(comm, z, gRank);
+    if (gRank == 0) oneThreadTwoRanks();
     badInput(comm, n);
   } else if (strcmp(mode, "quant") == 0) {
     quantized(comm, z, gRank, n);
