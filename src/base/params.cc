@@ -123,6 +123,20 @@ const std::vector<ParamDesc> kParams = {
      "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512) for every "
      "operation. Empty: per operation, the fastest vector variant this CPU supports, measured "
      "once at first use (a few ms; zcoll_info prints the choice)."},
+    // Read by libzcoll_nccl.so (nccl/, docs/NCCL.md), NCCL's API over zcoll; listed here so
+    // zcoll_info and docs/ENVIRONMENT.md show them with the rest.
+    {"ZCOLL_NCCL_FALLBACK", ParamType::kString, "",
+     "libzcoll_nccl.so: path to a real libnccl.so.2. Loaded once per process (dlopen "
+     "RTLD_LOCAL|RTLD_DEEPBIND); every communicator makes one of its own on it at init (rank 0 "
+     "makes its unique id, zcoll broadcasts it; set it on every rank or none), and calls zcoll "
+     "cannot serve (reductions of FP8 types) go there. Empty: they fail with ncclInvalidUsage "
+     "naming the call."},
+    {"ZCOLL_NCCL_QUANTIZE", ParamType::kString, "",
+     "libzcoll_nccl.so: quantize unmodified NCCL calls (opt-in): a comma-separated list of "
+     "allgather:int8|int4 (qwZ), reducescatter:int8|int4 (qgZ, both hops), allreduce:int8|int4 "
+     "(zcoll's quantized all-reduce) and min=BYTES (per-rank send bytes below which calls stay "
+     "exact). Only Float32/Float16/Bfloat16 data and Sum/Avg reductions; read once per process, "
+     "logged once at INFO; a value it cannot parse fails init with ncclInvalidArgument."},
 };
 
 std::mutex gSourcesMu;
