@@ -17,10 +17,15 @@
 #        two ranks on one GPU
 #     4  the torch backend's CUDA tests (python/tests/test_backend_cuda.py), built against the
 #        torch that python3 imports
+#     5  libzcoll_nccl.so under unmodified NCCL programs: torch's "nccl" backend over it
+#        (LD_PRELOAD), 2 processes on the GPU (tools/gpu_nccl_torch.py: all_reduce,
+#        all_gather_into_tensor, reduce_scatter_tensor, FSDP2), the same run on torch's NCCL for
+#        comparison; then NVIDIA's nccl-tests (carried in .gpu_carry/nccl-tests by
+#        tools/gpu_nccl_tests_fetch.sh) built against it, every binary's #wrong 0
 #
 # OUT gets summary.txt (one line per check: PASS / FAIL / SKIP and why, written as each ends),
 # stepN.log (everything, streamed) and the step's result files (step 2: queue_probe.txt; step 3:
-# d2d.txt, device.md). Every step builds first when the build is missing (a fresh machine), so
+# d2d.txt, device.md; step 5: nccl_torch.txt, nccl_tests.txt). Every step builds first when the build is missing (a fresh machine), so
 # any step can run alone; on a warm machine the build is reused.
 #
 # Environment:
@@ -31,6 +36,7 @@
 #   GPU_CHECK_TARGETS  build only these targets (default: all; for a short step 1 under the
 #               device tool's 15 minutes: "quant_cuda_test reduce_cuda_test cuda_ipc_test
 #               executor_test device_path_test")
+#   NCCL_TESTS_SRC  step 5's nccl-tests source (default .gpu_carry/nccl-tests)
 #   GPU_CHECK_ALLOW_NO_GPU=1  run step 1 without a GPU (the CUDA tests skip; to test the kit
 #               itself on a CPU machine); otherwise a step without a GPU exits 3 saying so
 # Exit: 0 every check of the step passed; 1 a check failed; 2 usage; 3 the step cannot run here
@@ -38,12 +44,12 @@
 set -uo pipefail
 
 usage() {
-  echo "usage: $0 1|2|3|4 OUT   (see the header of this script, docs/GPU_KIT.md)" >&2
+  echo "usage: $0 1|2|3|4|5 OUT   (see the header of this script, docs/GPU_KIT.md)" >&2
   exit 2
 }
 [ $# -eq 2 ] || usage
 STEP=$1
-case "$STEP" in 1 | 2 | 3 | 4) ;; *) usage ;; esac
+case "$STEP" in 1 | 2 | 3 | 4 | 5) ;; *) usage ;; esac
 mkdir -p "$2" || exit 2
 OUT=$(cd "$2" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -356,6 +362,10 @@ case "$STEP" in
     else
       result FAIL test_backend_cuda.py "exit $rc: $summary $(grep -m1 'SKIPPED' "$LOG" | cut -c1-200)"
     fi
+    ;;
+  5)
+    # shellcheck source=tools/gpu_nccl_step.sh
+    source tools/gpu_nccl_step.sh
     ;;
 esac
 

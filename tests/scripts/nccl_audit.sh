@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # libzcoll_nccl_audit.so (nccl/audit): under LD_AUDIT, every load of NCCL by basename loads the
 # target instead — a DT_NEEDED found through DT_RPATH, LD_LIBRARY_PATH, a dlopen by full path,
-# versioned and unversioned names — and nothing else is touched (libnccl-net.so). Without
-# LD_AUDIT the same programs load the stand-in "pip NCCL", so each case can fail. The module
+# versioned and unversioned names, a dlopen + dlsym by full path (which LD_PRELOAD does not
+# reach) — and nothing else is touched (libnccl-net.so). Without LD_AUDIT the same programs load
+# the stand-in "pip NCCL", so each case can fail. The module
 # finds its target beside itself, or at ZCOLL_NCCL_LIBRARY; a missing target is said and
 # nothing is redirected; ZCOLL_NCCL_AUDIT_DEBUG logs once. No torch, no GPU: stub libraries.
 set -euo pipefail
@@ -47,6 +48,22 @@ int main(int argc, char** argv) {
 }
 C
 "$cc" -o "$tmp/probe_open" "$tmp/probe.c" -ldl
+# probe_sym: dlopen(argv[1]) + dlsym("ncclGetVersion"), as a plugin that loads NCCL itself does;
+# prints the file the function lives in.
+cat > "$tmp/probe_sym.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  void* h = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : NULL;
+  void* f = h != NULL ? dlsym(h, "ncclGetVersion") : NULL;
+  Dl_info info;
+  if (f == NULL || dladdr(f, &info) == 0) { printf("not found\n"); return 1; }
+  printf("%s\n", info.dli_fname);
+  return 0;
+}
+C
+"$cc" -o "$tmp/probe_sym" "$tmp/probe_sym.c" -ldl
 # DT_NEEDED libnccl.so.2 found through DT_RPATH (what libtorch_cuda.so has).
 "$cc" -o "$tmp/probe_needs" "$tmp/probe.c" -ldl -Wl,--no-as-needed "$tmp/pip/libnccl.so.2" \
   -Wl,--disable-new-dtags,-rpath,"$tmp/pip"
@@ -81,6 +98,11 @@ expect "audit, libnccl.so" "$target" env LD_AUDIT="$audit" "$tmp/probe_open" "$p
 expect "audit, libnccl.so.2.30.7" "$target" env LD_AUDIT="$audit" "$tmp/probe_open" "$pip/libnccl.so.2.30.7"
 expect "audit, by name through LD_LIBRARY_PATH" "$target" \
   env LD_AUDIT="$audit" LD_LIBRARY_PATH="$pip" "$tmp/probe_open" libnccl.so.2
+# dlopen by full path + dlsym: LD_PRELOAD does not reach it (the handle is pip's file), LD_AUDIT does.
+expect "LD_PRELOAD, full-path dlopen + dlsym (pip's function)" "$pip/libnccl.so.2" \
+  env LD_PRELOAD="$target" "$tmp/probe_sym" "$pip/libnccl.so.2"
+expect "audit, full-path dlopen + dlsym" "$target" env LD_AUDIT="$audit" "$tmp/probe_sym" "$pip/libnccl.so.2"
+expect "LD_PRELOAD, dlopen by name + dlsym" "$target" env LD_PRELOAD="$target" "$tmp/probe_sym" libnccl.so.2
 expect "audit, a net plugin untouched" "$pip/libnccl-net.so" \
   env LD_AUDIT="$audit" "$tmp/probe_open" "$pip/libnccl-net.so"
 expect "audit, ZCOLL_NCCL_LIBRARY" "$tmp/other/libzcoll_nccl.so" \
@@ -109,5 +131,5 @@ exports=$(nm -D --defined-only "$module" | awk '{print $3}' | sort | tr '\n' ' '
 [[ "$exports" == "la_objsearch la_version " ]] || fail "module exports: $exports"
 
 [[ $failed -eq 0 ]] || exit 1
-echo "OK: $checked loads went where expected (4 of them without LD_AUDIT, to the stand-in pip NCCL);" \
+echo "OK: $checked loads went where expected (5 of them to the stand-in pip NCCL: without LD_AUDIT, or a full-path dlopen under LD_PRELOAD);" \
   "the module exports la_objsearch and la_version only"
