@@ -20,8 +20,14 @@ namespace {
 
 std::mutex gLiveMutex;
 std::set<ncclComm_t>& liveSet() {
-  static std::set<ncclComm_t> s;
-  return s;
+  static auto* s = new std::set<ncclComm_t>();  // never destroyed: usable at exit
+  return *s;
+}
+
+// Retired handles (retireComm), kept reachable for the life of the process.
+std::vector<ncclComm_t>& retired() {
+  static auto* r = new std::vector<ncclComm_t>();
+  return *r;
 }
 
 // Logged once per process: what this library is.
@@ -171,6 +177,10 @@ void retireComm(ncclComm_t comm) {
   {
     std::lock_guard<std::mutex> lock(comm->initMutex);
     if (comm->initThread.joinable()) comm->initThread.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(gLiveMutex);
+    retired().push_back(comm);
   }
   std::lock_guard<std::mutex> lock(comm->mutex);
   comm->magic = 0;

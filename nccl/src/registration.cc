@@ -28,8 +28,8 @@ struct Registration {
 
 std::mutex gRegMutex;
 std::set<Registration*>& registrations() {
-  static std::set<Registration*> s;
-  return s;
+  static auto* s = new std::set<Registration*>();  // never destroyed: usable at exit
+  return *s;
 }
 
 bool deviceProcess() {

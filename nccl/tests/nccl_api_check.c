@@ -269,6 +269,33 @@ static void abortWhileBlocked(ncclComm_t comm, zcollComm_t z, int rank) {
   if (rank % 2 == 1) NCCL_OK(ncclCommDestroy(pair));
 }
 
+/* A non-blocking init that cannot finish (the second rank never comes), with a 1 s timeout:
+ * ncclCommGetAsyncError goes from ncclInProgress to ncclRemoteError with a text, and the handle
+ * is destroyed cleanly. */
+static void nonBlockingInitFails(void) {
+  const char* old = getenv("ZCOLL_TIMEOUT");
+  char saved[32];
+  snprintf(saved, sizeof(saved), "%s", old ? old : "");
+  setenv("ZCOLL_TIMEOUT", "1", 1);
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t lonely = NULL;
+  ncclResult_t r = ncclCommInitRankConfig(&lonely, 2, id, 0, &config);
+  CHECK(r == ncclInProgress, "a non-blocking init returned %d, not ncclInProgress", (int)r);
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 1000 && state == ncclInProgress; ++i) {
+    NCCL_OK(ncclCommGetAsyncError(lonely, &state));
+    if (state == ncclInProgress) usleep(10000);
+  }
+  CHECK(state == ncclRemoteError, "the init that cannot finish ended with %d", (int)state);
+  CHECK(strlen(ncclGetLastError(NULL)) > 0, "no text for the failed init");
+  NCCL_OK(ncclCommDestroy(lonely));
+  if (old) setenv("ZCOLL_TIMEOUT", saved, 1);
+  else unsetenv("ZCOLL_TIMEOUT");
+}
+
 /* One thread, two ranks: ncclCommInitAll, and two ncclCommInitRank calls inside a group (each
  * starts at once on a thread of its own; ncclGroupEnd waits for both). */
 static void oneThreadTwoRanks(void) {
@@ -519,6 +546,7 @@ int main(int argc, char** argv) {
     splitAndShrink(comm, gRank, n);
     abortWhileBlocked(comm, z, gRank);
     if (gRank == 0) oneThreadTwoRanks();
+    if (gRank == 1) nonBlockingInitFails();
     badInput(comm, n);
   } else if (strcmp(mode, "quant") == 0) {
     quantized(comm, z, gRank, n);
