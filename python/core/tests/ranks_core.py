@@ -249,6 +249,35 @@ def check_split(comm, r, w):
         assert list(out) == [q for q in range(w) if q % 2 == r % 2]
 
 
+def check_init_shrink_abort(comm, r, w):
+    """Communicator.init with an id rank 0 made (sent over comm), then shrink and abort."""
+    uid = bytearray(zc.get_unique_id() if r == 0 else bytes(128))
+    comm.broadcast(uid, uid, root=0)
+    with zc.Communicator.init(w, r, bytes(uid), config={"name": "core-test"}) as fresh:
+        assert (fresh.rank, fresh.size) == (r, w)
+        small = fresh.shrink([w - 1])
+        if r == w - 1:
+            assert small is None
+        else:
+            assert (small.rank, small.size) == (r, w - 1)
+            out = np.empty(w - 1, np.int32)
+            small.all_gather(np.array([r * r], np.int32), out)
+            assert list(out) == [q * q for q in range(w - 1)]
+        comm.barrier()  # every rank is out of small's calls: aborting it now fails nobody
+        if small is not None:
+            small.abort()
+            try:
+                small.handle
+                raise AssertionError("an aborted communicator still has a handle")
+            except zc.ArgumentError:
+                pass
+    try:
+        zc.Communicator.init(w, r, b"short")
+        raise AssertionError("a short unique id was taken")
+    except zc.ArgumentError:
+        pass
+
+
 def main():
     with zc.Communicator.from_env() as comm:
         r, w, h = comm.rank, comm.size, ctypes.c_void_p(comm.handle)
@@ -262,6 +291,7 @@ def main():
         check_nonblocking_group(comm, r, w)
         check_gil_released(comm, r)
         check_split(comm, r, w)
+        check_init_shrink_abort(comm, r, w)
         print(f"ranks_core OK ({kinds} input kinds, {bad} bad-input cases, torch "
               f"{'used' if torch else 'absent'})")
 
