@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
@@ -46,12 +46,15 @@ for name in JAX_HANDLERS:
     shutil.copy2(LIB_DIR / name, PACKAGE / name)
 
 
+class WithNativeLibrary(Distribution):
+    """libzcoll.so makes the wheel platform-specific (installed to platlib)."""
+
+    def has_ext_modules(self):
+        return True
+
+
 class PlatformWheel(bdist_wheel):
     """py3-none-<platform>: the wheel carries a native library but no Python extension."""
-
-    def finalize_options(self):
-        super().finalize_options()
-        self.root_is_pure = False
 
     def get_tag(self):
         return "py3", "none", super().get_tag()[2]
@@ -72,5 +75,6 @@ setup(
     packages=packages,
     package_dir={"zcoll": os.path.relpath(PACKAGE, HERE)},
     package_data={"zcoll": ["libzcoll.so", "libzcoll.so.0"] + JAX_HANDLERS},
+    distclass=WithNativeLibrary,
     cmdclass={"bdist_wheel": PlatformWheel, "build_py": FrameworkFreeModulesOnly},
 )

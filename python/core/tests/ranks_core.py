@@ -76,6 +76,39 @@ def check_all_gather(comm, h, r, w):
     return len(outs) + (torch is not None)
 
 
+def check_standard(comm, r, w):
+    """The exact collectives against values computed here, with send/recv in a blocking group."""
+    x = np.arange(8 * w, dtype=np.int64) * (r + 1)  # rank r holds (r+1) * [0, 8w)
+    total = np.arange(8 * w, dtype=np.int64) * (w * (w + 1) // 2)
+    out = np.empty(8, np.int64)
+    comm.reduce_scatter(x, out)
+    assert (out == total[8 * r:8 * (r + 1)]).all()
+    full = np.empty(8 * w, np.int64)
+    comm.all_reduce(x, full, op="max")
+    assert (full == np.arange(8 * w) * w).all()
+    comm.reduce(x, full if r == 1 else None, root=1)
+    if r == 1:
+        assert (full == total).all()
+    b = np.full(5, r, np.float64)
+    comm.broadcast(b if r == 2 else None, b, root=2)
+    assert (b == 2).all()
+    g = np.empty(3 * w, np.int32) if r == 0 else None
+    comm.gather(np.full(3, r, np.int32), g, root=0)
+    if r == 0:
+        assert (g == np.repeat(np.arange(w), 3)).all()
+    s = np.empty(2, np.uint8)
+    comm.scatter(np.repeat(np.arange(w, dtype=np.uint8), 2) if r == 3 else None, s, root=3)
+    assert (s == r).all()
+    a = np.empty(2 * w, np.int32)
+    comm.all_to_all(np.arange(2 * w, dtype=np.int32) + 100 * r, a)
+    assert (a == np.array([[100 * p + 2 * r, 100 * p + 2 * r + 1] for p in range(w)]).ravel()).all()
+    got = np.empty(4, np.float32)
+    with zc.group():  # a ring: each rank sends to the next and receives from the previous
+        comm.send(np.full(4, r, np.float32), (r + 1) % w)
+        comm.recv(got, (r - 1) % w)
+    assert (got == (r - 1) % w).all()
+
+
 def check_qwz(comm, h, r, w):
     x = rng(r, 4096, 2)
     ref = np.empty(4096 * w, np.float32)
@@ -249,11 +282,41 @@ def check_split(comm, r, w):
         assert list(out) == [q for q in range(w) if q % 2 == r % 2]
 
 
+def check_init_shrink_abort(comm, r, w):
+    """Communicator.init with an id rank 0 made (sent over comm), then shrink and abort."""
+    uid = bytearray(zc.get_unique_id() if r == 0 else bytes(128))
+    comm.broadcast(uid, uid, root=0)
+    with zc.Communicator.init(w, r, bytes(uid), config={"name": "core-test"}) as fresh:
+        assert (fresh.rank, fresh.size) == (r, w)
+        small = fresh.shrink([w - 1])
+        if r == w - 1:
+            assert small is None
+        else:
+            assert (small.rank, small.size) == (r, w - 1)
+            out = np.empty(w - 1, np.int32)
+            small.all_gather(np.array([r * r], np.int32), out)
+            assert list(out) == [q * q for q in range(w - 1)]
+        comm.barrier()  # every rank is out of small's calls: aborting it now fails nobody
+        if small is not None:
+            small.abort()
+            try:
+                small.handle
+                raise AssertionError("an aborted communicator still has a handle")
+            except zc.ArgumentError:
+                pass
+    try:
+        zc.Communicator.init(w, r, b"short")
+        raise AssertionError("a short unique id was taken")
+    except zc.ArgumentError:
+        pass
+
+
 def main():
     with zc.Communicator.from_env() as comm:
         r, w, h = comm.rank, comm.size, ctypes.c_void_p(comm.handle)
         assert w == 4 and comm.node_count == 2
         kinds = check_all_gather(comm, h, r, w)
+        check_standard(comm, r, w)
         check_qwz(comm, h, r, w)
         check_hpz(comm, h, r, w)
         check_qgz(comm, h, r, w)
@@ -262,6 +325,7 @@ def main():
         check_nonblocking_group(comm, r, w)
         check_gil_released(comm, r)
         check_split(comm, r, w)
+        check_init_shrink_abort(comm, r, w)
         print(f"ranks_core OK ({kinds} input kinds, {bad} bad-input cases, torch "
               f"{'used' if torch else 'absent'})")
 

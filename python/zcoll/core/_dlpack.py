@@ -68,8 +68,8 @@ _api.PyCapsule_New.restype = ctypes.py_object
 
 
 class Imported:
-    """A consumed capsule: the DLTensor (`tensor`), read-only flag, and release() calling the
-    producer's deleter once (also at garbage collection, as a safety net)."""
+    """A consumed capsule: the DLTensor (`tensor`), the read-only and copied flags, and
+    release(), which calls the producer's deleter once (also at garbage collection)."""
 
     def __init__(self, capsule):
         if _api.PyCapsule_IsValid(capsule, VERSIONED):
@@ -80,11 +80,12 @@ class Imported:
                 raise ValueError(f"DLPack {version.major}.{version.minor} (this reader "
                                  f"takes {MAJOR_VERSION}.x)")
             self.read_only = bool(managed.contents.flags & FLAG_READ_ONLY)
+            self.copied = bool(managed.contents.flags & FLAG_IS_COPIED)
             used = USED_VERSIONED
         elif _api.PyCapsule_IsValid(capsule, UNVERSIONED):
             managed = ctypes.cast(_api.PyCapsule_GetPointer(capsule, UNVERSIONED),
                                   ctypes.POINTER(DLManagedTensor))
-            self.read_only = False  # the unversioned struct cannot say so
+            self.read_only = self.copied = False  # the unversioned struct cannot say so
             used = USED_UNVERSIONED
         else:
             name = _api.PyCapsule_GetName(capsule) if _is_capsule(capsule) else None

@@ -176,6 +176,9 @@ def _dlpack_view(imported, what, writable, kind, device_id):
         raise ArgumentError(f"zcoll.core: {what} is not contiguous (shape {shape}, strides "
                             f"{strides} in elements): pass a C-contiguous array")
     _check_writable(what, writable, imported.read_only)
+    if writable and imported.copied:
+        raise ArgumentError(f"zcoll.core: {what} was exported as a copy (DLPack IS_COPIED): "
+                            f"what this call writes would be lost; pass the array itself")
     address = (tensor.data or 0) + tensor.byte_offset
     return View(address, _count(shape), code, kind, device_id, imported.read_only,
                 imported.release)

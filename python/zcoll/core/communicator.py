@@ -15,7 +15,7 @@ def get_unique_id():
     the rendezvous service there) and handed to the others out of band."""
     uid = _library.UniqueIdStruct()
     _library.check(_library.lib.zcollGetUniqueId(ctypes.byref(uid)), what="zcollGetUniqueId")
-    return bytes(uid.internal)
+    return bytes(uid)  # all 128 bytes (the char array's .internal would stop at a NUL)
 
 
 def _int_query(handle, function, what):
@@ -50,7 +50,7 @@ class Communicator(Collectives):
             raise ArgumentError(f"zcoll.core.Communicator.init: unique_id must be the "
                                 f"{UNIQUE_ID_BYTES} bytes get_unique_id() returns")
         uid = _library.UniqueIdStruct()
-        uid.internal = bytes(unique_id)
+        ctypes.memmove(ctypes.addressof(uid), bytes(unique_id), UNIQUE_ID_BYTES)
         pointer, _keep = config_pointer(config)
         handle = _library.c_comm()
         _library.check(_library.lib.zcollCommInitRankConfig(ctypes.byref(handle), nranks, uid,

@@ -62,7 +62,8 @@ class HostArray:
         return self._allocation.address
 
     def __repr__(self):
-        return f"zcoll.core.HostArray(shape={self.shape}, dtype={self.dtype}, address={self.address:#x})"
+        return (f"zcoll.core.HostArray(shape={self.shape}, dtype={self.dtype}, "
+                f"address={self.address:#x})")
 
     def __dlpack_device__(self):
         return (_dlpack.CPU, 0)
