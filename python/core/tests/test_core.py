@@ -89,6 +89,27 @@ def test_unversioned_producer_is_read_and_released():
     assert sys.getrefcount(x) == refs  # ... until the deleter ran
 
 
+def test_other_libraries_prototypes_of_the_c_api_do_not_break_it():
+    # jax.ffi.pycapsule sets its own argtypes on the process-wide ctypes.pythonapi.PyCapsule_New
+    # (and others may on PyObject_GetBuffer): zcoll.core keeps private prototypes.
+    import ctypes
+    saved = (ctypes.pythonapi.PyCapsule_New.argtypes, ctypes.pythonapi.PyCapsule_New.restype,
+             ctypes.pythonapi.PyObject_GetBuffer.argtypes)
+    try:
+        ctypes.pythonapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                   ctypes.c_void_p]
+        ctypes.pythonapi.PyCapsule_New.restype = ctypes.py_object
+        ctypes.pythonapi.PyObject_GetBuffer.argtypes = [ctypes.c_void_p]
+        x = zc.empty(4)
+        view = np.from_dlpack(x)
+        view[:] = [1, 2, 3, 4]
+        assert np.array_equal(np.from_dlpack(x), [1, 2, 3, 4])
+        assert arrays.view(bytes(16), "send", writable=False).count == 16  # read-only buffer
+    finally:
+        (ctypes.pythonapi.PyCapsule_New.argtypes, ctypes.pythonapi.PyCapsule_New.restype,
+         ctypes.pythonapi.PyObject_GetBuffer.argtypes) = saved
+
+
 def test_buffer_protocol_dtypes_and_byte_offset():
     import array
     for code, dtype in (("b", dtypes.INT8), ("B", dtypes.UINT8), ("i", dtypes.INT32),

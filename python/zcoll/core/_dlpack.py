@@ -53,18 +53,29 @@ class DLManagedTensorVersioned(ctypes.Structure):
                 ("dl_tensor", DLTensor)]
 
 
-_api = ctypes.pythonapi
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-_api.PyCapsule_GetName.restype = ctypes.c_char_p
+def python_api(name, restype, *argtypes):
+    """A private prototype of a C-API function: setting argtypes on ctypes.pythonapi's shared
+    attributes would be undone by any other library that does the same (jax.ffi.pycapsule sets
+    PyCapsule_New's), and would undo theirs."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
 _CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DESTRUCTOR]
-_api.PyCapsule_New.restype = ctypes.py_object
+
+
+class _Api:
+    PyCapsule_IsValid = python_api("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object,
+                                   ctypes.c_char_p)
+    PyCapsule_GetPointer = python_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object,
+                                      ctypes.c_char_p)
+    PyCapsule_SetName = python_api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object,
+                                   ctypes.c_char_p)
+    PyCapsule_GetName = python_api("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
+    PyCapsule_New = python_api("PyCapsule_New", ctypes.py_object, ctypes.c_void_p,
+                               ctypes.c_char_p, _CAPSULE_DESTRUCTOR)
+
+
+_api = _Api
 
 
 class Imported:
@@ -124,9 +135,9 @@ def _deleter(address):
 # The capsule destructor gets the capsule while it is being freed: it is read through raw
 # pointers (c_void_p), never turned back into a Python object.
 _raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _api))
+    ("PyCapsule_IsValid", ctypes.pythonapi))
 _raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _api))
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
 
 
 @_CAPSULE_DESTRUCTOR

@@ -10,6 +10,7 @@ import ctypes
 from dataclasses import dataclass, field
 
 from . import _dlpack, _library, dtypes
+from ._dlpack import python_api
 from .errors import ArgumentError, BufferTypeError, UnsupportedError
 
 HOST, DEVICE = "host", "device"
@@ -225,11 +226,9 @@ class _PyBuffer(ctypes.Structure):
 
 
 _PYBUF_FORMAT, _PYBUF_C_CONTIGUOUS = 0x0004, 0x0038
-ctypes.pythonapi.PyObject_GetBuffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer),
-                                                ctypes.c_int]
-ctypes.pythonapi.PyObject_GetBuffer.restype = ctypes.c_int
-ctypes.pythonapi.PyBuffer_Release.argtypes = [ctypes.POINTER(_PyBuffer)]
-ctypes.pythonapi.PyBuffer_Release.restype = None
+_get_buffer = python_api("PyObject_GetBuffer", ctypes.c_int, ctypes.py_object,
+                         ctypes.POINTER(_PyBuffer), ctypes.c_int)
+_release_buffer = python_api("PyBuffer_Release", None, ctypes.POINTER(_PyBuffer))
 
 
 def _from_buffer(obj, what, writable):
@@ -242,8 +241,7 @@ def _from_buffer(obj, what, writable):
     # The address of a read-only buffer too (ctypes' from_buffer wants a writable one); the
     # Py_buffer is held until release(), so the object cannot be resized meanwhile.
     pybuf = _PyBuffer()
-    ctypes.pythonapi.PyObject_GetBuffer(obj, ctypes.byref(pybuf),
-                                        _PYBUF_FORMAT | _PYBUF_C_CONTIGUOUS)
+    _get_buffer(obj, ctypes.byref(pybuf), _PYBUF_FORMAT | _PYBUF_C_CONTIGUOUS)
     return View(pybuf.buf or 0, pybuf.len // dtypes.ITEMSIZE[code], code, HOST, 0,
                 bool(pybuf.readonly),
-                lambda: ctypes.pythonapi.PyBuffer_Release(ctypes.byref(pybuf)))
+                lambda: _release_buffer(ctypes.byref(pybuf)))
