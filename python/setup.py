@@ -67,6 +67,17 @@ class TorchModulesOnly(build_py):
         return [m for m in super().find_package_modules(package, package_dir)
                 if not (package == "zcoll" and m[1] == "__init__")]
 
+    def run(self):
+        # A build directory left by an install from before zcoll-core existed still holds
+        # zcoll-core's files (zcoll/__init__.py importing torch, libzcoll.so): setuptools would
+        # put them in this wheel, over zcoll-core's.
+        built = Path(self.build_lib) / "zcoll"
+        for name in ("__init__.py", "libzcoll.so", "libzcoll.so.0", "libzcoll_jax.so"):
+            (built / name).unlink(missing_ok=True)
+        for sub in ("core", "jax"):
+            shutil.rmtree(built / sub, ignore_errors=True)
+        super().run()
+
 
 def core_requirement():
     """zcoll-core from this checkout (a direct reference pip builds with this one), or, for a

@@ -48,6 +48,15 @@ constexpr OtherVariable kOtherVariables[] = {
     {"`ZCOLL_TORCH_CUDA`", "python/setup.py (building the torch backend)",
      "`1` or `0`: build the backend with or without CUDA tensors. Default: with them when torch "
      "has CUDA and a CUDA toolkit is found."},
+    {"`ZCOLL_CORE_REQUIREMENT`", "python/setup.py (building the torch backend)",
+     "The zcoll-core requirement the torch package's metadata names, for a wheel meant for an "
+     "index (e.g. `zcoll-core==0.1.0`). Default: zcoll-core from this checkout (`python/core`)."},
+    {"`ZCOLL_LIBRARY`", "zcoll.core (python/zcoll/core/_library.py)",
+     "A libzcoll.so path that zcoll.core loads instead of the copy installed beside the package "
+     "(zcoll-core's), e.g. `build/libzcoll.so` to test a build."},
+    {"`ZCOLL_JAX_LIBRARY`", "zcoll.jax (python/zcoll/jax/_targets.py)",
+     "A libzcoll_jax.so path (the XLA FFI handlers) that zcoll.jax loads instead of the one "
+     "beside the package; it must come from the same build as the libzcoll.so loaded."},
     {"`ZCOLL_NCCL_LIBRARY`", "libzcoll_nccl_audit.so (the LD_AUDIT module, nccl/audit)",
      "The library every load of libnccl.so* is redirected to. Default: libzcoll_nccl.so in the "
      "module's own folder. Not readable: said once on stderr, nothing redirected."},

@@ -443,6 +443,9 @@ class Joiner {
     return status == kHelloAccepted ? zcollSuccess : refused(status);
   }
 
+  // Whether the rendezvous failed because the ranks disagree on their number.
+  bool worldMismatch() const { return worldMismatch_; }
+
   Result receiveAll(std::vector<std::string>* all) {
     all->resize(nranks_);
     for (int i = 0; i < nranks_; ++i)
@@ -469,6 +472,7 @@ class Joiner {
   // The root said no (a HelloStatus other than kHelloJoined/kHelloAccepted): why, in full.
   Result refused(uint32_t status) {
     if (status == kHelloBadRank) {
+      worldMismatch_ = true;
       int32_t expected = 0;
       if (recvAll(sock_, &expected, sizeof(expected), deadlineIn(1)) == zcollSuccess &&
           expected != nranks_)
@@ -477,6 +481,7 @@ class Joiner {
                     where_.c_str(), me_.c_str(), nranks_, expected);
     }
     if (status == kHelloWorldMismatch) {
+      worldMismatch_ = true;
       MismatchReport m{};
       if (recvAll(sock_, &m, sizeof(m), deadlineIn(1)) == zcollSuccess)
         return fail(zcollInvalidUsage, "the rendezvous at %s failed for %s: %s says there are %d "
@@ -509,7 +514,14 @@ class Joiner {
   std::string where_;
   Deadline deadline_;
   Socket sock_;
+  bool worldMismatch_ = false;
 };
+
+// How long a process serving a rendezvous that failed on the number of ranks stays before its
+// rank returns the error: the service tells every rank that arrives meanwhile, and the process
+// (rank 0's) usually exits on the error, after which a rank started a moment later would only
+// find a closed port and retry it until the timeout.
+constexpr auto kMismatchGrace = std::chrono::seconds(3);
 
 }  // namespace
 
@@ -568,9 +580,13 @@ Result rendezvousAllGather(const RendezvousId& id, int rank, int nranks, const s
     return fail(zcollInvalidArgument, "the unique id is not initialized (call zcollGetUniqueId)");
   Joiner joiner(id, rank, nranks, timeoutSec, nameOf);
   ZCOLL_CHECK(joiner.connect());
-  ZCOLL_CHECK(joiner.join(mine));
-  ZCOLL_CHECK(joiner.awaitOutcome());
-  return joiner.receiveAll(all);
+  Result r = joiner.join(mine);
+  if (r == zcollSuccess) r = joiner.awaitOutcome();
+  if (r == zcollSuccess) return joiner.receiveAll(all);
+  // The error stays the thread's last one through the wait.
+  if (joiner.worldMismatch() && servedHere(id.magic))
+    std::this_thread::sleep_until(std::min(Clock::now() + kMismatchGrace, deadlineIn(timeoutSec)));
+  return r;
 }
 
 }  // namespace zcoll
