@@ -14,7 +14,7 @@ import os
 import statistics
 import sys
 
-ORDER = ["exact", "int8", "int4ef", "int4", "hsdp_exact", "hsdp_int8", "hsdp_int4ef"]
+ORDER = ["exact", "exact_gloo", "int8", "int4ef", "int4", "hsdp_exact", "hsdp_int8", "hsdp_int4ef"]
 
 
 def rel(v, ref):

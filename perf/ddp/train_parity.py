@@ -11,7 +11,9 @@ no rate limit, parity does not need one).
 DDP configs (DistributedDataParallel on the zcoll backend): exact (DDP's own all-reduce), int8
 (zcoll.ddp.quantized_allreduce_hook, INT8 both hops and the gather, error feedback), int4ef
 (INT4 inter-node hop and gather, INT8 intra-node, error feedback), int4 (the same without error
-feedback: the negative control). Quantization starts at step 0 (start_iter=0).
+feedback: the negative control). Quantization starts at step 0 (start_iter=0). exact_gloo: DDP on
+gloo, also exact: its sums round in another order, so it shows how far two exact runs of the same
+seed drift apart (the noise floor of the comparison).
 HSDP configs: fully_shard on the node's 2 ranks (mesh["shard"]), the replicate all-reduce across
 the nodes through set_all_reduce_hook: hsdp_exact (dist.all_reduce AVG), hsdp_int8, hsdp_int4ef
 (zcoll.fsdp.quantized_replicate_all_reduce); the replicate group's bytes sent to other nodes
@@ -40,7 +42,7 @@ DDP_QUANT = {"int8": dict(bits=8, intra_bits=8, error_feedback=True),
              "int4ef": dict(bits=4, intra_bits=8, error_feedback=True),
              "int4": dict(bits=4, intra_bits=8, error_feedback=False)}
 HSDP_QUANT = {"hsdp_int8": DDP_QUANT["int8"], "hsdp_int4ef": DDP_QUANT["int4ef"]}
-CONFIGS = ["exact", *DDP_QUANT, "hsdp_exact", *HSDP_QUANT]
+CONFIGS = ["exact", "exact_gloo", *DDP_QUANT, "hsdp_exact", *HSDP_QUANT]
 
 
 def wrap_ddp(model, config):
@@ -97,7 +99,8 @@ def worker(rank, path, args, out):
     torch.set_num_threads(1)
     os.environ["ZCOLL_HOSTID"] = f"node{rank // LOCAL}"
     import zcoll
-    dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank, world_size=WORLD,
+    backend = "gloo" if args.config == "exact_gloo" else "zcoll"
+    dist.init_process_group(backend, init_method=f"file://{path}", rank=rank, world_size=WORLD,
                             timeout=timedelta(seconds=300))
     train, held = corpus()
     torch.manual_seed(args.seed)
