@@ -4,7 +4,8 @@
 // when the other is given; --block N, --asym, --stochastic as the other quantized binaries.
 // It takes -d float, half or bfloat16 and -o sum or avg (others are refused before any rank
 // starts). It adds the wire, inter, maxerr and same columns (same: every rank's checked output
-// held the same bits; --wire adds them to the exact mode too), and the check admits the documented bound for the driver's inputs (non-negative integers, so every
+// held the same bits; --wire adds them to the exact mode too), and the check admits the
+// documented bound for the driver's inputs (non-negative integers, so every
 // block's absmax is at most the rank's largest input A_s):
 //   (F + k/qg * (1 + F)) * sum_s A_s (+ fp32 slack), divided by W for avg, plus output units;
 //   F = qgZ's factor (common/zeropp.h qgzFactor), k = 1/2 (1 stochastic), qg = 2^(bits-1)-1.
@@ -120,8 +121,8 @@ int main(int argc, char** argv) {
   c.usage.insert(c.usage.begin() + 1,
                  "  --intra-bits 4|8      quantized mode: bits on the intra-node hop, default 8");
   if (qf.quantized) return quantizedMain(argc, argv, c, qf, flags);
-  c.usage.push_back("  --wire                the exact mode prints the quantized mode's columns too "
-                    "(wire, inter, maxerr, same)");
+  c.usage.push_back("  --wire                the exact mode prints the quantized mode's "
+                    "columns too (wire, inter, maxerr, same)");
   c.ringPartials = true;
   if (qf.wire) addOutputColumns(&c);
   c.run = [](const zp::RunArgs& a) {
