@@ -14,7 +14,8 @@ mkdir -p "$(dirname "$out")"
 bin=${BUILD:-build}/perf/all_reduce_perf
 sizes=(-b 1M -e 256M -f 4 -n ${ITERS:-3} -w 1 -c 1)
 {
-X
+  echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD) $(nproc) cores," \
+    "load $(cut -d' ' -f1-3 /proc/loadavg)"
   for ((r = 1; r <= rounds; r++)); do
     for mode in exact int8 int4; do
       case $mode in
