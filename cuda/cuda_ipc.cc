@@ -4,7 +4,9 @@
 // legacy IPC handle taken with cudaIpcGetMemHandle; memory that legacy IPC cannot share
 // (stream-ordered pools, virtual-memory mappings, managed memory) is refused with
 // zcollUnsupported. Map: a handle from this process is used at its own address (CUDA refuses to
-// open those); others are opened once with cudaIpcOpenMemHandle and kept in a bounded LRU cache.
+// open those); others are opened once with cudaIpcOpenMemHandle and kept in a table
+// (transport/ipc_mappings.h) that counts holders, so a mapping shared by two windows of one
+// allocation stays open until both are gone, and evicts only unheld ones, least recent first.
 // Copies: cudaMemcpyAsync on a non-blocking stream of this object's per device and direction
 // (DeviceIpc::Lane), after the call's fence when given (cudaStreamWaitEvent), an event recorded
 // after each one; tickets count copies, and the pending (ticket, event, lane) say which are done
@@ -32,7 +34,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/process.h"
+#include "cuda/cuda_result.h"
 #include "cuda/fence_cuda.h"
+#include "transport/ipc_mappings.h"
 
 namespace zcoll {
 
@@ -45,13 +50,6 @@ constexpr size_t kMaxMappings = 4096;       // open peer allocations kept per ob
 constexpr int kEvictDrainMs = 10000;        // waiting for copies before a mapping is closed
 constexpr int kDestroyDrainMs = 2000;       // waiting for copies when the object dies
 constexpr auto kPollInterval = std::chrono::microseconds(50);
-
-Result cudaResult(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return zcollSuccess;
-  (void)cudaGetLastError();  // a non-sticky error must not surface in a later call
-  return fail(zcollCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(err),
-              cudaGetErrorString(err));
-}
 
 const char* cuName(CUresult r) {
   switch (r) {
@@ -178,33 +176,45 @@ Result bindCurrentDevice(int* device) {
   return cudaResult(cudaSetDevice(*device), "cudaSetDevice");
 }
 
-// ---- mapping cache key ------------------------------------------------------------------------
-
-struct MapKey {
-  std::array<uint8_t, sizeof(IpcHandle{}.opaque)> handle;
-  int32_t pid;
-  bool operator==(const MapKey& o) const { return pid == o.pid && handle == o.handle; }
-};
-
-struct MapKeyHash {
-  size_t operator()(const MapKey& k) const {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (uint8_t b : k.handle) h = (h ^ b) * 1099511628211ull;
-    h = (h ^ static_cast<uint32_t>(k.pid)) * 1099511628211ull;
-    return static_cast<size_t>(h);
+// Ranks of one process (threads) on different devices reach each other's memory through its own
+// address, in copies and in kernels (windows, registered buffers), which needs peer access from
+// the calling thread's device to the memory's (the second CUDA review: none was enabled). It is
+// enabled when the first of the pair's mappings is made, at connect (slots are mapped while no
+// stream is held); a pair without peer access is refused (zcollUnsupported), so cuda_ipc does
+// not take it and its bytes go through host staging. Enabling is per direction: each rank's
+// thread enables its own when it maps the other's slots.
+Result enablePeerAccessTo(const void* ptr) {
+  cudaPointerAttributes attr{};
+  ZCOLL_CHECK(cudaResult(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes"));
+  int current = 0;
+  ZCOLL_CHECK(cudaResult(cudaGetDevice(&current), "cudaGetDevice"));
+  if (attr.type != cudaMemoryTypeDevice || attr.device == current) return zcollSuccess;
+  int can = 0;
+  ZCOLL_CHECK(cudaResult(cudaDeviceCanAccessPeer(&can, current, attr.device),
+                         "cudaDeviceCanAccessPeer"));
+  if (can == 0)
+    return fail(zcollUnsupported, "cuda_ipc: device %d has no peer access to device %d, whose "
+                "memory a rank of this process uses; that pair goes through host staging",
+                current, attr.device);
+  const cudaError_t err = cudaDeviceEnablePeerAccess(attr.device, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();
+    return zcollSuccess;
   }
-};
+  return cudaResult(err, "cudaDeviceEnablePeerAccess");
+}
 
 class CudaIpc final : public DeviceIpc {
  public:
-  explicit CudaIpc(const DriverFns& fns) : fns_(fns), pid_(static_cast<int32_t>(getpid())) {}
+  explicit CudaIpc(const DriverFns& fns)
+      : fns_(fns), pid_(static_cast<int32_t>(getpid())), process_(processToken()) {}
   ~CudaIpc() override;
   CudaIpc(const CudaIpc&) = delete;
   CudaIpc& operator=(const CudaIpc&) = delete;
 
   const char* name() const override { return "cuda"; }
   Result exportRange(const void* ptr, size_t bytes, IpcHandle* out) override;
-  Result map(const IpcHandle& h, const void** out) override;
+  Result map(const IpcHandle& h, const void** out, MapUse use) override;
   bool mapped(const IpcHandle& h) override;
   void unmap(const IpcHandle& h) override;
   void unmapAll() override;
@@ -235,7 +245,6 @@ class CudaIpc final : public DeviceIpc {
     size_t size;         // its size; SIZE_MAX when unknown
     int device;          // the device current when it was opened
     bool opened;         // false: this process's own memory, nothing to close
-    std::list<MapKey>::iterator lru;
   };
 
   Result laneFor(int device, DeviceIpc::Lane direction, size_t* lane);
@@ -247,18 +256,20 @@ class CudaIpc final : public DeviceIpc {
   Result drainWithin(int waitMs, bool quiet);
   // Whether h names memory this very process exported (same pid and the same handle).
   bool isOwnExport(const IpcHandle& h, size_t* size);
+  // Opens h's allocation (or recognises this process's own) into *out.
+  Result open(const IpcHandle& h, Mapping* out);
   Result evictOldest();
   void closeMapping(const Mapping& m);
 
   const DriverFns& fns_;
   const int32_t pid_;
+  const uint64_t process_;  // base/process.h: tells this process apart from equal pids
 
   std::vector<CopyStream> lanes_;
   std::map<uint64_t, Pending> pending_;  // copies not known done, by ticket
   uint64_t issued_ = 0;                  // the newest ticket handed out
 
-  std::unordered_map<MapKey, Mapping, MapKeyHash> mappings_;
-  std::list<MapKey> lru_;  // most recently used first
+  IpcMappings<Mapping> mappings_;  // held ones counted, cached ones evicted least recent first
 
   std::unordered_map<void*, int> shared_;  // allocShared blocks -> their device
   std::vector<void*> pinned_;              // allocHost blocks
@@ -274,7 +285,7 @@ CudaIpc::~CudaIpc() {
                "mappings open and %zu shared blocks allocated",
                kDestroyDrainMs, mappings_.size(), shared_.size());
   } else {
-    for (const auto& kv : mappings_) closeMapping(kv.second);
+    mappings_.forEach([this](const Mapping& m) { closeMapping(m); });
     for (const auto& kv : shared_) {
       DeviceGuard guard(kv.second);
       if (cudaFree(kv.first) != cudaSuccess) (void)cudaGetLastError();
@@ -284,7 +295,6 @@ CudaIpc::~CudaIpc() {
     pinned_.clear();
   }
   mappings_.clear();
-  lru_.clear();
   shared_.clear();
   // Destroying an event or a stream with work outstanding is allowed: the work still completes.
   for (const auto& [ticket, p] : pending_) {
@@ -355,6 +365,7 @@ Result CudaIpc::exportRange(const void* ptr, size_t bytes, IpcHandle* out) {
   out->base = static_cast<uint64_t>(base);
   out->offset = static_cast<uint64_t>(p - base);
   out->pid = pid_;
+  out->process = process_;
   return zcollSuccess;
 }
 
@@ -380,99 +391,93 @@ bool CudaIpc::isOwnExport(const IpcHandle& h, size_t* size) {
   return true;
 }
 
-Result CudaIpc::map(const IpcHandle& h, const void** out) {
+Result CudaIpc::map(const IpcHandle& h, const void** out, MapUse use) {
   if (out == nullptr) return fail(zcollInvalidArgument, "cuda_ipc map: NULL output");
-  MapKey key;
-  std::memcpy(key.handle.data(), h.opaque, key.handle.size());
-  key.pid = h.pid;
-
-  auto it = mappings_.find(key);
-  if (it == mappings_.end()) {
+  const Mapping* found = mappings_.find(h, use);
+  if (found == nullptr) {
     Mapping m{};
-    m.size = SIZE_MAX;
-    size_t ownSize = SIZE_MAX;
-    if (h.pid == pid_ && isOwnExport(h, &ownSize)) {
-      // CUDA refuses to open a handle in the process that exported it; the address is ours.
-      m.base = reinterpret_cast<void*>(static_cast<uintptr_t>(h.base));
-      m.size = ownSize;
-      m.opened = false;
-    } else {
-      if (mappings_.size() >= kMaxMappings) ZCOLL_CHECK(evictOldest());
-      cudaIpcMemHandle_t handle;
-      std::memcpy(&handle, h.opaque, sizeof(handle));
-      int device = 0;
-      ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
-      void* p = nullptr;
-      cudaError_t err = cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess);
-      if (err != cudaSuccess && h.pid == pid_) {
-        // Same pid but the handle did not compare equal to ours (should a handle's bytes ever
-        // differ between two cudaIpcGetMemHandle calls): CUDA refused it as our own. A handle
-        // from another process (another pid namespace) would have opened.
-        (void)cudaGetLastError();
-        ZCOLL_INFO(LogSubsys::kNet,
-                   "cuda_ipc map: handle of pid %d (this process) not opened (%s); using its "
-                   "address 0x%llx as this process's own memory",
-                   h.pid, cudaGetErrorName(err), static_cast<unsigned long long>(h.base));
-        m.base = reinterpret_cast<void*>(static_cast<uintptr_t>(h.base));
-        m.opened = false;
-      } else if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        return fail(zcollCudaError,
-                    "cuda_ipc map: cudaIpcOpenMemHandle (allocation 0x%llx of pid %d, on device "
-                    "%d) failed: %s (%s)",
-                    static_cast<unsigned long long>(h.base), h.pid, device,
-                    cudaGetErrorName(err), cudaGetErrorString(err));
-      } else {
-        m.base = p;
-        m.device = device;
-        m.opened = true;
-        CUdeviceptr rbase = 0;
-        size_t rsize = 0;
-        if (fns_.getAddressRange(&rbase, &rsize, reinterpret_cast<CUdeviceptr>(p)) ==
-                CUDA_SUCCESS &&
-            rbase == reinterpret_cast<CUdeviceptr>(p))
-          m.size = rsize;
-      }
-    }
+    ZCOLL_CHECK(open(h, &m));
     try {
-      lru_.push_front(key);
-      m.lru = lru_.begin();
-      it = mappings_.emplace(key, m).first;
+      found = &mappings_.add(h, m, use);
     } catch (const std::bad_alloc&) {
-      if (!lru_.empty() && lru_.front() == key) lru_.pop_front();
       closeMapping(m);
       return fail(zcollSystemError, "cuda_ipc map: out of memory");
     }
-  } else {
-    lru_.splice(lru_.begin(), lru_, it->second.lru);  // most recently used
   }
-  const Mapping& m = it->second;
-  if (m.size != SIZE_MAX && h.offset > m.size)
+  if (found->size != SIZE_MAX && h.offset > found->size)
     return fail(zcollInvalidArgument,
                 "cuda_ipc map: offset %llu is past the end of the %zu-byte allocation of pid %d",
-                static_cast<unsigned long long>(h.offset), m.size, h.pid);
-  *out = static_cast<const uint8_t*>(m.base) + h.offset;
+                static_cast<unsigned long long>(h.offset), found->size, h.pid);
+  *out = static_cast<const uint8_t*>(found->base) + h.offset;
+  return zcollSuccess;
+}
+
+Result CudaIpc::open(const IpcHandle& h, Mapping* out) {
+  Mapping& m = *out;
+  m.size = SIZE_MAX;
+  size_t ownSize = SIZE_MAX;
+  if (h.process == process_ && isOwnExport(h, &ownSize)) {
+    // CUDA refuses to open a handle in the process that exported it; the address is ours.
+    m.base = reinterpret_cast<void*>(static_cast<uintptr_t>(h.base));
+    m.size = ownSize;
+    m.opened = false;
+    return enablePeerAccessTo(m.base);
+  }
+  if (mappings_.size() >= kMaxMappings) ZCOLL_CHECK(evictOldest());
+  cudaIpcMemHandle_t handle;
+  std::memcpy(&handle, h.opaque, sizeof(handle));
+  int device = 0;
+  ZCOLL_CHECK(cudaResult(cudaGetDevice(&device), "cudaGetDevice"));
+  void* p = nullptr;
+  cudaError_t err = cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess);
+  if (err != cudaSuccess && h.process == process_) {
+    // Our process token but the handle did not compare equal to ours (should a handle's bytes
+    // ever differ between two cudaIpcGetMemHandle calls): CUDA refused it as our own. A peer
+    // with an equal pid in another pid namespace carries another token, so it is never taken
+    // for this process here (the second CUDA review: same-process detection by pid alone).
+    (void)cudaGetLastError();
+    ZCOLL_INFO(LogSubsys::kNet,
+               "cuda_ipc map: handle of pid %d (this process) not opened (%s); using its "
+               "address 0x%llx as this process's own memory",
+               h.pid, cudaGetErrorName(err), static_cast<unsigned long long>(h.base));
+    m.base = reinterpret_cast<void*>(static_cast<uintptr_t>(h.base));
+    m.opened = false;
+    return zcollSuccess;
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fail(zcollCudaError,
+                "cuda_ipc map: cudaIpcOpenMemHandle (allocation 0x%llx of pid %d, on device "
+                "%d) failed: %s (%s)",
+                static_cast<unsigned long long>(h.base), h.pid, device, cudaGetErrorName(err),
+                cudaGetErrorString(err));
+  }
+  m.base = p;
+  m.device = device;
+  m.opened = true;
+  CUdeviceptr rbase = 0;
+  size_t rsize = 0;
+  if (fns_.getAddressRange(&rbase, &rsize, reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS &&
+      rbase == reinterpret_cast<CUdeviceptr>(p))
+    m.size = rsize;
   return zcollSuccess;
 }
 
 bool CudaIpc::mapped(const IpcHandle& h) {
-  if (h.pid == pid_) return true;  // this process's own memory: used at its address
-  MapKey key;
-  std::memcpy(key.handle.data(), h.opaque, key.handle.size());
-  key.pid = h.pid;
-  return mappings_.count(key) != 0;
+  if (h.process == process_) return true;  // this process's own memory: used at its address
+  return mappings_.contains(h);
 }
 
 void CudaIpc::unmap(const IpcHandle& h) {
-  MapKey key;
-  std::memcpy(key.handle.data(), h.opaque, key.handle.size());
-  key.pid = h.pid;
-  auto it = mappings_.find(key);
-  if (it == mappings_.end()) return;
+  if (mappings_.holds(h) > 1) {  // another holder still uses the allocation: only count down
+    Mapping kept;
+    (void)mappings_.release(h, &kept);
+    return;
+  }
+  if (!mappings_.contains(h)) return;
   if (drainWithin(kDestroyDrainMs, /*quiet=*/true) != zcollSuccess) return;  // still in use
-  closeMapping(it->second);
-  lru_.erase(it->second.lru);
-  mappings_.erase(it);
+  Mapping last;
+  if (mappings_.release(h, &last)) closeMapping(last);
 }
 
 void CudaIpc::unmapAll() {
@@ -482,9 +487,8 @@ void CudaIpc::unmapAll() {
                "left open", kDestroyDrainMs, mappings_.size());
     return;
   }
-  for (const auto& kv : mappings_) closeMapping(kv.second);
+  mappings_.forEach([this](const Mapping& m) { closeMapping(m); });
   mappings_.clear();
-  lru_.clear();
 }
 
 void CudaIpc::closeMapping(const Mapping& m) {
@@ -501,13 +505,8 @@ void CudaIpc::closeMapping(const Mapping& m) {
 Result CudaIpc::evictOldest() {
   // A copy started earlier may still use the mapping about to be closed.
   ZCOLL_CHECK(drainWithin(kEvictDrainMs, /*quiet=*/false));
-  if (lru_.empty()) return zcollSuccess;
-  auto it = mappings_.find(lru_.back());
-  lru_.pop_back();
-  if (it != mappings_.end()) {
-    closeMapping(it->second);
-    mappings_.erase(it);
-  }
+  Mapping oldest;
+  if (mappings_.takeEvictable(&oldest)) closeMapping(oldest);  // none: every mapping is held
   return zcollSuccess;
 }
 

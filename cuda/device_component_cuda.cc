@@ -40,7 +40,8 @@ Result cudaMakeIpc(std::unique_ptr<DeviceIpc>* out) { return makeCudaIpc(out); }
 // in a process that never touched CUDA it would create a context on device 0.
 const DeviceComponent kCuda{"cuda",         cudaInUse,          cudaOwns,
                             cudaExecutorOn, cudaDescribeDevice, cudaMakeIpc,
-                            allocCudaWaitWords, freeCudaWaitWords};
+                            allocCudaWaitWords, freeCudaWaitWords,
+                            /*queuedCallsTrusted=*/false};
 
 }  // namespace
 

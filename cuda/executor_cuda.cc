@@ -4,6 +4,7 @@
 
 #include <cuda.h>  // driver types only: the functions come from cudaGetDriverEntryPointByVersion
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -12,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/params.h"
+#include "cuda/cuda_result.h"
 #include "cuda/fence_cuda.h"
 #include "cuda/quant_cuda.h"
 #include "cuda/reduce_cuda.h"
@@ -20,10 +23,37 @@ namespace zcoll {
 
 namespace {
 
-Result cudaResult(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return zcollSuccess;
-  return fail(zcollCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(err),
-              cudaGetErrorString(err));
+// Waits until `stream` has run everything queued on it. Unbounded without limits
+// (cudaStreamSynchronize); with them, polls cudaStreamQuery, yielding for the first 2 ms and then
+// sleeping 50 us between polls, until the stream is done, `limits.stop` is set (the communicator
+// was aborted), or the timeout passes (Executor::limitWaits); then the stream's work is marked
+// abandoned. `what` names the work in the messages.
+Result waitForStream(cudaStream_t stream, const WaitLimits& limits, const char* what) {
+  if (limits.stop == nullptr && limits.timeoutMs <= 0)
+    return cudaResult(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (;;) {
+    const cudaError_t err = cudaStreamQuery(stream);
+    if (err != cudaErrorNotReady) return cudaResult(err, "cudaStreamQuery");
+    const bool stopped = limits.stop != nullptr && limits.stop->load();
+    const auto waited = Clock::now() - start;
+    const bool late = limits.timeoutMs > 0 && waited > std::chrono::milliseconds(limits.timeoutMs);
+    if (stopped || late) {
+      if (limits.abandoned != nullptr) limits.abandoned->store(true);
+      if (stopped)
+        return fail(zcollRemoteError, "the communicator was aborted while %s was still queued "
+                    "on a stream; that work is abandoned (its memory is kept)", what);
+      return fail(zcollTimeout, "%s did not finish within %d ms (ZCOLL_TIMEOUT): the stream is "
+                  "stuck behind work that does not end; that work is abandoned (its memory is "
+                  "kept)", what, limits.timeoutMs);
+    }
+    if (waited < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
 }
 
 // Scratch is allocated in stream order (cudaMallocFromPoolAsync), never with cudaMalloc: a call's
@@ -50,8 +80,12 @@ class ScratchPools {
     ZCOLL_CHECK(of(device, &d));
     ZCOLL_CHECK(cudaResult(cudaMallocFromPoolAsync(out, bytes == 0 ? 1 : bytes, d->pool, d->stream),
                            "cudaMallocFromPoolAsync (zcoll scratch)"));
-    Result r =
-        cudaResult(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize (zcoll scratch)");
+    // Bounded by ZCOLL_TIMEOUT: a device that never runs the allocation fails the call instead
+    // of hanging it (issue 38's review: the scratch stream's unbounded synchronize).
+    WaitLimits bound;
+    const int64_t timeoutSec = std::min<int64_t>(paramInt("ZCOLL_TIMEOUT"), 1 << 20);
+    bound.timeoutMs = static_cast<int>(timeoutSec * 1000);
+    Result r = waitForStream(d->stream, bound, "a scratch allocation (zcoll's scratch stream)");
     if (r != zcollSuccess) {
       (void)cudaFreeAsync(*out, d->stream);
       return r;
@@ -320,37 +354,8 @@ class CudaExecutor final : public Executor {
     return quant::cuda::dequantReduceRequant(chunks, k, n, in, out, outQ, stream_);
   }
 
-  // Unbounded without limits (cudaStreamSynchronize); with them, polls cudaStreamQuery, yielding
-  // for the first 2 ms and then sleeping 50 us between polls, until the stream is done, the
-  // communicator is aborted, or the timeout passes (Executor::limitWaits).
-  Result flush() override {
-    if (limits_.stop == nullptr && limits_.timeoutMs <= 0)
-      return cudaResult(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    for (;;) {
-      const cudaError_t err = cudaStreamQuery(stream_);
-      if (err != cudaErrorNotReady) return cudaResult(err, "cudaStreamQuery");
-      const bool stopped = limits_.stop != nullptr && limits_.stop->load();
-      const auto waited = Clock::now() - start;
-      const bool late =
-          limits_.timeoutMs > 0 && waited > std::chrono::milliseconds(limits_.timeoutMs);
-      if (stopped || late) {
-        if (limits_.abandoned != nullptr) limits_.abandoned->store(true);
-        if (stopped)
-          return fail(zcollRemoteError, "the communicator was aborted while its device work was "
-                      "still queued on a stream; that work is abandoned (its memory is kept)");
-        return fail(zcollTimeout, "device work of this call did not finish within %d ms "
-                    "(ZCOLL_TIMEOUT): the stream is stuck behind work that does not end; that "
-                    "work is abandoned (its memory is kept)", limits_.timeoutMs);
-      }
-      if (waited < std::chrono::milliseconds(2)) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-  }
+  // Waits for the stream within the call's limits (waitForStream).
+  Result flush() override { return waitForStream(stream_, limits_, "device work of this call"); }
   void limitWaits(const WaitLimits& limits) override { limits_ = limits; }
   // An event from the side pool recorded on this stream, given back when the fence goes.
   Result fence(std::shared_ptr<DeviceFence>* out) override {

@@ -2,7 +2,7 @@
 // one block). out = (d_0 + d_1 + ... + d_{k-1}) * scale in fp32, in chunk order, like the CPU;
 // a block that is non-finite in any chunk gives the canonical NaN. Any k: beyond kParamChunks the
 // kernel reads the chunk pointers from a device array (quant_kernels.cuh, ChunkPtrs), and nothing
-// else changes.
+// else changes. Bits 16 (16-bit floats): quant_wide16.cu.
 #include "cuda/quant_kernels.cuh"
 
 namespace zcoll {
@@ -93,6 +93,10 @@ Result sumImpl(const void* const* chunks, int k, size_t n, const QuantParams& p,
   DeviceChunkList list;  // freed in stream order after the launch (or on an error path)
   bool useList = false;
   ZCOLL_CHECK(setChunkPtrs(chunks, k, stream, what, &a.chunks, &list, &useList));
+  if (p.bits == 16) {  // quant_wide16.cu
+    Sum16Args w{a.chunks, k, n, p.blockSize, scale, applyScale, out};
+    return launchSum16(w, useList, dt, p.wire16, stream, what);
+  }
   a.k = k;
   a.n = n;
   a.blockSize = p.blockSize;

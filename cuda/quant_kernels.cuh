@@ -257,6 +257,33 @@ class DeviceChunkList {
 Result setChunkPtrs(const void* const* chunks, int k, cudaStream_t stream, const char* what,
                     ChunkPtrs* ptrs, DeviceChunkList* list, bool* useList);
 
+// The bits-16 format (quant_wide16.cu). toWide16: nChunks chunks of chunkElems elements of the
+// input type into slots dest[c] of slotBytes (= quantizedBytes(chunkElems), 16-bit values).
+struct Wide16Args {
+  const void* in;
+  uint8_t* out;
+  size_t chunkElems;
+  size_t slotBytes;
+  int nChunks;
+  int dest[kMaxReorderChunks];
+};
+Result launchToWide16(const Wide16Args& a, zcollDataType_t dt, zcollDataType_t wire16, bool vec,
+                      cudaStream_t stream);
+
+// sum16: out = (sum over the k chunks, in order) [* scale], NaN blocks of blockSize elements
+// where a value is not finite.
+struct Sum16Args {
+  ChunkPtrs chunks;
+  int k;
+  size_t n;
+  int blockSize;
+  float scale;
+  bool applyScale;  // false: plain dequantize (k = 1, no multiply)
+  void* out;
+};
+Result launchSum16(const Sum16Args& a, bool list, zcollDataType_t dt, zcollDataType_t wire16,
+                   cudaStream_t stream, const char* what);
+
 // zcollCudaError if the launch just made failed.
 Result checkLaunch(const char* what);
 

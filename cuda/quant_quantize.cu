@@ -2,7 +2,8 @@
 //   pass 1: each lane reduces its groups of 8 (max |x| bits, min, max), then a warp reduction;
 //   every lane derives the same BlockParams (quant_math.h);
 //   pass 2: each lane quantizes and packs its groups (8 or 4 bytes per store).
-// Chunk c of a launch reads in[c * chunkElems ...] and writes slot dest[c].
+// Chunk c of a launch reads in[c * chunkElems ...] and writes slot dest[c]. Bits 16 (16-bit
+// floats, no blocks): quant_wide16.cu.
 #include "cuda/quant_kernels.cuh"
 
 namespace zcoll {
@@ -96,6 +97,27 @@ Result checkQuantizeArgs(const void* in, zcollDataType_t dt, size_t total, const
   return checkQuantBuffer(out, total, what, "output");
 }
 
+// quantizeChunks at bits 16 (quant_wide16.cu), in batches of kMaxReorderChunks chunks.
+Result quantizeWide16(const void* in, zcollDataType_t dtype, size_t chunkElems, size_t nChunks,
+                      const int* destOrder, const QuantParams& p, void* out, bool vec,
+                      cudaStream_t stream) {
+  Wide16Args a{};
+  a.out = static_cast<uint8_t*>(out);
+  a.chunkElems = chunkElems;
+  a.slotBytes = quantizedBytes(chunkElems, p);
+  for (size_t first = 0; first < nChunks; first += kMaxReorderChunks) {
+    size_t cnt = nChunks - first < static_cast<size_t>(kMaxReorderChunks) ? nChunks - first
+                                                                          : kMaxReorderChunks;
+    a.in = static_cast<const char*>(in) + first * chunkElems * dtypeSize(dtype);
+    a.nChunks = static_cast<int>(cnt);
+    for (size_t c = 0; c < cnt; ++c) {
+      a.dest[c] = destOrder ? destOrder[first + c] : static_cast<int>(first + c);
+    }
+    ZCOLL_CHECK(launchToWide16(a, dtype, p.wire16, vec, stream));
+  }
+  return zcollSuccess;
+}
+
 }  // namespace
 
 Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, size_t nChunks,
@@ -111,6 +133,8 @@ Result quantizeChunks(const void* in, zcollDataType_t dtype, size_t chunkElems, 
   }
   size_t esize = dtypeSize(dtype);
   bool vec = aligned16(in) && (nChunks == 1 || (chunkElems * esize) % 16 == 0);
+  if (p.bits == 16) return quantizeWide16(in, dtype, chunkElems, nChunks, destOrder, p, out, vec,
+                                          stream);
   QuantizeArgs a{};
   a.out = static_cast<uint8_t*>(out);
   a.chunkElems = chunkElems;

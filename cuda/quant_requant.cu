@@ -49,6 +49,19 @@ __device__ __forceinline__ void groupSum(const RequantArgs& a, const Layout& li,
   }
 }
 
+// The same for bits-16 chunks of H (no block parameters): a non-finite value stays in the sum,
+// whose block the requantization then marks non-finite (as the CPU's).
+template <class H, bool List>
+__device__ __forceinline__ void groupSum16(const RequantArgs& a, size_t e, int cnt,
+                                           float v[kGroup]) {
+  float d[kGroup];
+  for (int c = 0; c < a.k; ++c) {
+    loadGroup<H, true>(reinterpret_cast<const H*>(a.chunks.at<List>(c)) + e, cnt, d);
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) v[i] = c == 0 ? d[i] : addRn(v[i], d[i]);
+  }
+}
+
 // Shared memory of the sums: per warp, per lane, laneGroups groups of 8 floats as two float4
 // each, laid out [warp][slot][lane] so that a warp's 16-byte accesses hit distinct banks.
 __host__ __device__ constexpr int laneGroupsFor(int outBlock) {
@@ -59,7 +72,8 @@ constexpr size_t kMaxSumBytes = 48 * 1024;  // per CUDA block: the default limit
 static_assert(kMaxBlockSize / (32 * kGroup) * kSumBytesPerLaneGroup <= kMaxSumBytes,
               "one warp's sums of the largest block fit");
 
-template <int InBits, bool InSym, int OutBits, bool OutSym, bool List>
+// H: the 16-bit float of InBits 16 inputs (unused otherwise).
+template <int InBits, bool InSym, int OutBits, bool OutSym, bool List, class H = bf16_t>
 __global__ void requantKernel(RequantArgs a) {
   extern __shared__ float4 sums[];
   Layout li = layoutOf(a.n, a.inBlock, InBits, InSym);
@@ -77,7 +91,11 @@ __global__ void requantKernel(RequantArgs a) {
     st.init();
     for (int s = 0, g = lane * kGroup; g < len; ++s, g += 32 * kGroup) {
       int cnt = min(kGroup, len - g);
-      groupSum<InBits, InSym, List>(a, li, e0 + g, cnt, v);
+      if constexpr (InBits == 16) {
+        groupSum16<H, List>(a, e0 + g, cnt, v);
+      } else {
+        groupSum<InBits, InSym, List>(a, li, e0 + g, cnt, v);
+      }
       st.add(v, cnt);
       mine[(2 * s) * 32] = make_float4(v[0], v[1], v[2], v[3]);
       mine[(2 * s + 1) * 32] = make_float4(v[4], v[5], v[6], v[7]);
@@ -110,6 +128,19 @@ Result launchRequant(const RequantArgs& a, bool list, const QuantParams& in,
   int threads = warps * 32;
   size_t smem = warps * warpBytes;
   int grid = gridFor(nblocks * 32, threads);
+  if (in.bits == 16) {
+    withWire16(in.wire16, [&](auto ht) {
+      withBits(out.bits, [&](auto ob) {
+        withBool(out.symmetric, [&](auto os) {
+          withBool(list, [&](auto li) {
+            requantKernel<16, true, decltype(ob)::value, decltype(os)::value, decltype(li)::value,
+                          typename decltype(ht)::type><<<grid, threads, smem, stream>>>(a);
+          });
+        });
+      });
+    });
+    return checkLaunch("dequantReduceRequant");
+  }
   withBits(in.bits, [&](auto ib) {
     withBool(in.symmetric, [&](auto is) {
       withBits(out.bits, [&](auto ob) {
@@ -133,6 +164,7 @@ Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const Qu
   const char* what = "dequantReduceRequant";
   ZCOLL_CHECK(validate(inParams));
   ZCOLL_CHECK(validate(outParams));
+  ZCOLL_CHECK(checkBlockOutput(outParams, what));
   ZCOLL_CHECK(checkChunks(chunks, k, n, what));
   ZCOLL_CHECK(checkQuantBuffer(outQ, n, what, "output"));
   if (n == 0) return zcollSuccess;

@@ -32,17 +32,13 @@ struct QarFlags {
 };
 
 // Takes --intra-bits off argv and notes whether quantization was asked (--bits is taken with
-// the shared flags by takeQuantFlags).
-bool intraBitsOk(int v) { return v == 4 || v == 8; }
-
-// Takes --intra-bits off argv and notes whether quantization was asked (--bits is taken with
 // the shared flags by takeQuantFlags); a bad value is a usage error, as the shared ones are.
 bool takeQarFlags(int* argc, char** argv, QarFlags* f) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     if (std::strcmp(argv[i], "--intra-bits") == 0) {
       f->quantized = true;
-      if (!zp::takeIntFlag(*argc, argv, &i, "4 or 8", intraBitsOk, &f->intraBits)) {
+      if (!zp::takeIntFlag(*argc, argv, &i, "4, 8 or 16", zp::intraBitsOk, &f->intraBits)) {
         zp::pointToHelp(argv[0]);
         return false;
       }
@@ -69,7 +65,7 @@ struct RunShape {
 // then the gather's quantization of the reduced chunk, G = F + (1 + F)/(2qe).
 double tolerance(const RunShape& s, int bits, int intraBits, bool stochastic, zcollDataType_t t) {
   const double k = stochastic ? 1.0 : 0.5, qe = std::ldexp(1.0, bits - 1) - 1;
-  double f = zp::qgzFactor(s.nranks, s.nodes, bits, intraBits, stochastic);
+  double f = zp::qgzFactor(s.nranks, s.nodes, bits, intraBits, stochastic, t);
   f += k / qe * (1 + f);
   return zp::reduceTolerance(f, s.op, s.nranks, t, 0x1.0p-15, 2);
 }
@@ -93,10 +89,8 @@ int quantizedMain(int argc, char** argv, zp::Collective c, const QarFlags& qf,
   c.name = "quantized_all_reduce";
   c.types = zp::quantizableTypes();
   c.ops = {zcollSum, zcollAvg};
-  char note[96];
-  std::snprintf(note, sizeof(note), "# zcollQuantizedAllReduce: intra-node hop INT%d",
-                qf.intraBits);
-  c.notes = {zp::describe(flags) + " (inter-node hop and gather)", note};
+  c.notes = {zp::describe(flags) + " (inter-node hop and gather)",
+             "# zcollQuantizedAllReduce: intra-node hop " + zp::intraHopName(qf.intraBits)};
   c.run = [shape](const zp::RunArgs& a) {
     *shape = RunShape{a.info->nranks, a.info->nodes, a.op};
     return zcollQuantizedAllReduce(a.send, a.recv, a.counts.count, a.dtype, a.op, &storage,
@@ -119,7 +113,8 @@ int main(int argc, char** argv) {
   c.usage = zp::quantUsage("  --bits 4|8            quantized mode (zcollQuantizedAllReduce): "
                            "bits on the inter-node hop and the gather, default 8", false);
   c.usage.insert(c.usage.begin() + 1,
-                 "  --intra-bits 4|8      quantized mode: bits on the intra-node hop, default 8");
+                 "  --intra-bits 4|8|16   quantized mode: bits on the intra-node hop, default 8 "
+                 "(16: 16-bit floats)");
   if (qf.quantized) return quantizedMain(argc, argv, c, qf, flags);
   c.usage.push_back("  --wire                the exact mode prints the quantized mode's "
                     "columns too (wire, inter, maxerr, same)");

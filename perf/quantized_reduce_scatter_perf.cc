@@ -27,7 +27,6 @@ struct QgzFlags {
   bool bitsGiven = false;
 };
 
-bool intraBitsOk(int v) { return v == 4 || v == 8; }
 bool depthOk(int v) { return v >= 0 && v <= 64; }
 
 // Takes --intra-bits and --depth off argv (the shared flags are taken by takeQuantFlags);
@@ -37,7 +36,7 @@ bool takeQgzFlags(int* argc, char** argv, QgzFlags* f) {
   for (int i = 1; i < *argc; ++i) {
     bool ok = true;
     if (std::strcmp(argv[i], "--intra-bits") == 0)
-      ok = zp::takeIntFlag(*argc, argv, &i, "4 or 8", intraBitsOk, &f->intraBits);
+      ok = zp::takeIntFlag(*argc, argv, &i, "4, 8 or 16", zp::intraBitsOk, &f->intraBits);
     else if (std::strcmp(argv[i], "--depth") == 0)
       ok = zp::takeIntFlag(*argc, argv, &i, "0 (the library's default) to 64", depthOk,
                            &f->depth);
@@ -63,7 +62,7 @@ struct RunShape {
 
 double tolerance(const RunShape& s, int interBits, int intraBits, bool stochastic,
                  zcollDataType_t t) {
-  const double f = zp::qgzFactor(s.nranks, s.nodes, interBits, intraBits, stochastic);
+  const double f = zp::qgzFactor(s.nranks, s.nodes, interBits, intraBits, stochastic, t);
   return zp::reduceTolerance(f, s.op, s.nranks, t, 0x1.0p-16, 1);
 }
 
@@ -84,14 +83,16 @@ int main(int argc, char** argv) {
   zp::Collective c = zp::reduceScatterShape("quantized_reduce_scatter");
   c.types = zp::quantizableTypes();
   c.ops = {zcollSum, zcollAvg};
-  char note[96];
-  std::snprintf(note, sizeof(note), "# qgZ: intra-node hop INT%d, pipeline depth %d%s",
-                intraBits, qf.depth, qf.depth == 0 ? " (default)" : "");
+  char depth[64];
+  std::snprintf(depth, sizeof(depth), ", pipeline depth %d%s", qf.depth,
+                qf.depth == 0 ? " (default)" : "");
+  const std::string note = "# qgZ: intra-node hop " + zp::intraHopName(intraBits) + depth;
   c.notes = {zp::describe(flags) + " (inter-node hop)", note};
   c.usage = zp::quantUsage("  --bits 4|8            bits per value on the inter-node hop, "
                            "default 4", false);
   c.usage.insert(c.usage.begin() + 1,
-                 "  --intra-bits 4|8      bits per value on the intra-node hop, default 4");
+                 "  --intra-bits 4|8|16   bits per value on the intra-node hop, default 4 (16: "
+                 "16-bit floats)");
   c.usage.push_back("  --depth N             pipeline depth of the two hops (0: the library's "
                     "default)");
   c.run = [shape](const zp::RunArgs& a) {

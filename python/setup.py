@@ -1,7 +1,13 @@
 """Builds the zcoll torch.distributed backend against the installed torch.
 
 libzcoll.so comes from ZCOLL_BUILD_DIR (default: ../build when it holds libzcoll.so), else it is
-built here from this repository's sources with CMake; it is bundled next to the extension.
+built here from this repository's sources with CMake; the extension links against it and finds
+it at run time next to itself ($ORIGIN), where the zcoll-core distribution (core/, a
+requirement of this one, installed with it) puts it.
+
+This distribution owns the torch files of the zcoll package (zcoll/_torch.py, zeropp.py, ops.py,
+fsdp.py, ddp.py, deepspeed.py, the _C extension); zcoll-core owns zcoll/__init__.py, zcoll.core
+and libzcoll.so, so no file belongs to both.
 """
 import os
 import shutil
@@ -10,6 +16,7 @@ import sys
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 try:
     import torch
@@ -53,6 +60,20 @@ def with_cuda():
     return torch.version.cuda is not None and CUDA_HOME is not None
 
 
+class TorchModulesOnly(build_py):
+    """Leaves zcoll/__init__.py to zcoll-core (the subpackages are not listed either)."""
+
+    def find_package_modules(self, package, package_dir):
+        return [m for m in super().find_package_modules(package, package_dir)
+                if not (package == "zcoll" and m[1] == "__init__")]
+
+
+def core_requirement():
+    """zcoll-core from this checkout (a direct reference pip builds with this one), or, for a
+    wheel meant for an index, ZCOLL_CORE_REQUIREMENT (e.g. "zcoll-core==0.1.0")."""
+    return os.environ.get("ZCOLL_CORE_REQUIREMENT") or f"zcoll-core @ {(HERE / 'core').as_uri()}"
+
+
 CUDA = with_cuda()
 Extension = CUDAExtension if CUDA else CppExtension
 
@@ -70,6 +91,6 @@ setup(
             extra_link_args=["-Wl,-rpath,$ORIGIN"],
         )
     ],
-    cmdclass={"build_ext": BuildExtension},
-    package_data={"zcoll": ["libzcoll.so", "libzcoll.so.0"]},
+    cmdclass={"build_ext": BuildExtension, "build_py": TorchModulesOnly},
+    install_requires=[core_requirement()],
 )

@@ -191,20 +191,20 @@ TEST_F(CudaIpcTest, SameProcessHandleMapsToItsOwnAddress) {
   IpcHandle h;
   ASSERT_EQ(ipc_->exportRange(block + 100, 200, &h), zcollSuccess) << threadLastError();
   const void* mapped = nullptr;
-  ASSERT_EQ(ipc_->map(h, &mapped), zcollSuccess) << threadLastError();
+  ASSERT_EQ(ipc_->map(h, &mapped, MapUse::kCached), zcollSuccess) << threadLastError();
   EXPECT_EQ(mapped, block + 100);
   // Another object of this process (another rank's, as when ranks are threads) too, twice.
   std::unique_ptr<DeviceIpc> other;
   ASSERT_EQ(makeCudaIpc(&other), zcollSuccess) << threadLastError();
   for (int i = 0; i < 2; ++i) {
     mapped = nullptr;
-    ASSERT_EQ(other->map(h, &mapped), zcollSuccess) << threadLastError();
+    ASSERT_EQ(other->map(h, &mapped, MapUse::kCached), zcollSuccess) << threadLastError();
     EXPECT_EQ(mapped, block + 100);
   }
   // An offset far past the allocation is refused.
   IpcHandle bad = h;
   bad.offset = uint64_t{1} << 40;
-  EXPECT_EQ(other->map(bad, &mapped), zcollInvalidArgument);
+  EXPECT_EQ(other->map(bad, &mapped, MapUse::kCached), zcollInvalidArgument);
 }
 
 TEST_F(CudaIpcTest, CopiesRoundTripWithTickets) {
@@ -244,7 +244,7 @@ TEST_F(CudaIpcTest, CopiesRoundTripWithTickets) {
   IpcHandle h;
   ASSERT_EQ(ipc_->exportRange(static_cast<uint8_t*>(dev) + 1000, 4096, &h), zcollSuccess);
   const void* mapped = nullptr;
-  ASSERT_EQ(ipc_->map(h, &mapped), zcollSuccess) << threadLastError();
+  ASSERT_EQ(ipc_->map(h, &mapped, MapUse::kCached), zcollSuccess) << threadLastError();
   std::vector<uint8_t> chunk(4096, 0);
   uint64_t t = 0;
   for (int i = 0; i < 64; ++i)
@@ -459,11 +459,18 @@ TEST(CudaIpcChild, OpensParentHandle) {
   std::unique_ptr<DeviceIpc> ipc;
   ASSERT_EQ(makeCudaIpc(&ipc), zcollSuccess) << threadLastError();
   const void* peer = nullptr;
-  ASSERT_EQ(ipc->map(h, &peer), zcollSuccess) << threadLastError();
+  ASSERT_EQ(ipc->map(h, &peer, MapUse::kHeld), zcollSuccess) << threadLastError();
   ASSERT_NE(peer, nullptr);
+  // A second window carved from the same allocation (as any caching allocator hands out) shares
+  // the mapping; deregistering it (unmap) must leave the first one readable: the second CUDA
+  // review's defect closed the mapping under it (an illegal address on the reads below).
+  IpcHandle second = h;
+  second.offset = h.offset + 1;
   const void* again = nullptr;
-  ASSERT_EQ(ipc->map(h, &again), zcollSuccess) << threadLastError();
-  EXPECT_EQ(again, peer) << "a second map uses the open mapping";
+  ASSERT_EQ(ipc->map(second, &again, MapUse::kHeld), zcollSuccess) << threadLastError();
+  EXPECT_EQ(again, static_cast<const uint8_t*>(peer) + 1) << "a second map uses the open mapping";
+  ipc->unmap(second);
+  EXPECT_TRUE(ipc->mapped(h)) << "the first window's hold keeps the mapping open";
 
   std::vector<uint8_t> got(bytes, 0);
   uint64_t t = 0;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -226,6 +227,52 @@ TEST_P(DevicePath, EveryCallGivesTheHostBytesWithSyncDeviceCalls) {
   test::ScopedEnv sync("ZCOLL_DEVICE_CALLS", "sync");
   onFakeDevice(setup(), everyCollective<FakeDeviceArena>);
   onFakeDevice(setup(), sendRecvAndGroups<FakeDeviceArena>);
+}
+
+// ZCOLL_DEVICE_CALLS=auto (the default) queues device calls only on a device whose component
+// trusts queued calls; CUDA's does not (issue 38), so on CUDA calls return complete and no wait
+// is queued on any stream, unless async is forced. One hardware queue always runs them
+// synchronously.
+TEST(DeviceCallsMode, AutoQueuesOnlyOnADeviceThatTrustsQueuedCalls) {
+  using Trust = FakeDevice::Trust;
+  struct Case {
+    Trust trust;
+    const char* calls;
+    const char* connections;
+    bool queued;
+  } cases[] = {{Trust::kQueuedCalls, "auto", "8", true}, {Trust::kLikeCuda, "auto", "8", false},
+               {Trust::kLikeCuda, "async", "8", true}, {Trust::kQueuedCalls, "sync", "8", false},
+               {Trust::kQueuedCalls, "auto", "1", false}, {Trust::kLikeCuda, "async", "1", false}};
+  for (const Case& c : cases) {
+    test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", c.calls);
+    test::ScopedEnv connections("CUDA_DEVICE_MAX_CONNECTIONS", c.connections);
+    FakeDevice device(c.trust);
+    const int waitsBefore = test::FakeDeviceExecutor::waitsQueued;
+    runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+      EXPECT_EQ(comm->deviceCallsAsync, c.queued);
+      FakeDeviceArena arena;
+      FakeDeviceArena::Scope scope(&arena);
+      const size_t n = 1000;
+      expectDeviceGivesHostBytes(arena, {inputOf(rank, n, zcollFloat32), Bytes(2 * n * 4)},
+                                 [&](auto& p) {
+        return zcollAllGather(p[0], p[1], n, zcollFloat32, comm, callStream());
+      }, "all-gather", rank);
+    });
+    EXPECT_EQ(test::FakeDeviceExecutor::waitsQueued > waitsBefore, c.queued)
+        << (c.trust == Trust::kLikeCuda ? "like CUDA" : "trusted") << ", ZCOLL_DEVICE_CALLS="
+        << c.calls << ", CUDA_DEVICE_MAX_CONNECTIONS=" << c.connections;
+  }
+}
+
+TEST(DeviceCallsMode, AnUnknownSettingIsRefusedAtInit) {
+  test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", "later");
+  FakeDevice device;
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comm = nullptr;
+  EXPECT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("use auto, async or sync"),
+            std::string::npos) << zcollGetLastError(nullptr);
 }
 
 // The tests above move a node's device bytes over cuda_ipc (CudaIpcRoutes below checks that);
@@ -1063,10 +1110,9 @@ TEST(DeviceExecutionModel, QueuedCallsReleaseTheCallersStreamWithoutAHostFunctio
   });
 }
 
-TEST(DeviceExecutionModel, TwoCommsQueueingOnOneStreamAtOnceAreRefusedWithAMessage) {
-  // Ranks of one process must not share a stream (the legacy default stream, NULL, included):
-  // one rank's call would hold the stream its peer's call needs. Two communicators of this
-  // process with calls queued on one stream at the same time: the second is refused.
+TEST(DeviceExecutionModel, TwoCommsOfOneRankQueueOnOneStreamInItsOrder) {
+  // Calls of one rank on two communicators may share a stream, as NCCL allows (two torch groups
+  // can draw the same pool stream): the stream orders them. (Refused before issue 38's review.)
   FakeDevice device;
   FakeDeviceArena arena;
   FakeDeviceArena::Scope scope(&arena);
@@ -1076,27 +1122,71 @@ TEST(DeviceExecutionModel, TwoCommsQueueingOnOneStreamAtOnceAreRefusedWithAMessa
   ASSERT_EQ(zcollCommInitRank(&a, 1, ida, 0), zcollSuccess) << zcollGetLastError(nullptr);
   ASSERT_EQ(zcollGetUniqueId(&idb), zcollSuccess);
   ASSERT_EQ(zcollCommInitRank(&b, 1, idb, 0), zcollSuccess) << zcollGetLastError(nullptr);
-  void* x = arena.alloc(256);
-  void* y = arena.alloc(256);
-  arena.upload(x, Bytes(256));
-  arena.upload(y, Bytes(256));
-  // Work queued before the calls keeps the shared stream busy: a's call stays in flight.
+  const size_t n = 64;
+  std::vector<float> ones(n, 1.0f);
+  Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
+           reinterpret_cast<unsigned char*>(ones.data() + n));
+  void* x = arena.alloc(in.size());
+  arena.upload(x, in);
+  // Work queued before the calls keeps the shared stream busy: a's call stays in flight while
+  // b's is queued behind it.
   auto kernel = std::make_shared<std::atomic<bool>>(false);
   test::FakeHardware::legacyStream()->submitWait([kernel] { return kernel->load(); },
                                                  "the test's long kernel");
-  EXPECT_EQ(zcollAllReduce(x, x, 64, zcollFloat32, zcollSum, a, nullptr), zcollSuccess)
+  ASSERT_EQ(zcollAllReduce(x, x, n, zcollFloat32, zcollSum, a, nullptr), zcollSuccess)
       << zcollGetLastError(a);
-  EXPECT_EQ(zcollAllReduce(y, y, 64, zcollFloat32, zcollSum, b, nullptr), zcollInvalidUsage);
-  const std::string why = zcollGetLastError(b);
-  EXPECT_NE(why.find("own stream"), std::string::npos) << why;
+  ASSERT_EQ(zcollAllGather(x, x, n, zcollFloat32, b, nullptr), zcollSuccess)
+      << zcollGetLastError(b);
   *kernel = true;
   EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
-  // Once a's call is over, b may use the stream.
+  EXPECT_EQ(arena.download(x, in.size()), in) << "one rank: both calls keep the input";
   EXPECT_EQ(zcollCommDestroy(a), zcollSuccess);
-  EXPECT_EQ(zcollAllReduce(y, y, 64, zcollFloat32, zcollSum, b, nullptr), zcollSuccess)
-      << zcollGetLastError(b);
   EXPECT_EQ(zcollCommDestroy(b), zcollSuccess);
-  EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
+}
+
+TEST(DeviceExecutionModel, TwoRanksOfOneCommOnOneStreamAreRefusedWithAMessage) {
+  // Ranks of one process must not share a stream (the legacy default stream, NULL, included):
+  // rank 0's queued call holds the stream until rank 1 joins, and rank 1's call would queue
+  // behind it. Rank 1's is refused, and it joins on a stream of its own.
+  FakeDevice device;
+  auto kernel = std::make_shared<std::atomic<bool>>(false);
+  test::FakeHardware::legacyStream()->submitWait([kernel] { return kernel->load(); },
+                                                 "the test's long kernel");
+  std::promise<void> rank0Queued;
+  std::shared_future<void> queued = rank0Queued.get_future().share();
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 64;
+    std::vector<float> ones(n, 1.0f);
+    Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
+             reinterpret_cast<unsigned char*>(ones.data() + n));
+    void* x = arena.alloc(in.size());
+    arena.upload(x, in);
+    if (rank == 0) {
+      EXPECT_EQ(zcollAllReduce(x, x, n, zcollFloat32, zcollSum, comm, nullptr), zcollSuccess)
+          << zcollGetLastError(comm);
+      rank0Queued.set_value();
+    } else {
+      queued.wait();
+      EXPECT_EQ(zcollAllReduce(x, x, n, zcollFloat32, zcollSum, comm, nullptr),
+                zcollInvalidUsage);
+      const std::string why = zcollGetLastError(comm);
+      EXPECT_NE(why.find("own stream"), std::string::npos) << why;
+      EXPECT_NE(why.find("rank 0 of"), std::string::npos) << why;
+      EXPECT_EQ(zcollAllReduce(x, x, n, zcollFloat32, zcollSum, comm, arena.handle()),
+                zcollSuccess) << zcollGetLastError(comm);
+      *kernel = true;  // rank 0's call may now start
+      EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+    }
+    if (rank == 0) {
+      EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
+    }
+    std::vector<float> twos(n, 2.0f);
+    Bytes want(reinterpret_cast<unsigned char*>(twos.data()),
+               reinterpret_cast<unsigned char*>(twos.data() + n));
+    EXPECT_EQ(arena.download(x, in.size()), want) << "rank " << rank;
+  });
 }
 
 // ---- Defect 3 and the robustness items of issue 30, on the stand-in -------------------------

@@ -111,7 +111,7 @@ void makeCall(CollKind kind, zcollComm* comm, zcollDataType_t t, zcollRedOp_t op
   }
   const bool grads = kind == CollKind::kQuantizedReduceScatter;
   ASSERT_EQ(readQuantConfig(nullptr, grads ? kDefaultGradBits : kDefaultAllGatherBits,
-                            kDefaultGradBits, "test", &c->quant),
+                            kDefaultGradBits, t, "test", &c->quant),
             zcollSuccess);
   c->args.quant = &c->quant;
   c->args.pipelineDepth = 2;
@@ -175,11 +175,17 @@ TEST(Executor, EveryAlgorithmOnDeviceBuffersGivesTheHostBytes) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
     for (const Algorithm& algo : algos) {
-      for (zcollDataType_t t : {zcollFloat32, zcollBfloat16}) {
+      const bool qgz = algo.kind == CollKind::kQuantizedReduceScatter ||
+                       algo.kind == CollKind::kQuantizedAllReduce;
+      for (zcollDataType_t t : {zcollFloat32, zcollBfloat16})
+      for (int intraBits : {0, 16}) {  // 16: qgZ's intra hop as 16-bit floats
+        if (intraBits != 0 && !qgz) continue;
         const size_t count = 300;
         Call host, dev;
         makeCall(algo.kind, comm, t, zcollSum, count, &host);
         makeCall(algo.kind, comm, t, zcollSum, count, &dev);
+        for (Call* c : {&host, &dev})
+          if (intraBits != 0) c->quant.intra.bits = intraBits;
         void* dsend = arena.alloc(dev.send.size());
         void* drecv = arena.alloc(dev.recv.size());
         arena.upload(dsend, dev.send);
@@ -192,8 +198,8 @@ TEST(Executor, EveryAlgorithmOnDeviceBuffersGivesTheHostBytes) {
         ASSERT_EQ(algo.run(comm, dev.args), zcollSuccess) << algo.name << ": " << threadLastError();
         ASSERT_EQ(exec.flush(), zcollSuccess);
         EXPECT_EQ(arena.download(drecv, dev.recv.size()), host.recv)
-            << collKindName(algo.kind) << " " << algo.name << " " << dtypeName(t) << " rank "
-            << comm->rank;
+            << collKindName(algo.kind) << " " << algo.name << " " << dtypeName(t)
+            << " intraBits " << intraBits << " rank " << comm->rank;
       }
     }
     for (int r = 0; r < comm->nranks; ++r) EXPECT_TRUE(comm->deviceRouted(r)) << r;

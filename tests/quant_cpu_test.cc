@@ -584,13 +584,93 @@ TEST(QuantStochastic, DeterministicPerSeedAndOffset) {
   EXPECT_NE(firstDiff(a, quantizeOrDie(in, zcollFloat16, n, p4)), SIZE_MAX);
 }
 
+// ---- Bits 16: 16-bit floats, no blocks of codes (qgZ's intra hop at intraBits 16) -------------
+
+// The reference: each element converted to the wire type by base/dtype.h (round to nearest even;
+// the input's own bits when it is that type), 2n bytes padded with zeros to 16; sums in fp32 in
+// chunk order, times the scale, a block of the input's block size NaN where any value is not
+// finite; the requantization equals quantizing the fp32 sums (a non-finite sum makes its output
+// block non-finite). Every ISA gives these bytes.
+Bytes refWide16(const Bytes& in, zcollDataType_t dt, size_t n, zcollDataType_t wire) {
+  Bytes out(align16(2 * n), 0);
+  std::vector<float> x = fromDtype(in.data(), n, dt);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    if (dt == wire) std::memcpy(&h, in.data() + 2 * i, 2);
+    else h = wire == zcollFloat16 ? floatToHalf(x[i]).bits : floatToBf16(x[i]).bits;
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
+}
+
+std::vector<float> refWideSums(const std::vector<Bytes>& chunks, size_t n, const QuantParams& p,
+                               float scale, bool applyScale, bool nanBlocks = true) {
+  std::vector<float> sum(n);
+  for (size_t b0 = 0; b0 < n; b0 += p.blockSize) {
+    bool finite = true;
+    for (size_t i = b0; i < std::min(n, b0 + p.blockSize); ++i) {
+      float acc = 0.0f;
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        float v = fromDtype(chunks[c].data() + 2 * i, 1, p.wire16)[0];
+        finite = finite && std::isfinite(v);
+        acc = c == 0 ? v : acc + v;
+      }
+      sum[i] = applyScale ? acc * scale : acc;
+    }
+    if (!finite && nanBlocks) std::fill(sum.begin() + b0, sum.begin() + std::min(n, b0 + p.blockSize), NAN);
+  }
+  return sum;
+}
+
+TEST(QuantWide16, EveryIsaMatchesTheReference) {
+  for (zcollDataType_t wire : {zcollBfloat16, zcollFloat16}) {
+    for (zcollDataType_t dt : {zcollFloat32, zcollFloat16, zcollBfloat16}) {
+      QuantParams p = makeParams(16, 64, true);
+      p.wire16 = wire;
+      for (size_t n : {size_t{1}, size_t{7}, size_t{63}, size_t{65}, size_t{1001}}) {
+        std::vector<Bytes> inputs, ref;
+        for (int c = 0; c < 3; ++c) {
+          std::vector<float> x = genData(Dist::kGaussian, n, dt, 5 + c + n);
+          if (c == 2 && n > 70) x[70] = INFINITY;  // block 1 of the sums is NaN
+          inputs.push_back(toDtype(x, dt));
+          ref.push_back(refWide16(inputs.back(), dt, n, wire));
+        }
+        std::vector<const void*> refPtrs;
+        for (const Bytes& r : ref) refPtrs.push_back(r.data());
+        const std::vector<float> sums = refWideSums(ref, n, p, 0.5f, true);
+        const QuantParams outP = makeParams(4, 32, false);
+        Bytes refRq(quantizedBytes(n, outP));
+        ASSERT_EQ(quantize(refWideSums(ref, n, p, 1.0f, false, false).data(), zcollFloat32, n, outP,
+                           refRq.data()), zcollSuccess);
+        for (Isa isa : supportedIsas()) {
+          IsaGuard guard(isa);
+          std::string what = std::string(isaName(isa)) + "/" + dtName(dt) + " as " +
+                             dtName(wire) + "/n=" + std::to_string(n);
+          ASSERT_EQ(quantizedBytes(n, p), align16(2 * n)) << what;
+          Bytes q = quantizeOrDie(inputs[0], dt, n, p);
+          ASSERT_EQ(firstDiff(q, ref[0]), SIZE_MAX) << what;
+          Bytes deq = dequantizeOrDie(q, n, p, dt);
+          ASSERT_EQ(firstDiff(deq, toDtype(refWideSums({ref[0]}, n, p, 1, false), dt)), SIZE_MAX)
+              << what;
+          Bytes sum(dequantizedBytes(n, dt), 0xcd);
+          ASSERT_EQ(dequantizeSum(refPtrs.data(), 3, n, p, 0.5f, sum.data(), dt), zcollSuccess);
+          ASSERT_EQ(firstDiff(sum, toDtype(sums, dt)), SIZE_MAX) << what;
+          Bytes rq(quantizedBytes(n, outP), 0xcd);
+          ASSERT_EQ(dequantReduceRequant(refPtrs.data(), 3, n, p, outP, rq.data()), zcollSuccess);
+          ASSERT_EQ(firstDiff(rq, refRq), SIZE_MAX) << what;
+        }
+      }
+    }
+  }
+}
+
 // ---- Errors and dispatch ----------------------------------------------------------------------
 
 TEST(QuantErrors, BadArgumentsGiveInvalidArgument) {
   std::vector<float> x(64, 1.0f);
   Bytes q(1024);
   QuantParams ok = makeParams(8, 32, true);
-  for (int bits : {0, 2, 3, 16}) {
+  for (int bits : {0, 2, 3, 12, 32}) {
     QuantParams p = ok;
     p.bits = bits;
     EXPECT_EQ(validate(p), zcollInvalidArgument);
@@ -623,6 +703,13 @@ TEST(QuantErrors, BadArgumentsGiveInvalidArgument) {
   EXPECT_EQ(dequantReduceRequant(chunks, 1, 64, ok, makeParams(5, 32, true), q.data()),
             zcollInvalidArgument);
   EXPECT_EQ(dequantReduceRequant(chunks, -1, 64, ok, ok, q.data()), zcollInvalidArgument);
+  QuantParams wide = makeParams(16, 32, true);  // 16-bit floats: an input format only
+  const void* one[1] = {q.data()};
+  EXPECT_EQ(dequantReduceRequant(one, 1, 64, ok, wide, q.data()), zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find("output bits = 16"), std::string::npos);
+  wide.wire16 = zcollFloat32;
+  EXPECT_EQ(validate(wide), zcollInvalidArgument);
+  EXPECT_NE(threadLastError().find("wire16"), std::string::npos);
   const int badOrder[2] = {0, 2};
   EXPECT_EQ(quantizeChunks(x.data(), zcollFloat32, 32, 2, badOrder, ok, q.data()),
             zcollInvalidArgument);

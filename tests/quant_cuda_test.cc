@@ -248,7 +248,7 @@ std::string cfgName(const ::testing::TestParamInfo<Cfg>& info) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantCudaVsCpu,
                          ::testing::Combine(::testing::Values(zcollFloat32, zcollFloat16,
                                                               zcollBfloat16),
-                                            ::testing::Values(8, 4), ::testing::Bool(),
+                                            ::testing::Values(8, 4, 16), ::testing::Bool(),
                                             ::testing::Bool()),
                          cfgName);
 

@@ -49,6 +49,7 @@ const Cfg kCfgs[] = {
     {"int8-intra-int4-inter", false, 4, 8, 64, zcollRoundNearestEven},
     {"int4-int4-block32", false, 4, 4, 32, zcollRoundNearestEven},
     {"stochastic-int8", false, 8, 8, 128, zcollRoundStochastic},
+    {"16bit-intra-int4", false, 4, 16, 64, zcollRoundNearestEven},
 };
 
 zcollQuantConfig_t makeConfig(const Cfg& c) {
@@ -66,8 +67,8 @@ int blockOf(const Cfg& c) { return c.blockSize ? c.blockSize : 256; }
 
 // The whole bound factor of the header comment: qgZ's F, then the gather's quantization at
 // `bits` of the reduced chunk (at most (1 + F) * sum_s A_s in magnitude).
-double boundFactor(const LayoutShape& sh, const Cfg& c) {
-  const double f = qgzBoundFactor(sh, intraOf(c), bitsOf(c), c.rounding);
+double boundFactor(const LayoutShape& sh, const Cfg& c, zcollDataType_t t) {
+  const double f = qgzBoundFactor(sh, intraOf(c), bitsOf(c), c.rounding, t);
   return f + quantStep(bitsOf(c), c.rounding) * (1 + f);
 }
 
@@ -101,7 +102,7 @@ std::vector<unsigned char> runCall(int rank, zcollComm_t comm, const Call& c) {
 void checkOutput(const LayoutShape& sh, int rank, const Call& c,
                  const std::vector<unsigned char>& out) {
   const size_t b = blockOf(*c.cfg), chunk = c.count / sh.w;
-  const double f = boundFactor(sh, *c.cfg), div = c.op == zcollAvg ? sh.w : 1;
+  const double f = boundFactor(sh, *c.cfg, c.t), div = c.op == zcollAvg ? sh.w : 1;
   size_t bad = 0;
   std::string first;
   auto check = [&](size_t i, double exact, double err) {
@@ -287,7 +288,7 @@ MeanError meanErrorAfter(int rank, zcollComm_t comm, const LayoutShape& sh, int 
   MeanError m;
   m.last.resize(count * sizeof(float));
   std::memcpy(m.last.data(), out.data(), m.last.size());
-  const double f = boundFactor(sh, cfg);
+  const double f = boundFactor(sh, cfg, c.t);
   for (size_t e = 0; e < count; ++e) {
     double exact = 0, sumA = 0;
     for (int s = 0; s < sh.w; ++s) {
@@ -415,11 +416,18 @@ TEST(QarArguments, BadArgumentsFailOnEveryRankAndLeaveTheOutputAndCommAlone) {
     for (int bits : {2, 5, 16}) {
       zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
       q.bits = bits;
-      EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "bits", call(n, zcollFloat32, zcollSum, &q));
+      EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "must be 4 or 8",
+                        call(n, zcollFloat32, zcollSum, &q));
+      if (bits == 16) continue;  // intraBits 16: the 16-bit float hop
       q.bits = 0;
       q.intraBits = bits;
-      EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "bits", call(n, zcollFloat32, zcollSum, &q));
+      EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "must be 4, 8 or 16",
+                        call(n, zcollFloat32, zcollSum, &q));
     }
+    zcollQuantConfig_t q12 = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q12.intraBits = 12;
+    EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "intraBits = 12, must be 4, 8 or 16",
+                      call(n, zcollFloat32, zcollSum, &q12));
     const char* fb = "zcollQuantizedAllReduceWithResidual";
     EXPECT_FAILS_WITH(comm, zcollInvalidArgument, "residual is NULL",
                       zcollQuantizedAllReduceWithResidual(in.data(), out.data(), n, zcollFloat32,

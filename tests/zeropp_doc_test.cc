@@ -111,6 +111,17 @@ TEST(ZeroppDoc, TheQuantizedSizeFormulaIsTheLibrarys) {
           EXPECT_EQ(zcoll::quant::quantizedBytes(n, p), documentedWireBytes(n, block, bits, symmetric))
               << "bits " << bits << " block " << block << " symmetric " << symmetric << " n " << n;
         }
+  // qgZ's intra-node hop at intraBits 16: 16-bit floats, no scales.
+  find(zeroppPage(), "at `intraBits = 16` `Qa\\(n\\) = a16\\(2n\\)`");
+  for (zcollDataType_t wire : {zcollBfloat16, zcollFloat16})
+    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(257), size_t(100003)}) {
+      zcoll::quant::QuantParams p;
+      p.bits = 16;
+      p.wire16 = wire;
+      EXPECT_EQ(zcoll::quant::quantizedBytes(n, p), documentedWireBytes(n, 256, 16, true))
+          << "bits 16 n " << n;
+      EXPECT_EQ(zcoll::quant::quantizedBytes(n, p), (2 * n + 15) / 16 * 16) << "bits 16 n " << n;
+    }
 }
 
 TEST(ZeroppDoc, WireRatiosAreTheLibrarys) {

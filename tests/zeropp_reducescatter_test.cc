@@ -6,10 +6,13 @@
 //
 //   |out - sum_s x_s| <= F * sum_s A_s  (+ fp32 slack + one unit of the output dtype)
 //   A_s = max |x_s| over the quantization block (of the destination chunk) holding the element
-//   F   = 1/(2 qi) + (1 + 1/(2 qi)) / (2 qe)   two hops (N > 1, L > 1)
-//       = 1/(2 qi)                              N = 1 (intra hop only, intra bits)
-//       = 1/(2 qe)                              L = 1, or the flat fallback (inter bits)
-//   q = 2^(bits-1) - 1 (7 for INT4, 127 for INT8); stochastic rounding doubles each term.
+//   F   = ei + (1 + ei) / (2 qe)   two hops (N > 1, L > 1)
+//       = ei                       N = 1 (intra hop only, intra bits)
+//       = 1/(2 qe)                 L = 1, or the flat fallback (inter bits)
+//   ei = 1/(2 qi) at intraBits 4 or 8; at intraBits 16, 2^-8 for fp32 (bf16) and 0 for fp16/bf16
+//   q = 2^(bits-1) - 1 (7 for INT4, 127 for INT8); stochastic rounding doubles each 1/(2q).
+// intraBits 16 on one node with fp16/bf16 inputs is exact: the output equals the fp32 sum in rank
+// order rounded once (checked bit for bit).
 // Avg: the same bound divided by W. Also: Avg == Sum / W, determinism (run to run, and across
 // pipeline depths), the byte counters against the documented formula, and bad arguments.
 #include <gtest/gtest.h>
@@ -56,6 +59,9 @@ const Cfg kCfgs[] = {
     {"int4-asym-block64-depth2", false, 4, 4, 64, zcollQuantAsymmetric, zcollRoundNearestEven, 2},
     {"stochastic-int4-intra-int8-inter", false, 8, 4, 128, zcollQuantSymmetric,
      zcollRoundStochastic, 2},
+    {"16bit-intra-int4-inter", false, 4, 16, 0, zcollQuantSymmetric, zcollRoundNearestEven, 0},
+    {"16bit-intra-int8-asym-stochastic-depth2", false, 8, 16, 64, zcollQuantAsymmetric,
+     zcollRoundStochastic, 2},
 };
 
 zcollQuantConfig_t makeConfig(const Cfg& c) {
@@ -75,8 +81,8 @@ int intraBits(const Cfg& c) { return c.intraBits ? c.intraBits : 4; }
 int blockOf(const Cfg& c) { return c.blockSize ? c.blockSize : 256; }
 
 // F of the header comment (support/qgz_reference.h).
-double boundFactor(const LayoutShape& sh, const Cfg& c) {
-  return qgzBoundFactor(sh, intraBits(c), interBits(c), c.rounding);
+double boundFactor(const LayoutShape& sh, const Cfg& c, zcollDataType_t t) {
+  return qgzBoundFactor(sh, intraBits(c), interBits(c), c.rounding, t);
 }
 
 // ---- Inputs -----------------------------------------------------------------------------------
@@ -108,7 +114,7 @@ std::vector<unsigned char> runCall(int rank, int w, zcollComm_t comm, const Call
 void checkOutput(const LayoutShape& sh, int rank, const Call& c,
                  const std::vector<unsigned char>& out) {
   const size_t b = blockOf(*c.cfg), n = c.count;
-  const double f = boundFactor(sh, *c.cfg), div = c.op == zcollAvg ? sh.w : 1;
+  const double f = boundFactor(sh, *c.cfg, c.t), div = c.op == zcollAvg ? sh.w : 1;
   std::vector<double> x(sh.w * b);
   size_t bad = 0;
   std::string first;
@@ -197,6 +203,32 @@ TEST_P(Qgz, AvgIsSumOverWorldSizeAndBitsAreDeterministic) {
   });
 }
 
+// ---- intraBits 16 on one node: fp16/bf16 inputs are carried exactly ---------------------------
+
+TEST(Qgz16, OneNodeWithHalfInputsIsTheFp32SumRoundedOnce) {
+  const RankSetup s{4, 1, Placement::kContiguous};
+  const LayoutShape sh = shapeOf(s);
+  const Cfg cfg = {"16bit-intra", false, 4, 16, 64, zcollQuantSymmetric, zcollRoundNearestEven, 2};
+  runRanks(s, [&](int rank, zcollComm_t comm) {
+    for (zcollDataType_t t : {zcollFloat16, zcollBfloat16})
+      for (zcollRedOp_t op : {zcollSum, zcollAvg})
+        for (size_t count : {size_t(1), size_t(333), size_t(5000)}) {
+          Call c{&cfg, t, op, count, count == 333, 21};
+          auto out = runCall(rank, sh.w, comm, c);
+          auto want = makeBuffer(t, count);
+          const float scale = op == zcollAvg ? 1.0f / float(sh.w) : 1.0f;
+          for (size_t e = 0; e < count; ++e) {
+            float acc = 0.0f;  // the local ranks' values in local-index (= rank) order, in fp32
+            for (int src = 0; src < sh.w; ++src)
+              acc += float(inputAt(c.seed, src, rank * count + e, t));
+            setElement(want.data(), t, e, double(acc * scale));
+          }
+          EXPECT_EQ(0, std::memcmp(out.data(), want.data(), count * typeSize(t)))
+              << "rank " << rank << " " << describe(c);
+        }
+  });
+}
+
 // ---- Byte counters ----------------------------------------------------------------------------
 
 // Q summed over the pipeline pieces: piece = ceil(C/D) rounded up to whole blocks.
@@ -234,8 +266,9 @@ TEST_P(Qgz, ByteCountersMatchTheDocumentedFormula) {
   runRanks(setup(), [&](int rank, zcollComm_t comm) {
     for (int mode : {zcollQuantSymmetric, zcollQuantAsymmetric})
     for (int depth : {1, 3})
+    for (int intra : {8, 16})
       for (size_t count : {size_t(1), size_t(100), size_t(1000), size_t(4099)}) {
-        Cfg cfg = {"counters", false, 4, 8, 64, mode, zcollRoundNearestEven, depth};
+        Cfg cfg = {"counters", false, 4, intra, 64, mode, zcollRoundNearestEven, depth};
         const bool sym = mode == zcollQuantSymmetric;
         const int l = sh.perNode[sh.nodeOf[rank]], n = sh.nodes;
         uint64_t inter, intra;
@@ -341,7 +374,10 @@ TEST(QgzArguments, BadArgumentsFailWithSpecificMessages) {
     };
     badCfg("ZCOLL_QUANT_CONFIG_INITIALIZER", [](zcollQuantConfig_t* q) { q->magic = 1; });
     badCfg("bits", [](zcollQuantConfig_t* q) { q->bits = 5; });
-    badCfg("bits", [](zcollQuantConfig_t* q) { q->intraBits = 2; });
+    badCfg("intraBits = 2, must be 4, 8 or 16", [](zcollQuantConfig_t* q) { q->intraBits = 2; });
+    badCfg("intraBits = 12, must be 4, 8 or 16",
+           [](zcollQuantConfig_t* q) { q->intraBits = 12; });
+    badCfg("bits = 16, must be 4 or 8", [](zcollQuantConfig_t* q) { q->bits = 16; });
     badCfg("blockSize", [](zcollQuantConfig_t* q) { q->blockSize = 48; });
     badCfg("mode", [](zcollQuantConfig_t* q) { q->mode = 7; });
     badCfg("rounding", [](zcollQuantConfig_t* q) { q->rounding = 3; });

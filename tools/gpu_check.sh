@@ -9,18 +9,25 @@
 #     1  configure + build (CUDA for sm_90 unless CUDA_ARCH says), then quant_cuda_test,
 #        reduce_cuda_test, cuda_ipc_test (a copy waiting for a call's fence, a host-only job in a
 #        child process leaving no CUDA context), executor_test (CudaExecutorTest.*) and
-#        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads)
-#     2  the multi-process device checks (tests/scripts/device_processes.sh) and the launch queue
-#        depth probe (tools/gpu_probe.cu queue)
+#        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads), in
+#        the default mode (sync on CUDA) and with ZCOLL_DEVICE_CALLS=async
+#     2  the multi-process device checks (tests/scripts/device_processes.sh), the launch queue
+#        depth probe (tools/gpu_probe.cu queue) and issue 38's hold probes (gpu_probe held with
+#        CUDA_DEVICE_MAX_CONNECTIONS unset, 8 and 32; gpu_probe blocked): hold_probe.txt
 #     3  a device-to-device copy bound (tools/gpu_probe.cu d2d), then perf/peers/device.sh: the perf
 #        binaries with --device 1 against NCCL (PyTorch's nvidia-nccl wheel when python3 has it),
 #        two ranks on one GPU
 #     4  the torch backend's CUDA tests (python/tests/test_backend_cuda.py), built against the
 #        torch that python3 imports
+#     5  libzcoll_nccl.so under unmodified NCCL programs: torch's "nccl" backend over it
+#        (LD_PRELOAD), 2 processes on the GPU (tools/gpu_nccl_torch.py: all_reduce,
+#        all_gather_into_tensor, reduce_scatter_tensor, FSDP2), the same run on torch's NCCL for
+#        comparison; then NVIDIA's nccl-tests (carried in .gpu_carry/nccl-tests by
+#        tools/gpu_nccl_tests_fetch.sh) built against it, every binary's #wrong 0
 #
 # OUT gets summary.txt (one line per check: PASS / FAIL / SKIP and why, written as each ends),
 # stepN.log (everything, streamed) and the step's result files (step 2: queue_probe.txt; step 3:
-# d2d.txt, device.md). Every step builds first when the build is missing (a fresh machine), so
+# d2d.txt, device.md; step 5: nccl_torch.txt, nccl_tests.txt). Every step builds first when the build is missing (a fresh machine), so
 # any step can run alone; on a warm machine the build is reused.
 #
 # Environment:
@@ -31,6 +38,7 @@
 #   GPU_CHECK_TARGETS  build only these targets (default: all; for a short step 1 under the
 #               device tool's 15 minutes: "quant_cuda_test reduce_cuda_test cuda_ipc_test
 #               executor_test device_path_test")
+#   NCCL_TESTS_SRC  step 5's nccl-tests source (default .gpu_carry/nccl-tests)
 #   GPU_CHECK_ALLOW_NO_GPU=1  run step 1 without a GPU (the CUDA tests skip; to test the kit
 #               itself on a CPU machine); otherwise a step without a GPU exits 3 saying so
 # Exit: 0 every check of the step passed; 1 a check failed; 2 usage; 3 the step cannot run here
@@ -38,12 +46,12 @@
 set -uo pipefail
 
 usage() {
-  echo "usage: $0 1|2|3|4 OUT   (see the header of this script, docs/GPU_KIT.md)" >&2
+  echo "usage: $0 1|2|3|4|5 OUT   (see the header of this script, docs/GPU_KIT.md)" >&2
   exit 2
 }
 [ $# -eq 2 ] || usage
 STEP=$1
-case "$STEP" in 1 | 2 | 3 | 4) ;; *) usage ;; esac
+case "$STEP" in 1 | 2 | 3 | 4 | 5) ;; *) usage ;; esac
 mkdir -p "$2" || exit 2
 OUT=$(cd "$2" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -289,7 +297,12 @@ case "$STEP" in
     gtest reduce_cuda_test reduce_cuda_test
     gtest cuda_ipc_test cuda_ipc_test
     gtest "executor_test CudaExecutorTest.*" executor_test '*CudaExecutorTest.*'
-    gtest "device_path_test CudaDevicePath.*" device_path_test '*CudaDevicePath.*'
+    # Both modes: the default on CUDA (auto: calls return complete, no stream wait) and the
+    # queued one (async), which has not run on a GPU (issue 38).
+    gtest "device_path_test CudaDevicePath.* (default: sync on CUDA)" device_path_test \
+      '*CudaDevicePath.*'
+    ZCOLL_DEVICE_CALLS=async gtest "device_path_test CudaDevicePath.* (ZCOLL_DEVICE_CALLS=async)" \
+      device_path_test '*CudaDevicePath.*'
     ;;
   2)
     timed "device_processes.sh" 300 env ZCOLL_BUILD_DIR="$BUILD" ZCOLL_SOURCE_DIR="$ROOT" \
@@ -313,6 +326,26 @@ case "$STEP" in
       result PASS queue_probe "$(grep -m1 'queue kernel' "$OUT/queue_probe.txt" | sed 's/.*: depth/depth/')"
     else
       result FAIL queue_probe "exit $(cat "$BUILD/.rc1") / $(cat "$BUILD/.rc2"); see queue_probe.txt"
+    fi
+    # Issue 38's questions: which new streams run while one is held by a stream memory wait
+    # (hardware queues shared), and which calls wait behind such a hold. Measurements, not
+    # checks: each prints its verdicts as it goes into hold_probe.txt.
+    hold_rc=0
+    for conn in unset 8 32; do
+      if [ "$conn" = unset ]; then
+        timed "held-stream probe" 60 env -u CUDA_DEVICE_MAX_CONNECTIONS "$BUILD/gpu_probe" held ||
+          hold_rc=$?
+      else
+        timed "held-stream probe, $conn connections" 60 env CUDA_DEVICE_MAX_CONNECTIONS="$conn" \
+          "$BUILD/gpu_probe" held || hold_rc=$?
+      fi
+    done
+    timed "blocked-call probe" 60 "$BUILD/gpu_probe" blocked || hold_rc=$?
+    grep -E '^(device 0|held |blocked )' "$LOG" >"$OUT/hold_probe.txt"
+    if [ "$hold_rc" = 0 ]; then
+      result PASS hold_probe "$(grep -c '' "$OUT/hold_probe.txt") lines in hold_probe.txt"
+    else
+      result FAIL hold_probe "exit $hold_rc; see hold_probe.txt and step$STEP.log"
     fi
     ;;
   3)
@@ -356,6 +389,10 @@ case "$STEP" in
     else
       result FAIL test_backend_cuda.py "exit $rc: $summary $(grep -m1 'SKIPPED' "$LOG" | cut -c1-200)"
     fi
+    ;;
+  5)
+    # shellcheck source=tools/gpu_nccl_step.sh
+    source tools/gpu_nccl_step.sh
     ;;
 esac
 

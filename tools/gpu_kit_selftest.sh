@@ -20,6 +20,10 @@ mkdir -p "$2"
 OUT=$(cd "$2" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "gpu_kit_selftest.sh: needs root (unshare -m, mount --bind)" >&2; exit 2; }
+# The steps that cannot run here are at least parsed (tests/scripts/gpu_kit_syntax.sh does too).
+for f in gpu_check.sh gpu_deps.sh gpu_nccl_step.sh gpu_nccl_tests_fetch.sh; do
+  bash -n "$ROOT/tools/$f" || { echo "gpu_kit_selftest.sh: tools/$f does not parse" >&2; exit 1; }
+done
 
 export GPU_PACK=$PACK GPU_CHECK_ALLOW_NO_GPU=1
 export GPU_BUILD=${GPU_BUILD:-$ROOT/build-gpu-selftest}

@@ -48,6 +48,12 @@ constexpr OtherVariable kOtherVariables[] = {
     {"`ZCOLL_TORCH_CUDA`", "python/setup.py (building the torch backend)",
      "`1` or `0`: build the backend with or without CUDA tensors. Default: with them when torch "
      "has CUDA and a CUDA toolkit is found."},
+    {"`ZCOLL_NCCL_LIBRARY`", "libzcoll_nccl_audit.so (the LD_AUDIT module, nccl/audit)",
+     "The library every load of libnccl.so* is redirected to. Default: libzcoll_nccl.so in the "
+     "module's own folder. Not readable: said once on stderr, nothing redirected."},
+    {"`ZCOLL_NCCL_AUDIT_DEBUG`", "libzcoll_nccl_audit.so (the LD_AUDIT module, nccl/audit)",
+     "Any non-empty value: the first redirection is said on stderr (the name searched, how, and "
+     "the target)."},
 };
 
 // A table cell: '|' would end the cell, a newline the row.

@@ -65,6 +65,12 @@ void printBuild() {
   std::printf("  CUDA kernels: not built\n");
 #endif
   std::printf("  executors: %s\n", zcoll::executorSummary().c_str());
+#ifdef ZCOLL_NCCL_API_VERSION
+  std::printf("  NCCL API: libzcoll_nccl.so (SONAME libnccl.so.2) is zcoll serving NCCL %s's API "
+              "(its ncclGetVersion reports that version; docs/NCCL.md)\n", ZCOLL_NCCL_API_VERSION);
+#else
+  std::printf("  NCCL API: libzcoll_nccl.so not built (no nccl.h, or ZCOLL_BUILD_NCCL=OFF)\n");
+#endif
   const zcoll::DeviceComponent* device = zcoll::deviceComponent();
   if (device != nullptr)
     std::printf("  device buffers: %s, on the call's stream; to node peers by cuda_ipc where "

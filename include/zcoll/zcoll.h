@@ -25,24 +25,33 @@
  *    straight to UCX where both ranks' UCX reports CUDA memory support (GPUDirect; Debian's UCX has
  *    none). ZCOLL_DEVICE_TRANSPORT=cuda_ipc|staged forces one way; `zcoll_info --routes` shows each
  *    peer's. For the quantized collectives (qwZ, qgZ, hpZ with a quantization config) only their
- *    quantized form leaves the device. A call returns once enqueued, as in NCCL (for
- *    calls in a group, zcollGroupEnd enqueues them): it starts after the work
- *    queued on `stream` before it, and work queued on `stream` after it sees its result; its
- *    buffers must stay valid until then. Arguments are checked before it returns (errors as for
- *    host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
+ *    quantized form leaves the device. On CUDA a call returns once complete by default
+ *    (ZCOLL_DEVICE_CALLS=auto): it runs after the work queued on `stream` before it, `stream`
+ *    is synchronized, and no wait is left queued on any stream, so work queued after it sees
+ *    its result. With ZCOLL_DEVICE_CALLS=async (the default on devices that trust queued calls)
+ *    a call returns once enqueued, as in NCCL (for calls in a group, zcollGroupEnd enqueues
+ *    them): it starts after the work queued on `stream` before it, and work queued on `stream`
+ *    after it sees its result; its buffers must stay valid until then. On CUDA that mode has
+ *    not run on a GPU and its stream wait is released by work zcoll submits later, which CUDA
+ *    allows to deadlock when streams share a hardware queue; it is not the default there until
+ *    the model that submits a call's whole device work at call time has passed the GPU kit.
+ *    Arguments are checked before it returns (errors as for host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
  *    and may be reused at once. A failure found once it runs (a peer, the network, the call check
  *    below) puts the communicator in the error state: zcollCommGetAsyncError and
  *    zcollGetLastError(comm) report it, the next call returns it, and `stream` is released (the
  *    output buffers are then undefined). A call returns once complete instead, `stream`
- *    synchronized, with ZCOLL_DEVICE_CALLS=sync (read at init), with CUDA_DEVICE_MAX_CONNECTIONS=1
- *    (one hardware queue: a wait on `stream` queued before the call's own work would block that
+ *    synchronized, with ZCOLL_DEVICE_CALLS=sync or auto on CUDA (read at init), with
+ *    CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue: a wait on `stream` queued before the call's own work would block that
  *    work), and for a group spanning several communicators or mixing host and device buffers. At
  *    most 64 calls of a communicator are queued and not finished; the next waits, up to the
  *    timeout, for the oldest (then zcollTimeout). Ranks of one process (threads) must not share a
  *    stream, the default stream (NULL) included, as with NCCL: give each rank its own stream
- *    (e.g. cudaStreamNonBlocking); a call queued on a stream that another communicator of the
- *    process has calls in flight on is refused (zcollInvalidUsage). A stream being captured into
- *    a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is zcollCudaError. Without a device (or CUDA
+ *    (e.g. cudaStreamNonBlocking); a queued call on a stream that a peer rank of this process
+ *    (a member of its communicator family, e.g. another rank of the same communicator) has
+ *    calls in flight on is refused (zcollInvalidUsage). Calls of one rank on several
+ *    communicators may share a stream, which orders them, as NCCL allows. A stream being
+ *    captured into a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is
+ *    zcollCudaError. Without a device (or CUDA
  *    support, see zcoll_info) device pointers are not recognised: pass host buffers. Buffers on
  *    another device than the communicator's (the one current at its creation) are refused with
  *    zcollInvalidUsage naming both devices; the buffers of one call on two devices with
@@ -640,7 +649,10 @@ typedef struct {
   unsigned int magic;    /* ZCOLL_QUANT_CONFIG_MAGIC */
   unsigned int version;  /* ZCOLL_VERSION_CODE */
   int bits;              /* 4 or 8: bits on the wire (qwZ, hpZ), qgZ's inter-node hop */
-  int intraBits;         /* 4 or 8: qgZ's intra-node hop */
+  int intraBits;         /* 4, 8 or 16: qgZ's intra-node hop (qgZ and the quantized all-reduce;
+                            16: each element as a 16-bit float, bf16 or for Float16 data fp16,
+                            summed in fp32: exact for Float16/Bfloat16 data, relative error
+                            <= 2^-8 for Float32; docs/ZEROPP.md "qgZ"). Ignored by qwZ/hpZ */
   int blockSize;         /* elements per scale: a multiple of 32 in [32, 4096] */
   int mode;              /* zcollQuantMode_t */
   int rounding;          /* zcollRounding_t */
@@ -690,7 +702,8 @@ ZCOLL_API zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void*
 /* qgZ: reduce-scatter (op Sum, or Avg = Sum / nranks) with block-quantized traffic in two
  * hops: intra-node all-to-all, dequantize-reduce-requantize, inter-node all-to-all,
  * dequantize-sum. datatype: Float32, Float16 or Bfloat16; any recvcount. quant NULL: defaults
- * (INT4 both hops, block 256). Falls back to a flat quantized all-to-all reduce-scatter when
+ * (INT4 both hops, block 256). intraBits 16 carries the intra-node hop as 16-bit floats (no
+ * scales) and quantizes only the partials that cross nodes. Falls back to a flat quantized all-to-all reduce-scatter when
  * nodes have unequal rank counts (logged at INFO). In place when
  * recvbuff == sendbuff + rank*recvcount. */
 ZCOLL_API zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff,

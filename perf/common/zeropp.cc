@@ -94,12 +94,21 @@ double quantTolerance(const QuantFlags& f, zcollDataType_t dtype) {
   return scale * (f.stochastic ? 1.0 : 0.5) + rounding + 1e-4;
 }
 
-double qgzFactor(int nranks, int nodes, int interBits, int intraBits, bool stochastic) {
-  const double k = stochastic ? 1.0 : 0.5;
-  const double qi = std::ldexp(1.0, intraBits - 1) - 1, qe = std::ldexp(1.0, interBits - 1) - 1;
-  if (nodes == 1) return k / qi;
+double qgzFactor(int nranks, int nodes, int interBits, int intraBits, bool stochastic,
+                 zcollDataType_t t) {
+  const double k = stochastic ? 1.0 : 0.5, qe = std::ldexp(1.0, interBits - 1) - 1;
+  const double ei = intraBits == 16 ? (t == zcollFloat32 ? 0x1.0p-8 : 0.0)
+                                    : k / (std::ldexp(1.0, intraBits - 1) - 1);
+  if (nodes == 1) return ei;
   if (nodes == nranks) return k / qe;
-  return k / qi + (1 + k / qi) * k / qe;
+  return ei + (1 + ei) * k / qe;
+}
+
+bool intraBitsOk(int v) { return v == 4 || v == 8 || v == 16; }
+
+std::string intraHopName(int intraBits) {
+  return intraBits == 16 ? "16-bit floats (bf16; fp16 for half input)"
+                         : "INT" + std::to_string(intraBits);
 }
 
 namespace {

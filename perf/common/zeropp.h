@@ -43,10 +43,16 @@ const zcollQuantConfig_t* quantConfig(const QuantFlags& f, zcollQuantConfig_t* s
 // rounding of values below 128, plus fp32 slack. 0 when bits == 0.
 double quantTolerance(const QuantFlags& f, zcollDataType_t dtype);
 
-// qgZ's error factor F (docs/ZEROPP.md "qgZ") for a layout of `nranks` on `nodes`:
-// 1/(2qi) + (1 + 1/(2qi))/(2qe) on two hops (or the flat fallback), 1/(2qi) on one node, 1/(2qe)
-// with one rank per node; q = 2^(bits-1) - 1; stochastic rounding doubles each 1/(2q).
-double qgzFactor(int nranks, int nodes, int interBits, int intraBits, bool stochastic);
+// qgZ's error factor F (docs/ZEROPP.md "qgZ") for a layout of `nranks` on `nodes` and dtype t:
+// ei + (1 + ei)/(2qe) on two hops (or the flat fallback), ei on one node, 1/(2qe) with one rank
+// per node; q = 2^(bits-1) - 1; ei = 1/(2qi), or at intraBits 16 2^-8 for Float32 (bf16) and 0
+// for Float16/Bfloat16 (exact); stochastic rounding doubles each 1/(2q).
+double qgzFactor(int nranks, int nodes, int interBits, int intraBits, bool stochastic,
+                 zcollDataType_t t);
+
+// --intra-bits: 4, 8 or 16 (qgZ's intra-node hop as 16-bit floats); and how a note names it.
+bool intraBitsOk(int v);
+std::string intraHopName(int intraBits);
 
 // A reduction's documented bound for the driver's inputs (non-negative integers, so every
 // block's absmax is at most the rank's largest input A_s): F * sum_s A_s with fp32 slack

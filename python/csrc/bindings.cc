@@ -16,8 +16,9 @@ zcollQuantConfig_t quantConfig(const char* what, int bits, int intraBits, int bl
                                int pipelineDepth) {
   TORCH_CHECK_VALUE(bits == 0 || bits == 4 || bits == 8, "zcoll: ", what, ": bits=", bits,
                     " is not 4 or 8 (None: zcoll's default)");
-  TORCH_CHECK_VALUE(intraBits == 0 || intraBits == 4 || intraBits == 8, "zcoll: ", what,
-                    ": intra_bits=", intraBits, " is not 4 or 8 (None: zcoll's default)");
+  TORCH_CHECK_VALUE(intraBits == 0 || intraBits == 4 || intraBits == 8 || intraBits == 16,
+                    "zcoll: ", what, ": intra_bits=", intraBits,
+                    " is not 4, 8 or 16 (None: zcoll's default)");
   TORCH_CHECK_VALUE(blockSize == 0 || (blockSize >= 32 && blockSize <= 4096 && blockSize % 32 == 0),
                     "zcoll: ", what, ": block_size=", blockSize, " is not a multiple of 32 in "
                     "[32, 4096] (None: zcoll's default, 256)");

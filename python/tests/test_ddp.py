@@ -168,8 +168,8 @@ def scenario_errors(rank, gloo):
     x = torch.ones(1024)
     with pytest.raises(ValueError, match="bits=3 is not 4 or 8"):
         zpp.quantized_all_reduce(x, bits=3)
-    with pytest.raises(ValueError, match="intra_bits=16 is not 4 or 8"):
-        zpp.quantized_all_reduce(x, intra_bits=16)
+    with pytest.raises(ValueError, match="intra_bits=12 is not 4, 8 or 16"):
+        zpp.quantized_all_reduce(x, intra_bits=12)
     with pytest.raises(ValueError, match="takes ReduceOp.SUM, AVG or PREMUL_SUM, got ReduceOp.MAX"):
         zpp.quantized_all_reduce(x, op=dist.ReduceOp.MAX)
     with pytest.raises(TypeError, match="quantizes torch.float32.*got torch.int32"):

@@ -59,7 +59,7 @@ def scenario_argument_errors(rank, world):
     _raises(TypeError, r"quantized_reduce_scatter quantizes .* got torch\.float64",
             lambda: zpp.quantized_reduce_scatter(torch.empty(256, dtype=torch.float64),
                                                  torch.ones(256 * world, dtype=torch.float64)))
-    _raises(ValueError, r"intra_bits=5 is not 4 or 8",
+    _raises(ValueError, r"intra_bits=5 is not 4, 8 or 16",
             lambda: zpp.quantized_reduce_scatter(shard, grads, intra_bits=5))
     _raises(ValueError, r"pipeline_depth=65 is not in \[1, 64\]",
             lambda: zpp.quantized_reduce_scatter(shard, grads, pipeline_depth=65))

@@ -23,9 +23,10 @@ __all__ = ["QuantizedAllReduceState", "quantized_allreduce_hook"]
 _QUANTIZABLE = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _check_bits(name, value):
-    if value not in (4, 8):
-        raise ValueError(f"zcoll: QuantizedAllReduceState {name}={value!r} is not 4 or 8")
+def _check_bits(name, value, allowed=(4, 8)):
+    if value not in allowed:
+        raise ValueError(f"zcoll: QuantizedAllReduceState {name}={value!r} is not "
+                         f"{', '.join(map(str, allowed[:-1]))} or {allowed[-1]}")
 
 
 def _check_count(name, value):
@@ -39,7 +40,7 @@ class QuantizedAllReduceState:
 
     process_group: the group DDP reduces over (None: the default group); it must run on zcoll.
     bits: the width of the inter-node hop and of the gather (4 or 8). intra_bits: the
-    intra-node hop's (4 or 8). block_size: elements per quantization block (None: 256).
+    intra-node hop's (4, 8, or 16 for 16-bit floats). block_size: elements per quantization block (None: 256).
     error_feedback: keep each bucket's quantization error and add it back the next iteration.
     start_iter: iterations run with the exact all-reduce before quantizing starts.
     min_bucket_bytes: buckets smaller than this run the exact all-reduce.
@@ -54,7 +55,7 @@ class QuantizedAllReduceState:
     def __init__(self, process_group=None, *, bits=8, intra_bits=8, block_size=None,
                  error_feedback=True, start_iter=10, min_bucket_bytes=0):
         _check_bits("bits", bits)
-        _check_bits("intra_bits", intra_bits)
+        _check_bits("intra_bits", intra_bits, (4, 8, 16))
         _check_count("start_iter", start_iter)
         _check_count("min_bucket_bytes", min_bucket_bytes)
         if block_size is not None:

@@ -30,6 +30,25 @@ quantizer (``QuantizerBuilder``), on CPU today:
   over the partition layout of DeepSpeed's ``reduce_scatter_coalesced``; 1-D tensors (biases,
   norms) stay exact, as in DeepSpeed.
 
+ZeRO stages 1 and 2 (``DeepSpeedZeroOptimizer``, which DeepSpeed itself runs unquantized
+whatever these options say) honour the same two config names (:mod:`zcoll.deepspeed_zero12`):
+
+- ``zero_quantized_weights``: the all-gather of the updated partitions after the optimizer step
+  (``all_gather_dp_groups``) becomes one in-place ``zcollQuantizedAllGather`` per parameter group
+  (INT8, block 256). Every rank, the partition's owner included, ends with the dequantized codes,
+  so the replicas hold identical bits; each rank's fp32 master partition stays exact.
+- ``zero_quantized_gradients``: DeepSpeed reduces each gradient bucket with one ``all_reduce``
+  (in ``allreduce_bucket``, or ``gradient_reduction_w_predivide`` with ``reduce_scatter: false``;
+  with ``reduce_scatter: true`` each rank then keeps its partition's slices), which becomes
+  ``zcollQuantizedAllReduce`` (Sum after DeepSpeed's own division; INT8 on both hops and the
+  gather by default, ``allreduce_bits``/``allreduce_intra_bits``), so every rank gets identical
+  gradient bits; error feedback with ``allreduce_error_feedback=True`` (a residual per
+  bucket, matched by its place in the step's sequence of all-reduces).
+- refused (ValueError naming the setting, as the engine is built): ``zero_hpz_partition_size`` >
+  1 or ``zero_quantized_nontrainable_weights`` (ZeRO-3 only), and with either option on:
+  ``use_multi_rank_bucket_allreduce: false`` (DeepSpeed then calls ``dist.reduce``; for
+  gradients), ZenFlow, pipeline parallelism, MoE layers, DeepCompile.
+
 ``enable`` checks the DeepSpeed version against the tested range and raises otherwise: the
 entry points above are DeepSpeed internals.
 
@@ -48,7 +67,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from . import zeropp
+from . import deepspeed_zero12, zeropp
 
 TESTED_DEEPSPEED = ((0, 19, 8), (0, 20, 0))  # [low, high)
 
@@ -61,7 +80,10 @@ class Settings:
     grad_bits: int = 4
     grad_intra_bits: int = 4
     grad_block_size: int = 256
-    calls: dict = field(default_factory=lambda: {"qwz": 0, "qgz": 0})
+    allreduce_bits: int = 8
+    allreduce_intra_bits: int = 8
+    allreduce_error_feedback: bool = False
+    calls: dict = field(default_factory=lambda: {"qwz": 0, "qgz": 0, "allreduce": 0})
 
 
 _settings = None
@@ -206,14 +228,52 @@ def _check_version():
             f"zcoll.deepspeed.enable: tested with deepspeed >= {'.'.join(map(str, low))}, < "
             f"{'.'.join(map(str, high))}; found {deepspeed.__version__}. The adapter replaces "
             f"DeepSpeed internals (partition_parameters.CUDAQuantizer, _dist_allgather_fn, "
-            f"stage3.all_to_all_quant_reduce) that change between versions.")
+            f"stage3.all_to_all_quant_reduce; for stages 1 and 2 "
+            f"DeepSpeedEngine._configure_zero_optimizer, stage_1_and_2's all_gather_dp_groups "
+            f"and dist, DeepSpeedZeroOptimizer.allreduce_bucket) that change between versions.")
+
+
+def _check_widths(**values):
+    """enable()'s quantization arguments, checked before anything is replaced."""
+    for name, value in values.items():
+        if name.endswith("bits"):
+            if value not in (4, 8):
+                raise ValueError(f"zcoll.deepspeed.enable: {name}={value!r} is not 4 or 8")
+        elif not (isinstance(value, int) and value % 32 == 0 and 32 <= value <= 4096):
+            raise ValueError(f"zcoll.deepspeed.enable: {name}={value!r} is not a multiple of 32 "
+                             f"in [32, 4096]")
+
+
+def _install_zero12(settings):
+    """ZeRO stages 1 and 2 (deepspeed_zero12.py): the engine's optimizer set-up, the step's
+    weight gather and stage_1_and_2's all_reduce, each a pass-through for engines that do not
+    ask for quantization."""
+    from deepspeed.runtime import engine
+    from deepspeed.runtime.zero import stage_1_and_2
+    engine.DeepSpeedEngine._configure_zero_optimizer = deepspeed_zero12.configure_zero_optimizer(
+        engine.DeepSpeedEngine._configure_zero_optimizer, settings)
+    stage_1_and_2.all_gather_dp_groups = deepspeed_zero12.all_gather_dp_groups(
+        stage_1_and_2.all_gather_dp_groups)
+    deepspeed_zero12.install_comm_proxy()
 
 
 def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
-           grad_block_size=256):
+           grad_block_size=256, allreduce_bits=8, allreduce_intra_bits=8,
+           allreduce_error_feedback=False):
     """Routes DeepSpeed's ZeRO++ collectives through zcoll (see the module docstring). Returns
-    the Settings, whose ``calls`` counts the qwZ and qgZ calls made."""
+    the Settings, whose ``calls`` counts the qwZ gathers (ZeRO-3 and ZeRO-1/2), the ZeRO-3 qgZ
+    calls and the ZeRO-1/2 quantized all-reduces made.
+
+    weight_bits / weight_block_size: qwZ's (every stage). grad_bits / grad_intra_bits: ZeRO-3's
+    qgZ hops; allreduce_bits / allreduce_intra_bits: ZeRO-1/2's quantized gradient all-reduce
+    (its inter-node hop and gather / its intra-node hop); grad_block_size: both.
+    allreduce_error_feedback: the ZeRO-1/2 gradient all-reduce keeps a residual per bucket
+    (fp32, zeropp.residual_size bytes: 1.75x the bucket's fp32 bytes on 2 nodes x 2 ranks)."""
     global _settings
+    _check_widths(weight_bits=weight_bits, weight_block_size=weight_block_size,
+                  grad_bits=grad_bits, grad_intra_bits=grad_intra_bits,
+                  grad_block_size=grad_block_size, allreduce_bits=allreduce_bits,
+                  allreduce_intra_bits=allreduce_intra_bits)
     _check_version()
     from deepspeed.runtime.zero import partition_parameters, stage3
     from deepspeed.utils import groups
@@ -225,9 +285,12 @@ def enable(weight_bits=8, weight_block_size=256, grad_bits=4, grad_intra_bits=4,
         partition_parameters.CUDAQuantizer = ZcollWeightQuantizer
         stage3.all_to_all_quant_reduce = qgz_reduce_scatter
         _settings = Settings()
+        _install_zero12(_settings)
     _settings.weight_bits, _settings.weight_block_size = weight_bits, weight_block_size
     _settings.grad_bits, _settings.grad_intra_bits = grad_bits, grad_intra_bits
     _settings.grad_block_size = grad_block_size
+    _settings.allreduce_bits, _settings.allreduce_intra_bits = allreduce_bits, allreduce_intra_bits
+    _settings.allreduce_error_feedback = bool(allreduce_error_feedback)
     return _settings
 
 

@@ -212,9 +212,10 @@ class QuantizedReduceScatter(_Settings, _ReduceScatterBase):
 
     def __init__(self, *, bits=4, intra_bits=4, block_size=None, symmetric=True, stochastic=False,
                  seed=0, pipeline_depth=None, unsupported="exact", registered_memory=False):
-        for name, value in (("bits", bits), ("intra_bits", intra_bits)):
-            if value not in (None, 4, 8):
-                raise ValueError(f"zcoll.fsdp.QuantizedReduceScatter: {name} must be 8 or 4, "
+        for name, value, ok, say in (("bits", bits, (None, 4, 8), "8 or 4"),
+                                     ("intra_bits", intra_bits, (None, 4, 8, 16), "16, 8 or 4")):
+            if value not in ok:
+                raise ValueError(f"zcoll.fsdp.QuantizedReduceScatter: {name} must be {say}, "
                                  f"got {value!r}")
         _Settings.__init__(self, unsupported, registered_memory)
         self.bits, self.intra_bits, self.block_size = bits, intra_bits, block_size
@@ -364,7 +365,8 @@ def _say_if_one_node(fsdp_modules, qwz, hpz, qgz, grad_intra_bits):
         return
     what = " and ".join(name for name, on in (("qwZ", qwz), ("hpZ", hpz)) if on)
     grads = (f"; qgZ still quantizes the gradients' reduce-scatter (intra-node hop, "
-             f"INT{grad_intra_bits or 4})" if qgz else "")
+             f"{'16-bit floats' if grad_intra_bits == 16 else f'INT{grad_intra_bits or 4}'})"
+             if qgz else "")
     _say_once(("one-node",),
               f"zcoll.fsdp.zeropp: the model's shard group lies on one node, so {what} run "
               f"exact there: the weight all-gathers are unquantized (nothing crosses nodes) and "
@@ -440,10 +442,10 @@ class QuantizedReplicateAllReduce:
 
     def __init__(self, replicate_group, *, bits=8, intra_bits=8, block_size=None,
                  error_feedback=True):
-        for name, value in (("bits", bits), ("intra_bits", intra_bits)):
-            if value not in (4, 8):
+        for name, value, ok in (("bits", bits, (4, 8)), ("intra_bits", intra_bits, (4, 8, 16))):
+            if value not in ok:
                 raise ValueError(f"zcoll.fsdp: QuantizedReplicateAllReduce {name}={value!r} is "
-                                 f"not 4 or 8")
+                                 f"not {', '.join(map(str, ok[:-1]))} or {ok[-1]}")
         _zpp.zcoll_backend(replicate_group, "QuantizedReplicateAllReduce")
         self.group = replicate_group
         self.quant = {"bits": bits, "intra_bits": intra_bits, "block_size": block_size}

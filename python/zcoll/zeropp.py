@@ -28,6 +28,7 @@ world size (python/examples/keep_training_zeropp.py):
 import torch
 import torch.distributed as dist
 
+from . import _torch  # noqa: F401  (torch check, backend registration, torch.ops.zcoll)
 from . import _C
 
 
@@ -107,7 +108,8 @@ def quantized_reduce_scatter(output, input, op=dist.ReduceOp.SUM, group=None, *,
                              intra_bits=None, block_size=None, symmetric=True, stochastic=False,
                              seed=0, pipeline_depth=None, async_op=False):
     """qgZ: reduce-scatter (SUM or AVG) with block-quantized traffic in two hops (intra-node,
-    then inter-node). float32, float16, bfloat16."""
+    then inter-node). float32, float16, bfloat16. bits: 4 or 8; intra_bits: 4, 8 or 16 (16: the
+    intra-node hop as 16-bit floats, exact for float16/bfloat16; docs/ZEROPP.md "qgZ")."""
     work = zcoll_backend(group).quantized_reduce_scatter(
         output, input, op, bits=_or0(bits), intra_bits=_or0(intra_bits),
         block_size=_or0(block_size), symmetric=symmetric, stochastic=stochastic, seed=seed,
@@ -121,8 +123,8 @@ def quantized_all_reduce(tensor, group=None, op=dist.ReduceOp.SUM, *, bits=None,
     """In place: tensor = the reduction (SUM or AVG) of every rank's tensor, with block-quantized
     traffic (zcollQuantizedAllReduce: qgZ's reduce-scatter, then qwZ's gather of the reduced
     chunks at `bits`); every rank ends with identical bits. Defaults: INT8 on both hops and the
-    gather, block 256. Below 256 KiB per rank zcoll runs the exact all-reduce. float32, float16,
-    bfloat16, CPU or CUDA.
+    gather, block 256 (intra_bits 16: the intra-node hop as 16-bit floats). Below 256 KiB per
+    rank zcoll runs the exact all-reduce. float32, float16, bfloat16, CPU or CUDA.
 
     residual: error feedback (zcollQuantizedAllReduceWithResidual): a contiguous uint8 or
     float32 tensor of residual_size(...) bytes on the tensor's device, zeroed before the first

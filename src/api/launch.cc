@@ -52,44 +52,66 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
 
 namespace {
 
-// Streams with queued calls in flight, process-wide: which comm, how many calls.
-struct StreamUse {
-  const zcollComm* comm;
-  int calls;
-};
+// Streams with queued calls in flight, process-wide: for each, the comms with calls on it and how
+// many each has.
 std::mutex gStreamsMu;
-std::map<uintptr_t, StreamUse>& streamsInUse() {
-  static auto* m = new std::map<uintptr_t, StreamUse>;  // never freed (used at exit)
+std::map<uintptr_t, std::map<const zcollComm*, int>>& streamsInUse() {
+  static auto* m = new std::map<uintptr_t, std::map<const zcollComm*, int>>;  // never freed
   return *m;
+}
+
+bool hasMember(const zcollComm* c, uint64_t memberId) {
+  for (const PeerInfo& p : c->peers)
+    if (p.memberId == memberId) return true;
+  return false;
+}
+
+// Whether calls of `a` and `b` queued on one stream can wait on each other: a queued call holds
+// its stream until its communicator's peers join, so a call queued behind it waits too. They can
+// when they are different ranks (members) and one's communicator has the other as a member: two
+// ranks of one communicator family (threads of this process), where the call behind the held
+// one is the very peer it waits for. Calls of one rank on several communicators (two torch
+// groups drawing the same pool stream) are ordered by the stream, as with NCCL; so are calls of
+// unrelated communicators.
+bool mayWaitOnEachOther(const zcollComm* a, const zcollComm* b) {
+  const uint64_t idA = a->peers[a->rank].memberId, idB = b->peers[b->rank].memberId;
+  if (idA == idB) return false;
+  return hasMember(a, idB) || hasMember(b, idA);
+}
+
+std::string streamName(uintptr_t k) {
+  char name[40];
+  if (k == 0) std::snprintf(name, sizeof name, "NULL (the legacy default stream)");
+  else std::snprintf(name, sizeof name, "%#lx", static_cast<unsigned long>(k));
+  return name;
 }
 
 Result claimStreams(const zcollComm* comm, const char* fn, const std::vector<uintptr_t>& keys) {
   std::lock_guard<std::mutex> lock(gStreamsMu);
   for (uintptr_t k : keys) {
     auto it = streamsInUse().find(k);
-    if (it != streamsInUse().end() && it->second.comm != comm) {
-      char stream[40];
-      if (k == 0) std::snprintf(stream, sizeof stream, "NULL (the legacy default stream)");
-      else std::snprintf(stream, sizeof stream, "%#lx", static_cast<unsigned long>(k));
-      return fail(zcollInvalidUsage, "%s: the stream %s has calls of another communicator of "
-                  "this process in flight (%s): ranks of one process must each use their own "
-                  "stream (NULL included), as with NCCL; one rank's call would hold the stream "
-                  "its peer's call needs", fn, stream, it->second.comm->name.c_str());
+    if (it == streamsInUse().end()) continue;
+    for (const auto& [other, calls] : it->second) {
+      if (other == comm || !mayWaitOnEachOther(comm, other)) continue;
+      return fail(zcollInvalidUsage, "%s: the stream %s has calls of rank %d of %s in flight, a "
+                  "peer of this rank (rank %d of %s): ranks of one process must each use their "
+                  "own stream (NULL included), as with NCCL; one rank's call would hold the "
+                  "stream its peer's call needs", fn, streamName(k).c_str(), other->rank,
+                  other->name.c_str(), comm->rank, comm->name.c_str());
     }
   }
-  for (uintptr_t k : keys) {
-    StreamUse& u = streamsInUse()[k];
-    u.comm = comm;
-    ++u.calls;
-  }
+  for (uintptr_t k : keys) ++streamsInUse()[k][comm];
   return zcollSuccess;
 }
 
-void releaseStreams(const std::vector<uintptr_t>& keys) {
+void releaseStreams(const zcollComm* comm, const std::vector<uintptr_t>& keys) {
   std::lock_guard<std::mutex> lock(gStreamsMu);
   for (uintptr_t k : keys) {
     auto it = streamsInUse().find(k);
-    if (it != streamsInUse().end() && --it->second.calls == 0) streamsInUse().erase(it);
+    if (it == streamsInUse().end()) continue;
+    auto use = it->second.find(comm);
+    if (use != it->second.end() && --use->second == 0) it->second.erase(use);
+    if (it->second.empty()) streamsInUse().erase(it);
   }
 }
 
@@ -115,7 +137,7 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
     std::unique_lock<std::mutex> lock(w.mu);
     if (!w.changed.wait_for(lock, std::chrono::seconds(comm->timeoutSec),
                             [&] { return w.inFlight < kMaxDeviceCallsInFlight; })) {
-      releaseStreams(keys);
+      releaseStreams(comm, keys);
       return fail(zcollTimeout, "%s: %d device calls of this communicator are in flight (the "
                   "most it queues) and none finished within the timeout (%d s, ZCOLL_TIMEOUT)",
                   fn, kMaxDeviceCallsInFlight, comm->timeoutSec);
@@ -130,7 +152,8 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
   // Releases the callers' streams (a store the device sees: the progress thread only flips a
   // word) and the call's place; once, whatever happens to the call.
   auto done = std::make_shared<std::atomic<bool>>(false);
-  auto release = [done, word, seq, &w, keys] {
+  const zcollComm* claimant = comm;  // only compared, never read, in releaseStreams
+  auto release = [done, word, seq, &w, keys, claimant] {
     if (done->exchange(true)) return;
     __atomic_store_n(word, seq, __ATOMIC_RELEASE);
     {
@@ -138,7 +161,7 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
       --w.inFlight;
     }
     w.changed.notify_all();
-    releaseStreams(keys);
+    releaseStreams(claimant, keys);
     streams::release();
   };
   // Every side executor before any wait: callers may share a stream, and a side stream made

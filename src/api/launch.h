@@ -1,10 +1,12 @@
 // How a collective runs once its arguments are checked. The entry point validates on the
 // caller's thread (outside the comm's order: checking arguments needs no turn), then hands the
 // call to launchCall with the work that moves its data:
-//  - Host buffers (and device buffers with ZCOLL_DEVICE_CALLS=sync): the call check and the
+//  - Host buffers (and device buffers with ZCOLL_DEVICE_CALLS=sync, or auto on CUDA: see
+//    DeviceComponent::queuedCallsTrusted): the call check and the
 //    work run on the caller's thread in its turn of the comm's order (exec/engine.h), and the
 //    call returns once they are done (the stream synchronized, for device buffers).
-//  - Device buffers (the default, NCCL's semantics): the call returns once queued. Its work
+//  - Device buffers with queued calls (ZCOLL_DEVICE_CALLS=async, or auto on the tests' stand-in
+//    device; NCCL's semantics): the call returns once queued. Its work
 //    runs on the comm's progress thread, in its turn, on a side stream that starts after what
 //    the caller queued on its stream before the call (Executor::makeSideExecutor); the caller's
 //    stream waits on a host-mapped word (Executor::waitValue: a stream memory operation) that
@@ -64,8 +66,10 @@ constexpr int kMaxDeviceCallsInFlight = 64;
 Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn);
 
 // Queues `work` on the comm's progress thread for a call on device buffers whose executors
-// (streams) are `callers` (at least one). A stream with calls of another comm of this process
-// in flight is refused (zcollInvalidUsage: ranks must not share a stream). Each caller gets a
+// (streams) are `callers` (at least one). A stream with calls in flight of a peer rank of this
+// process (a comm whose members include this rank, or the other way round, with another own
+// member) is refused (zcollInvalidUsage: ranks must not share a stream); one rank's comms may
+// share one. Each caller gets a
 // side executor that starts after its stream; all are made before any stream waits, since
 // callers may share a stream and a side stream made after a wait would wait for the call it
 // belongs to. Then every caller's stream waits on the call's word until the work is over (run,

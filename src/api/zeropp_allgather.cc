@@ -63,7 +63,8 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
     ZCOLL_CHECK(checkArgs(fn, true, sendbuff, "sendbuff", sendcount, recvbuff,
                           sendcount * comm->nranks, datatype, stream, &ce));
     QuantSettings qs;
-    ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
+    ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits,
+                                datatype, fn, &qs));
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
                                    comm->nranks, fn));
     CallDescriptor d = describeCall(CollKind::kQuantizedAllGather, datatype, sendcount);
@@ -98,7 +99,8 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
                           sendcount * comm->nranks, datatype, stream, &ce, secondary));
     QuantSettings qs;
     if (quant != nullptr)
-      ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits, fn, &qs));
+      ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllGatherBits, kDefaultAllGatherBits,
+                                  datatype, fn, &qs));
     ZCOLL_CHECK(checkUniform(comm, fn));
     ZCOLL_CHECK(checkGatherInPlace(sendbuff, recvbuff, sendcount * dtypeSize(datatype), comm->rank,
                                    comm->nranks, fn));

@@ -75,7 +75,8 @@ zcollResult_t quantizedAllReduce(const char* fn, const void* send, void* recv, s
     CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, send, recv, count, dtype, op, comm, res, stream, &ce));
     QuantSettings qs;
-    ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllReduceBits, kDefaultAllReduceBits, fn, &qs));
+    ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllReduceBits, kDefaultAllReduceBits,
+                                dtype, fn, &qs));
     const QarSplit split = qarSplit(comm, count);
     const int depth = qs.pipelineDepth != 0 ? qs.pipelineDepth : qgzDefaultDepth(split.chunk);
     CallDescriptor d = describeCall(CollKind::kQuantizedAllReduce, dtype, count, op);
@@ -129,7 +130,8 @@ zcollResult_t zcollQuantizedAllReduceResidualSize(size_t count, zcollDataType_t 
     ZCOLL_CHECK(checkQuantDtype(datatype, fn));
     ZCOLL_CHECK(checkSize(count, sizeof(float), 2, fn));
     QuantSettings qs;
-    ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllReduceBits, kDefaultAllReduceBits, fn, &qs));
+    ZCOLL_CHECK(readQuantConfig(quant, kDefaultAllReduceBits, kDefaultAllReduceBits,
+                                datatype, fn, &qs));
     *bytes = qarSplit(comm, count).residualBytes();
     return zcollSuccess;
   });

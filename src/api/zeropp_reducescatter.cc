@@ -48,7 +48,7 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     CallExecutor ce;
     ZCOLL_CHECK(checkArgs(fn, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, &ce));
     QgzArgs a{sendbuff, recvbuff, recvcount, datatype, op, {}, 1, &hostExecutor()};
-    ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, fn, &a.quant));
+    ZCOLL_CHECK(readQuantConfig(quant, kDefaultGradBits, kDefaultGradBits, datatype, fn, &a.quant));
     a.pipelineDepth = a.quant.pipelineDepth != 0 ? a.quant.pipelineDepth : qgzDefaultDepth(recvcount);
     CallDescriptor d = describeCall(CollKind::kQuantizedReduceScatter, datatype, recvcount, op);
     addQuantSettings(&d, a.quant.inter, a.quant.intra.bits, a.pipelineDepth);

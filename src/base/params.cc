@@ -53,11 +53,14 @@ const std::vector<ParamDesc> kParams = {
      "rank with zcollInvalidUsage naming the first difference; costs one small all-gather per call "
      "(perf/RESULTS.md). off: a mismatched call is undefined (it may hang until ZCOLL_TIMEOUT or "
      "give wrong results). Read at init; all ranks must use the same value."},
-    {"ZCOLL_DEVICE_CALLS", ParamType::kString, "async",
+    {"ZCOLL_DEVICE_CALLS", ParamType::kString, "auto",
      "async: a call on device buffers returns once enqueued on its stream (NCCL's "
-     "semantics; failures found later break the communicator, see zcollCommGetAsyncError). "
-     "sync: it returns once complete, its stream synchronized (for debugging, like "
-     "CUDA_LAUNCH_BLOCKING). Applies to zcollSend/zcollRecv and groups alike. Read at init; "
+     "semantics; failures found later break the communicator, see zcollCommGetAsyncError); on "
+     "CUDA its stream waits for work zcoll submits later, which CUDA allows to deadlock when "
+     "streams share a hardware queue (not yet run on a GPU; a warning says so). "
+     "sync: it returns once complete, its stream synchronized, with no wait queued on any "
+     "stream. auto: sync on CUDA, async on a device that trusts queued calls (the tests' "
+     "stand-in). Applies to zcollSend/zcollRecv and groups alike. Read at init; "
      "inherited by splits."},
     {"ZCOLL_REDUCE_PARTIALS", ParamType::kString, "fp32",
      "How ring reduce-scatter and all-reduce carry fp16/bf16 partial sums between ranks: fp32 "
@@ -100,7 +103,8 @@ const std::vector<ParamDesc> kParams = {
      "1: cuda_ipc peers read a sender's own device buffer (no copy; the buffer's allocation "
      "stays mapped in the peers until the communicator is destroyed, so it must not be freed "
      "before, as with NCCL's registered buffers), for calls that return complete "
-     "(ZCOLL_DEVICE_CALLS=sync, or CUDA_DEVICE_MAX_CONNECTIONS=1) and while no queued call of "
+     "(ZCOLL_DEVICE_CALLS=sync or auto on CUDA, or CUDA_DEVICE_MAX_CONNECTIONS=1) and while no "
+     "queued call of "
      "the receiver's process holds a stream (mapping synchronizes the device); otherwise, and "
      "with 0, the sender copies into slots of zcoll's that peers mapped at init (one "
      "device-local copy; safe for any buffer). Read at init."},
@@ -119,6 +123,20 @@ const std::vector<ParamDesc> kParams = {
      "Force the CPU quantization kernels' instruction set (scalar, avx2, avx512) for every "
      "operation. Empty: per operation, the fastest vector variant this CPU supports, measured "
      "once at first use (a few ms; zcoll_info prints the choice)."},
+    // Read by libzcoll_nccl.so (nccl/, docs/NCCL.md), NCCL's API over zcoll; listed here so
+    // zcoll_info and docs/ENVIRONMENT.md show them with the rest.
+    {"ZCOLL_NCCL_FALLBACK", ParamType::kString, "",
+     "libzcoll_nccl.so: path to a real libnccl.so.2. Loaded once per process (dlopen "
+     "RTLD_LOCAL|RTLD_DEEPBIND); every communicator makes one of its own on it at init (rank 0 "
+     "makes its unique id, zcoll broadcasts it; set it on every rank or none), and calls zcoll "
+     "cannot serve (reductions of FP8 types) go there. Empty: they fail with ncclInvalidUsage "
+     "naming the call."},
+    {"ZCOLL_NCCL_QUANTIZE", ParamType::kString, "",
+     "libzcoll_nccl.so: quantize unmodified NCCL calls (opt-in): a comma-separated list of "
+     "allgather:int8|int4 (qwZ), reducescatter:int8|int4 (qgZ, both hops), allreduce:int8|int4 "
+     "(zcoll's quantized all-reduce) and min=BYTES (per-rank send bytes below which calls stay "
+     "exact). Only Float32/Float16/Bfloat16 data and Sum/Avg reductions; read once per process, "
+     "logged once at INFO; a value it cannot parse fails init with ncclInvalidArgument."},
 };
 
 std::mutex gSourcesMu;

@@ -18,8 +18,12 @@ Result checkQuantDtype(zcollDataType_t dtype, const char* fn) {
   return quant::checkQuantizable(dtype, fn);
 }
 
+zcollDataType_t wire16For(zcollDataType_t dtype) {
+  return dtype == zcollFloat16 ? zcollFloat16 : zcollBfloat16;
+}
+
 Result readQuantConfig(const zcollQuantConfig_t* cfg, int defaultBits, int defaultIntraBits,
-                       const char* fn, QuantSettings* out) {
+                       zcollDataType_t dtype, const char* fn, QuantSettings* out) {
   quant::QuantParams base;
   base.bits = defaultBits;
   base.blockSize = kDefaultBlockSize;
@@ -60,12 +64,15 @@ Result readQuantConfig(const zcollQuantConfig_t* cfg, int defaultBits, int defau
       out->pipelineDepth = cfg->pipelineDepth;
     }
   }
+  if (base.bits != 4 && base.bits != 8)
+    return fail(zcollInvalidArgument, "%s: bits = %d, must be 4 or 8", fn, base.bits);
+  if (intraBits != 4 && intraBits != 8 && intraBits != 16)
+    return fail(zcollInvalidArgument, "%s: intraBits = %d, must be 4, 8 or 16", fn, intraBits);
   out->inter = base;
   out->intra = base;
   out->intra.bits = intraBits;
-  Result r = quant::validate(out->inter);
-  if (r == zcollSuccess) r = quant::validate(out->intra);
-  if (r != zcollSuccess)
+  out->intra.wire16 = wire16For(dtype);
+  if (quant::validate(out->inter) != zcollSuccess)
     return failWithContext(zcollInvalidArgument, fn);
   return zcollSuccess;
 }

@@ -370,7 +370,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->timeoutSec = s.timeoutSec;
   comm->partialsInDtype = s.reducePartials == "dtype";
   comm->checkCalls = s.checkCalls == "on";
-  comm->deviceCallsAsync = s.deviceCalls == "async" && !singleHardwareQueue();
+  comm->deviceCallsAsync = deviceCallsQueued(s.deviceCalls);
   comm->spinSetting = s.spinCount;
   comm->forcedAlgorithm = s.forcedAlgorithm;
   comm->hostIdOverride = s.hostId;
@@ -438,8 +438,8 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   if (out->checkCalls != "off" && out->checkCalls != "on")
     return fail(zcollInvalidArgument, "ZCOLL_CHECK_CALLS=%s: use off or on",
                 out->checkCalls.c_str());
-  if (out->deviceCalls != "async" && out->deviceCalls != "sync")
-    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_CALLS=%s: use async or sync",
+  if (out->deviceCalls != "auto" && out->deviceCalls != "async" && out->deviceCalls != "sync")
+    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_CALLS=%s: use auto, async or sync",
                 out->deviceCalls.c_str());
   return zcollSuccess;
 }

@@ -15,7 +15,7 @@ struct InitSettings {
   int timeoutSec = 300;
   std::string reducePartials = "fp32";  // ZCOLL_REDUCE_PARTIALS: "fp32" or "dtype"
   std::string checkCalls = "off";       // ZCOLL_CHECK_CALLS: "off" or "on"
-  std::string deviceCalls = "async";    // ZCOLL_DEVICE_CALLS: "async" or "sync"
+  std::string deviceCalls = "auto";     // ZCOLL_DEVICE_CALLS: "auto", "async" or "sync"
   std::string hostId;  // empty: ZCOLL_HOSTID or discovered
   std::string name;
   int64_t spinCount = -1;                    // ZCOLL_SPIN_COUNT (-1: chosen at init)

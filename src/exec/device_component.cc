@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+
+#include "base/log.h"
 
 namespace zcoll {
 
@@ -28,6 +31,22 @@ void setDeviceComponent(const DeviceComponent* c) {
 bool singleHardwareQueue() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+bool deviceCallsQueued(const std::string& setting) {
+  if (singleHardwareQueue() || setting == "sync") return false;
+  const DeviceComponent* c = deviceComponent();
+  const bool trusted = c == nullptr || c->queuedCallsTrusted;
+  if (setting == "auto") return trusted;
+  static std::once_flag warned;
+  if (!trusted)
+    std::call_once(warned, [c] {
+      ZCOLL_WARN(LogSubsys::kInit, "ZCOLL_DEVICE_CALLS=async on %s: a queued call's stream waits "
+                 "for work submitted after it, which can deadlock when streams share a hardware "
+                 "queue (issue 38, src/README.md \"Launching a call\"); not yet run on a GPU. "
+                 "The default (auto) runs %s calls synchronously.", c->name, c->name);
+    });
+  return true;
 }
 
 MemKind memoryKind(const void* ptr, int* device) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "base/result.h"
 #include "zcoll/zcoll.h"
@@ -46,6 +47,14 @@ struct DeviceComponent {
   // (base/stream_holds.h). NULL: no stream memory waits (device calls then fail to queue).
   Result (*allocWaitWords)(size_t n, uint32_t** out);
   void (*freeWaitWords)(uint32_t* words);
+  // Whether calls queued on streams (ZCOLL_DEVICE_CALLS=async) are trusted on this device, so
+  // that ZCOLL_DEVICE_CALLS=auto (the default) queues them. CUDA: false. A queued call's stream
+  // waits on a word that the progress thread stores only after CUDA work it submits later;
+  // CUDA's stream memory operations allow that to deadlock when the later work shares a hardware
+  // queue with the wait (issue 38; src/README.md "Launching a call"), and the model that avoids
+  // it (everything submitted at call time) has not run on a GPU. The CPU stand-in device of the
+  // tests: true (it checks the queued path's ordering rules).
+  bool queuedCallsTrusted;
 };
 
 // The component this build brings: CUDA's when built with CUDA and a device is present, else
@@ -63,6 +72,13 @@ void setDeviceComponent(const DeviceComponent* c);
 // hardware queue (CUDA reads it when a context is created; a process sets it before). Read when
 // a communicator is made: its device calls then run on the caller's thread (api/launch.h).
 bool singleHardwareQueue();
+
+// Whether a communicator made now queues its device calls on streams, for ZCOLL_DEVICE_CALLS
+// `setting` ("auto", "async" or "sync", already validated): sync with one hardware queue
+// (singleHardwareQueue) whatever the setting; async when asked; for auto, async only where the
+// active device component trusts queued calls (DeviceComponent::queuedCallsTrusted), sync
+// otherwise (CUDA). Forcing async on a component that does not trust it logs a warning once.
+bool deviceCallsQueued(const std::string& setting);
 
 // kDevice when the device component owns `ptr` (*device: the device holding it, when given);
 // kHost otherwise (no component, NULL, memory the device does not know, or a device this process

@@ -1123,10 +1123,101 @@ void requantizeImpl(const uint8_t* const* chunks, int k, size_t n, const QuantPa
   zeroPadding(out, lo, OutSym);
 }
 
+// ---- 16-bit floats (bits 16: QuantParams::wire16, no block parameters) -------------------------
+// Quantize converts each element to the 16-bit type H (round to nearest even; a plain copy when
+// the input is H already); the padding to 16 bytes is zero. The sums load the k chunks' values,
+// add them in fp32 in chunk order 0..k-1 (times s with Scale) and, per block of blockSize
+// elements, give the canonical NaN for the whole block where any chunk holds a non-finite value
+// there: the rule of the block-quantized formats, and the same bits as the CUDA kernels (no NaN
+// payload ever reaches the output).
+template <class T, class H>
+void quantize16Impl(const T* x, size_t n, H* out) {
+  if constexpr (std::is_same<T, H>::value) {
+    std::memcpy(out, x, n * sizeof(H));
+  } else {
+    for (size_t i = 0; i < n; i += W) {
+      const int cnt = static_cast<int>(minSize(W, n - i));
+      storeN(out + i, loadN(x + i, cnt), cnt);
+    }
+  }
+  uint8_t* end = reinterpret_cast<uint8_t*>(out + n);
+  std::memset(end, 0, align16(2 * n) - 2 * n);
+}
+
+// acc[0, len) = sum over the k chunks of elements [e0, e0 + len), in chunk order; returns the
+// largest |value| bits read (>= kExpMask: a non-finite value).
+template <class H>
+uint32_t sum16Range(const H* const* chunks, int k, size_t e0, int len, float* acc) {
+  VI m = Vec::absBits(Vec::set1(0.0f));
+  for (int i = 0; i < len; i += W) {
+    const int cnt = minInt(W, len - i);
+    VF v = loadN(chunks[0] + e0 + i, cnt);
+    m = Vec::maxU(m, Vec::absBits(v));
+    for (int c = 1; c < k; ++c) {
+      VF d = loadN(chunks[c] + e0 + i, cnt);
+      m = Vec::maxU(m, Vec::absBits(d));
+      v = Vec::add(v, d);
+    }
+    storeN(acc + i, v, cnt);
+  }
+  return Vec::reduceMaxU(m);
+}
+
+template <class T, class H, bool Scale>
+void sum16Impl(const H* const* chunks, int k, size_t n, size_t blockSize, float scale, T* out) {
+  const VF s = Vec::set1(scale);
+  alignas(64) float acc[kMaxBlockSize];
+  for (size_t e0 = 0; e0 < n; e0 += blockSize) {
+    const int len = static_cast<int>(minSize(blockSize, n - e0));
+    if (sum16Range(chunks, k, e0, len, acc) >= kExpMask) {
+      fillNan(out + e0, len);
+      continue;
+    }
+    for (int i = 0; i < len; i += W) {
+      const int cnt = minInt(W, len - i);
+      VF v = loadN(acc + i, cnt);
+      if (Scale) v = Vec::mul(v, s);
+      storeN(out + e0 + i, v, cnt);
+    }
+  }
+}
+
+// The sum of k bits-16 chunks, requantized block by block (as requantizeImpl).
+template <class H, int OutBits, bool OutSym, bool Sr>
+void requantize16Impl(const H* const* chunks, int k, size_t n, const QuantParams& outP,
+                      uint8_t* out) {
+  Layout lo = layoutOf(n, outP.blockSize, OutBits, OutSym);
+  SrState sr{outP.seed, 0, false, SrKey{0, 0}};
+  size_t b = static_cast<size_t>(outP.blockSize);
+  alignas(64) float acc[kMaxBlockSize];
+  for (size_t j = 0; j < lo.nblocks; ++j) {
+    size_t e0 = j * b;
+    int len = static_cast<int>(minSize(b, n - e0));
+    sum16Range(chunks, k, e0, len, acc);
+    encodeBlock<float, OutBits, OutSym, Sr>(acc, len, blockParams<float, OutBits, OutSym>(acc, len),
+                                            outP.elementOffset + e0, sr, out + 4 * j,
+                                            out + lo.zerosOffset + 4 * j,
+                                            out + lo.valuesOffset + packedOffset(OutBits, e0));
+  }
+  zeroPadding(out, lo, OutSym);
+}
+
+template <class H>
+const H* const* wideChunks(const void* const* chunks) {
+  return reinterpret_cast<const H* const*>(chunks);
+}
+
 // ---- Run-time parameters -> template instances ---------------------------------------------------
 void quantizeFn(const void* in, zcollDataType_t dt, size_t n, const QuantParams& p, void* out) {
   withDtype(dt, [&](auto tt) {
     using T = typename decltype(tt)::type;
+    if (p.bits == 16) {
+      withWire16(p.wire16, [&](auto ht) {
+        using H = typename decltype(ht)::type;
+        quantize16Impl<T, H>(static_cast<const T*>(in), n, static_cast<H*>(out));
+      });
+      return;
+    }
     withBits(p.bits, [&](auto bits) {
       withBool(p.symmetric, [&](auto sym) {
         withBool(p.stochastic, [&](auto sr) {
@@ -1141,6 +1232,15 @@ void quantizeFn(const void* in, zcollDataType_t dt, size_t n, const QuantParams&
 void dequantizeFn(const void* q, size_t n, const QuantParams& p, void* out, zcollDataType_t dt) {
   withDtype(dt, [&](auto tt) {
     using T = typename decltype(tt)::type;
+    if (p.bits == 16) {
+      withWire16(p.wire16, [&](auto ht) {
+        using H = typename decltype(ht)::type;
+        const H* one = static_cast<const H*>(q);
+        sum16Impl<T, H, false>(&one, 1, n, static_cast<size_t>(p.blockSize), 1.0f,
+                               static_cast<T*>(out));
+      });
+      return;
+    }
     withBits(p.bits, [&](auto bits) {
       withBool(p.symmetric, [&](auto sym) {
         dequantizeImpl<T, decltype(bits)::value, decltype(sym)::value>(
@@ -1155,6 +1255,14 @@ void dequantizeSumFn(const void* const* chunks, int k, size_t n, const QuantPara
   const uint8_t* const* c = reinterpret_cast<const uint8_t* const*>(chunks);
   withDtype(dt, [&](auto tt) {
     using T = typename decltype(tt)::type;
+    if (p.bits == 16) {
+      withWire16(p.wire16, [&](auto ht) {
+        using H = typename decltype(ht)::type;
+        sum16Impl<T, H, true>(wideChunks<H>(chunks), k, n, static_cast<size_t>(p.blockSize),
+                              scale, static_cast<T*>(out));
+      });
+      return;
+    }
     withBits(p.bits, [&](auto bits) {
       withBool(p.symmetric, [&](auto sym) {
         dequantizeSumImpl<T, decltype(bits)::value, decltype(sym)::value>(c, k, n, p, scale,
@@ -1167,6 +1275,20 @@ void dequantizeSumFn(const void* const* chunks, int k, size_t n, const QuantPara
 void requantizeFn(const void* const* chunks, int k, size_t n, const QuantParams& in,
                   const QuantParams& outP, void* outQ) {
   const uint8_t* const* c = reinterpret_cast<const uint8_t* const*>(chunks);
+  if (in.bits == 16) {
+    withWire16(in.wire16, [&](auto ht) {
+      using H = typename decltype(ht)::type;
+      withBits(outP.bits, [&](auto ob) {
+        withBool(outP.symmetric, [&](auto os) {
+          withBool(outP.stochastic, [&](auto sr) {
+            requantize16Impl<H, decltype(ob)::value, decltype(os)::value, decltype(sr)::value>(
+                wideChunks<H>(chunks), k, n, outP, static_cast<uint8_t*>(outQ));
+          });
+        });
+      });
+    });
+    return;
+  }
   withBits(in.bits, [&](auto ib) {
     withBool(in.symmetric, [&](auto is) {
       withBits(outP.bits, [&](auto ob) {

@@ -32,6 +32,16 @@ Result checkChunks(const void* const* chunks, int k, size_t n, const char* what)
   return zcollSuccess;
 }
 
+}  // namespace
+
+Result checkBlockOutput(const QuantParams& outParams, const char* what) {
+  if (outParams.bits != 16) return zcollSuccess;
+  return fail(zcollInvalidArgument, "%s: output bits = 16 is not supported (the requantized "
+              "partials are block-quantized: 4 or 8)", what);
+}
+
+namespace {
+
 const KernelSet& active(QuantOp op) { return kernelSet(activeIsa(op)); }
 
 // The kernels' floating-point environment, pinned for the duration of a call: round to nearest
@@ -77,8 +87,12 @@ Result validateSumScale(float scale, const char* what) {
 }
 
 Result validate(const QuantParams& p) {
-  if (p.bits != 4 && p.bits != 8) {
-    return fail(zcollInvalidArgument, "quantization bits = %d, must be 4 or 8", p.bits);
+  if (p.bits != 4 && p.bits != 8 && p.bits != 16) {
+    return fail(zcollInvalidArgument, "quantization bits = %d, must be 4, 8 or 16", p.bits);
+  }
+  if (p.bits == 16 && p.wire16 != zcollBfloat16 && p.wire16 != zcollFloat16) {
+    return fail(zcollInvalidArgument, "quantization bits = 16 with wire16 = %s (%d): must be "
+                "zcollBfloat16 or zcollFloat16", dtypeName(p.wire16), static_cast<int>(p.wire16));
   }
   if (p.blockSize < kMinBlockSize || p.blockSize > kMaxBlockSize ||
       p.blockSize % kBlockSizeMultiple != 0) {
@@ -170,6 +184,7 @@ Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const Qu
                             const QuantParams& outParams, void* outQ) {
   ZCOLL_CHECK(validate(inParams));
   ZCOLL_CHECK(validate(outParams));
+  ZCOLL_CHECK(checkBlockOutput(outParams, "dequantReduceRequant"));
   ZCOLL_CHECK(checkChunks(chunks, k, n, "dequantReduceRequant"));
   ZCOLL_CHECK(checkPtr(outQ, n, "dequantReduceRequant", "output"));
   PinnedFpEnv env;

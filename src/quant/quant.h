@@ -1,8 +1,11 @@
 // Block quantization engine (internal API used by the qwZ / hpZ / qgZ collectives).
 //
 // A chunk of n elements is cut into blocks of blockSize elements (the last may be short); each
-// block is quantized to INT8 or INT4 with its own fp32 scale (and minimum when asymmetric). The
-// quantized bytes follow the wire format of docs/WIRE_FORMAT.md (version 2): header-free, fixed
+// block is quantized to INT8 or INT4 with its own fp32 scale (and minimum when asymmetric), or,
+// with bits 16 (qgZ's intra-node hop at intraBits 16), every element is carried as a 16-bit float
+// (`wire16`: bf16 or fp16, round to nearest even; no scales) and the blocks only decide where a
+// non-finite value turns the output NaN. The
+// quantized bytes follow the wire format of docs/WIRE_FORMAT.md (version 3): header-free, fixed
 // by (n, blockSize, bits, symmetric), identical on every CPU ISA variant and on the GPU
 // (cuda/quant_cuda.h mirrors these calls on device pointers).
 //
@@ -27,7 +30,7 @@ namespace zcoll {
 namespace quant {
 
 struct QuantParams {
-  int bits = 8;            // 4 or 8
+  int bits = 8;            // 4 or 8: block-quantized codes; 16: 16-bit floats (wire16)
   int blockSize = 256;     // elements per block: a multiple of 32 in [32, 4096]
   bool symmetric = true;   // false: per-block minimum + 2^bits - 1 levels
   bool stochastic = false; // stochastic rounding (unbiased), else round to nearest even
@@ -36,10 +39,15 @@ struct QuantParams {
   // chunks / ranks / steps disjoint index ranges (or different seeds) so that they do not reuse
   // random numbers. quantizeChunks numbers chunk c's elements from elementOffset + c*chunkElems.
   uint64_t elementOffset = 0;
+  // bits 16: the 16-bit float every element travels as, zcollBfloat16 or zcollFloat16 (the
+  // conversion rounds to nearest even; `symmetric`, `stochastic` and `seed` do not apply).
+  zcollDataType_t wire16 = zcollBfloat16;
 };
 
 // zcollInvalidArgument with a message naming the bad field.
 Result validate(const QuantParams& p);
+// zcollInvalidArgument when a requantization's output params have bits 16 (it writes codes).
+Result checkBlockOutput(const QuantParams& outParams, const char* what);
 // Whether elements of `dtype` can be quantized (float32, float16, bfloat16), and the one
 // refusal every caller gives (the CPU and CUDA kernels, the ZeRO++ entry points): "`what`:
 // datatype int32 (2) cannot be quantized: use zcollFloat32, zcollFloat16 or zcollBfloat16".
@@ -79,7 +87,8 @@ Result dequantizeSum(const void* const* chunks, int k, size_t n, const QuantPara
                      void* out, zcollDataType_t dtype);
 
 // outQ = quantize(sum over c of dequantize(chunks[c]), outParams): the qgZ middle hop. Input and
-// output bits, block sizes and modes are independent; the sum is fp32 in chunk order.
+// output bits, block sizes and modes are independent (input bits 16 included; output bits 4 or
+// 8 only); the sum is fp32 in chunk order.
 Result dequantReduceRequant(const void* const* chunks, int k, size_t n, const QuantParams& inParams,
                             const QuantParams& outParams, void* outQ);
 

@@ -23,7 +23,7 @@
 namespace zcoll {
 namespace quant {
 
-constexpr uint32_t kWireFormatVersion = 2;
+constexpr uint32_t kWireFormatVersion = 3;
 constexpr int kMinBlockSize = 32;
 constexpr int kMaxBlockSize = 4096;
 constexpr int kBlockSizeMultiple = 32;
@@ -61,13 +61,15 @@ struct Layout {
   size_t totalBytes;    // multiple of 16
 };
 
+// bits 16 (16-bit floats, no block parameters): the n values from offset 0, 2n bytes.
 ZCOLL_QHD Layout layoutOf(size_t n, int blockSize, int bits, bool symmetric) {
   Layout l;
   l.nblocks = (n + blockSize - 1) / blockSize;
-  size_t scalesEnd = align16(l.nblocks * 4);
+  const bool wide = bits == 16;
+  size_t scalesEnd = wide ? 0 : align16(l.nblocks * 4);
   l.zerosOffset = scalesEnd;
-  l.valuesOffset = symmetric ? scalesEnd : scalesEnd + align16(l.nblocks * 4);
-  l.valuesBytes = bits == 8 ? n : (n + 1) / 2;
+  l.valuesOffset = symmetric || wide ? scalesEnd : scalesEnd + align16(l.nblocks * 4);
+  l.valuesBytes = wide ? 2 * n : bits == 8 ? n : (n + 1) / 2;
   l.totalBytes = align16(l.valuesOffset + l.valuesBytes);
   return l;
 }

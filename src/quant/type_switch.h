@@ -35,6 +35,16 @@ void withBits(int bits, F&& f) {
   }
 }
 
+// The 16-bit float of bits-16 data (QuantParams::wire16): fp16, else bf16.
+template <class F>
+void withWire16(zcollDataType_t dt, F&& f) {
+  if (dt == zcollFloat16) {
+    f(TypeTag<half_t>{});
+  } else {
+    f(TypeTag<bf16_t>{});
+  }
+}
+
 template <class F>
 void withBool(bool b, F&& f) {
   if (b) {

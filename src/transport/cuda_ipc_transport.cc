@@ -230,7 +230,7 @@ bool CudaIpcTransport::probe(const std::string& peerAddress, std::string* why) {
   unsigned char seen[kProbeBytes] = {};
   uint64_t ticket = 0;
   Result r = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's probe block",
-                                   [&] { return ipc_->map(h, &src); });
+                                   [&] { return ipc_->map(h, &src, MapUse::kHeld); });
   if (r == zcollSuccess)
     r = ipc_->startCopy(seen, src, kProbeBytes, &ticket, DeviceIpc::Lane::kIn);
   if (r == zcollSuccess) r = waitForCopy(*ipc_, ticket, copyWaitMs_);
@@ -438,7 +438,7 @@ Result CudaIpcTransport::tradeHandles(const ConnectArgs& a, const std::vector<ch
     if (h.base == 0) continue;  // the peer could not allocate its slots: it says why
     const void* at = nullptr;
     Result m = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's slots",
-                                     [&] { return ipc_->map(h, &at); });
+                                     [&] { return ipc_->map(h, &at, MapUse::kHeld); });
     (*mapped)[r] = m == zcollSuccess;
     if (!(*mapped)[r]) {
       why_[r] = std::string("mapping its slots failed: ") + zcollGetLastError(nullptr);
@@ -452,7 +452,7 @@ Result CudaIpcTransport::tradeHandles(const ConnectArgs& a, const std::vector<ch
 void CudaIpcTransport::mapPeerWindow(int peer, const IpcHandle& h, uint64_t bytes) {
   const void* at = nullptr;
   Result m = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's window",
-                                   [&] { return ipc_->map(h, &at); });
+                                   [&] { return ipc_->map(h, &at, MapUse::kHeld); });
   if (m != zcollSuccess) {
     ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: mapping rank %d's window failed: %s", peer,
                zcollGetLastError(nullptr));
@@ -736,7 +736,8 @@ Result CudaIpcTransport::readPiece(Op* op, Piece* p) {
   if (!ipc_->mapped(d.handle)) {
     // A user buffer not mapped yet: opening synchronizes the device, so only while no stream of
     // this process is held; else the sender goes through its slots.
-    const bool opened = streams::ifNoneHeld([&] { r = ipc_->map(d.handle, &src); });
+    const bool opened =
+        streams::ifNoneHeld([&] { r = ipc_->map(d.handle, &src, MapUse::kCached); });
     if (!opened) {
       p->ack = kUseSlots;
       p->state = PieceState::kAcknowledging;
@@ -745,7 +746,7 @@ Result CudaIpcTransport::readPiece(Op* op, Piece* p) {
       return postDescriptorRecv(op);
     }
   } else {
-    r = ipc_->map(d.handle, &src);
+    r = ipc_->map(d.handle, &src, MapUse::kCached);
   }
   if (r == zcollSuccess)
     r = ipc_->startCopy(op->buf + op->next, src, d.bytes, &p->ticket, DeviceIpc::Lane::kIn,
@@ -1024,7 +1025,7 @@ Result CudaIpcTransport::registerPeer(int peer, uint32_t id, const ExposedRange&
   reg.bytes = r.bytes;
   std::memcpy(&reg.handle, r.handle, sizeof(reg.handle));
   const void* at = nullptr;
-  ZCOLL_CHECK(ipc_->map(reg.handle, &at));
+  ZCOLL_CHECK(ipc_->map(reg.handle, &at, MapUse::kHeld));
   reg.at = static_cast<const char*>(at);
   if (peerRegistered_.size() < agreed_.size()) peerRegistered_.resize(agreed_.size());
   peerRegistered_[peer].push_back(reg);

@@ -26,9 +26,11 @@ struct IpcHandle {
   uint8_t opaque[64];  // the kind's handle of the allocation (cudaIpcMemHandle_t)
   uint64_t base;       // the allocation's address in the exporting process
   uint64_t offset;     // the range's offset in the allocation
-  int32_t pid;         // the exporting process: a handle from this very process is not opened
-                       // (CUDA refuses), its address is used as it is
+  int32_t pid;         // the exporting process's pid (for messages)
   int32_t reserved;
+  uint64_t process;    // the exporting process (base/process.h: processToken, not the pid, which
+                       // repeats across pid namespaces): a handle from this very process is not
+                       // opened (CUDA refuses), its address is used as it is
 };
 
 // The device a rank works on (the calling thread's current device when the communicator is
@@ -43,6 +45,10 @@ struct DeviceIdentity {
   uint8_t uuid[16];  // the device's UUID (all zero when unknown)
 };
 
+// Who maps a peer's allocation (DeviceIpc::map, transport/ipc_mappings.h): a call's user buffer,
+// cached for later calls, or an owner holding it until unmap (slots, windows, registrations).
+enum class MapUse { kCached, kHeld };
+
 class DeviceIpc {
  public:
   virtual ~DeviceIpc() = default;
@@ -54,17 +60,21 @@ class DeviceIpc {
   virtual Result exportRange(const void* ptr, size_t bytes, IpcHandle* out) = 0;
 
   // The address, in this process, of the range a peer exported. The allocation is mapped on
-  // first use and stays mapped until unmapAll() or this object's end (cudaIpcOpenMemHandle costs
-  // milliseconds); a new allocation has a new handle (CUDA promises it), so a mapping is never
-  // reused for other memory. At most a few thousand mappings are kept; older ones are closed
-  // (after drain()) when the cache is full. Opening (and that closing) synchronizes the device
-  // implicitly: a map() that is not mapped() must run only while no stream is held
-  // (base/stream_holds.h).
-  virtual Result map(const IpcHandle& h, const void** out) = 0;
+  // first use (cudaIpcOpenMemHandle costs milliseconds); a new allocation has a new handle (CUDA
+  // promises it), so a mapping is never reused for other memory. `use` says who asks
+  // (transport/ipc_mappings.h): kHeld (slots, windows, registrations, probes) counts one hold
+  // that unmap() gives back, and a held allocation is never closed while any hold remains (two
+  // windows carved from one allocation share its mapping); kCached (a call's user buffer) keeps
+  // it until unmapAll(), or until the table is full (a few thousand mappings), when the least
+  // recently used one that nobody holds is closed (after drain()). Opening (and that closing)
+  // synchronizes the device implicitly: a map() that is not mapped() must run only while no
+  // stream is held (base/stream_holds.h).
+  virtual Result map(const IpcHandle& h, const void** out, MapUse use) = 0;
   // Whether map(h) would find h's allocation mapped already (or this process's own): no open.
   virtual bool mapped(const IpcHandle& h) = 0;
-  // Closes the mapping of h's allocation if map() opened one (after the copies started so
-  // far); synchronizes the device implicitly, as opening does.
+  // Gives back one hold of h's allocation (map with kHeld); the last one closes the mapping if
+  // map() opened one (after the copies started so far), which synchronizes the device
+  // implicitly, as opening does.
   virtual void unmap(const IpcHandle& h) = 0;
   // Closes every mapping map() opened (after the copies started so far), as an importer must
   // before the exporter frees the memory (CUDA: freeing first is undefined behavior). Closing

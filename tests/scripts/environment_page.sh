@@ -5,7 +5,7 @@
 set -euo pipefail
 page=$(realpath "$ZCOLL_SOURCE_DIR/docs/ENVIRONMENT.md")
 cd "$ZCOLL_SOURCE_DIR"
-read_names=$( { grep -rhoE 'getenv\("[A-Z0-9_]+"\)' src topology cuda python/csrc tools/*.cc || true
+read_names=$( { grep -rhoE 'getenv\("[A-Z0-9_]+"\)' src topology cuda python/csrc tools/*.cc nccl/src nccl/audit || true
                 grep -rhoE 'os\.environ(\.get)?[[(]"[A-Z0-9_]+"' python/zcoll python/setup.py || true; } |
               grep -oE '"[A-Z0-9_]+"' | tr -d '"' | sort -u)
 missing=0

@@ -61,7 +61,9 @@ refused_by hier_all_gather_perf -d int64 "-d int64: hier_all_gather takes $QTYPE
 refused_by quantized_reduce_scatter_perf -o max "-o max: quantized_reduce_scatter takes sum, avg or all"
 refused_by quantized_reduce_scatter_perf -d double "-d double: quantized_reduce_scatter takes $QTYPES"
 refused_by quantized_reduce_scatter_perf --bits 16 "--bits 16: takes 4 or 8"
-refused_by quantized_reduce_scatter_perf --intra-bits 2 "--intra-bits 2: takes 4 or 8"
+refused_by quantized_reduce_scatter_perf --intra-bits 2 "--intra-bits 2: takes 4, 8 or 16"
+refused_by quantized_reduce_scatter_perf --intra-bits 12 "--intra-bits 12: takes 4, 8 or 16"
+refused_by all_reduce_perf --intra-bits 12 "--intra-bits 12: takes 4, 8 or 16"
 refused_by quantized_reduce_scatter_perf --depth 65 "--depth 65: takes 0 (the library's default) to 64"
 refused_by quantized_reduce_scatter_perf --depth x "--depth x: takes 0 (the library's default) to 64"
 

@@ -37,10 +37,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/process.h"
 #include "exec/device_component.h"
 #include "exec/executor.h"
 #include "exec/wait_words.h"
 #include "transport/device_ipc.h"
+#include "transport/ipc_mappings.h"
 
 namespace zcoll::test {
 
@@ -864,7 +866,7 @@ class FakeIpc final : public DeviceIpc {
     (void)out_.synchronize();
     (void)in_.synchronize();
     std::lock_guard<std::mutex> lock(openMu());
-    for (const auto& o : opened_) openCount()[o] -= 1;
+    opened_.forEach([](uint64_t base) { openCount()[base] -= 1; });
   }
   const char* name() const override { return "fake-device"; }
   Result exportRange(const void* ptr, size_t, IpcHandle* out) override {
@@ -876,18 +878,19 @@ class FakeIpc final : public DeviceIpc {
     out->base = reinterpret_cast<uintptr_t>(start);
     out->offset = static_cast<const char*>(ptr) - static_cast<char*>(start);
     out->pid = getpid();
+    out->process = processToken();
     out->reserved = id_;  // the exporting "process"
     return zcollSuccess;
   }
-  bool mapped(const IpcHandle& h) override {
-    return h.reserved == id_ || opened_.count(h.base) != 0;
-  }
-  Result map(const IpcHandle& h, const void** out) override {
+  bool mapped(const IpcHandle& h) override { return h.reserved == id_ || opened_.contains(h); }
+  // Held mappings are counted as CUDA's are (transport/ipc_mappings.h): one is closed only when
+  // its last holder unmaps it (openCount: how many FakeIpcs have an allocation open).
+  Result map(const IpcHandle& h, const void** out, MapUse use) override {
     if (h.pid != getpid())
       return fail(zcollInternalError, "fake device: a handle of pid %d", h.pid);
-    if (!mapped(h)) {
+    if (h.reserved != id_ && opened_.find(h, use) == nullptr) {
       FakeHardware::implicitSync("cudaIpcOpenMemHandle");
-      opened_.insert(h.base);
+      opened_.add(h, h.base, use);
       std::lock_guard<std::mutex> lock(openMu());
       openCount()[h.base] += 1;
       ++opens;
@@ -901,19 +904,14 @@ class FakeIpc final : public DeviceIpc {
     return zcollSuccess;
   }
   void unmap(const IpcHandle& h) override {
-    if (opened_.erase(h.base) == 0) return;
-    (void)drain(FakeHardware::waitLimitMs);
-    FakeHardware::implicitSync("cudaIpcCloseMemHandle");
-    std::lock_guard<std::mutex> lock(openMu());
-    openCount()[h.base] -= 1;
+    uint64_t base = 0;
+    if (opened_.holds(h) <= 1) (void)drain(FakeHardware::waitLimitMs);
+    if (!opened_.release(h, &base)) return;
+    close(base);
   }
   void unmapAll() override {
     (void)drain(FakeHardware::waitLimitMs);
-    for (uint64_t base : opened_) {
-      FakeHardware::implicitSync("cudaIpcCloseMemHandle");
-      std::lock_guard<std::mutex> lock(openMu());
-      openCount()[base] -= 1;
-    }
+    opened_.forEach([this](uint64_t base) { close(base); });
     opened_.clear();
   }
   Result startCopy(void* dst, const void* src, size_t bytes, uint64_t* ticket, Lane lane,
@@ -1033,7 +1031,12 @@ class FakeIpc final : public DeviceIpc {
   const int id_;
   uint64_t started_ = 0;
   std::map<uint64_t, std::pair<FakeStream*, uint64_t>> tickets_;  // ticket -> lane, its count
-  std::set<uint64_t> opened_;  // allocations of other FakeIpcs this one opened
+  void close(uint64_t base) {
+    FakeHardware::implicitSync("cudaIpcCloseMemHandle");
+    std::lock_guard<std::mutex> lock(openMu());
+    openCount()[base] -= 1;
+  }
+  IpcMappings<uint64_t> opened_;  // allocations of other FakeIpcs this one opened (their bases)
 };
 
 // Every rank works on one device (the test machines' GPUs are shared the same way), described
@@ -1056,14 +1059,17 @@ inline Result fakeMakeIpc(std::unique_ptr<DeviceIpc>* out) {
 
 class FakeDevice {
  public:
-  FakeDevice() {
+  // Whether the stand-in trusts calls queued on streams (DeviceComponent::queuedCallsTrusted):
+  // kQueuedCalls by default, to test the queued path; kLikeCuda as CUDA's component does.
+  enum class Trust { kQueuedCalls, kLikeCuda };
+  explicit FakeDevice(Trust trust = Trust::kQueuedCalls) {
     const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     FakeHardware::singleQueue = connections != nullptr && std::strcmp(connections, "1") == 0;
     FakeHardware::violations = 0;
     FakeUse::inUse = true;
     FakeIpc::forgetMappings();
     gSharedArena = &shared_;
-    setDeviceComponent(&kComponent);
+    setDeviceComponent(trust == Trust::kQueuedCalls ? &kComponent : &kComponentLikeCuda);
   }
   ~FakeDevice() {
     FakeHardware::dropRetired();
@@ -1079,7 +1085,13 @@ class FakeDevice {
   static constexpr DeviceComponent kComponent{
       "fake-device",      fakeDeviceInUse,        fakeDeviceOwns,
       fakeDeviceExecutorOn, fakeDescribeDevice,   fakeMakeIpc,
-      FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords};
+      FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords,
+      /*queuedCallsTrusted=*/true};
+  static constexpr DeviceComponent kComponentLikeCuda{
+      "fake-device",      fakeDeviceInUse,        fakeDeviceOwns,
+      fakeDeviceExecutorOn, fakeDescribeDevice,   fakeMakeIpc,
+      FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords,
+      /*queuedCallsTrusted=*/false};
   FakeDeviceArena shared_;
 };
 

@@ -49,16 +49,24 @@ inline double quantStep(int bits, int rounding) {
   return k / ((1 << (bits - 1)) - 1);
 }
 
+// The first (intra-node) hop's error per unit of A_s, ei: ki/qi at intraBits 4 or 8; at
+// intraBits 16 (16-bit floats, docs/ZEROPP.md "qgZ") 2^-8 for Float32 (rounded to bf16 to
+// nearest even: |error| <= 2^-8 |x| <= 2^-8 A_s) and 0 for Float16/Bfloat16 (carried exactly).
+inline double intraStep(int intraBits, int rounding, zcollDataType_t t) {
+  if (intraBits == 16) return t == zcollFloat32 ? 0x1.0p-8 : 0.0;
+  return quantStep(intraBits, rounding);
+}
+
 // qgZ's F: |out - sum_s x_s| <= F * sum_s A_s, A_s = max |x_s| over the block holding the element.
-//   F = ki/qi + (1 + ki/qi) * ke/qe   two hops (N > 1, L > 1)
-//     = ki/qi                          N = 1 (intra hop only, intra bits)
-//     = ke/qe                          L = 1, unequal nodes, or flat forced (inter bits)
-inline double qgzBoundFactor(const LayoutShape& sh, int intraBits, int interBits, int rounding) {
-  const double k = rounding == zcollRoundStochastic ? 1.0 : 0.5;
-  const double qi = (1 << (intraBits - 1)) - 1, qe = (1 << (interBits - 1)) - 1;
-  if (!sh.uniform() || sh.forcedFlat || (sh.local() == 1 && sh.nodes > 1)) return k / qe;
-  if (sh.nodes == 1) return k / qi;
-  return k / qi + (1 + k / qi) * k / qe;
+//   F = ei + (1 + ei) * ke/qe   two hops (N > 1, L > 1)
+//     = ei                      N = 1 (intra hop only, intra bits)
+//     = ke/qe                   L = 1, unequal nodes, or flat forced (inter bits)
+inline double qgzBoundFactor(const LayoutShape& sh, int intraBits, int interBits, int rounding,
+                             zcollDataType_t t) {
+  const double ei = intraStep(intraBits, rounding, t), ee = quantStep(interBits, rounding);
+  if (!sh.uniform() || sh.forcedFlat || (sh.local() == 1 && sh.nodes > 1)) return ee;
+  if (sh.nodes == 1) return ei;
+  return ei + (1 + ei) * ee;
 }
 
 // One unit in the last place of v in t (fp32, fp16 or bf16); the subnormal unit below the

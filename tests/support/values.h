@@ -34,10 +34,11 @@ bool guardIntact(const std::vector<unsigned char>& buf);
 
 // Bytes of n elements block-quantized, by the formula of docs/ZEROPP.md (Q(C)), written
 // independently of the library: scales, then zeros (asymmetric), then values, each part padded to
-// 16 bytes on its own.
+// 16 bytes on its own; bits 16 (qgZ's intra hop as 16-bit floats): a16(2n).
 inline size_t documentedWireBytes(size_t n, size_t block, int bits, bool symmetric) {
   if (n == 0) return 0;
   auto a16 = [](size_t b) { return (b + 15) / 16 * 16; };
+  if (bits == 16) return a16(2 * n);
   size_t params = a16(4 * ((n + block - 1) / block));
   return (symmetric ? 1 : 2) * params + a16(bits == 8 ? n : (n + 1) / 2);
 }

@@ -1,0 +1,14 @@
+// NCCL's group calls over zcoll's, plus what NCCL adds: ncclCommInitRank* inside a group is
+// started at once on a thread of its own and ncclGroupEnd waits for it (as NCCL runs grouped
+// inits at the group's end, so one thread can init several ranks).
+#pragma once
+
+#include <nccl.h>
+
+namespace zcoll_nccl {
+
+int groupDepth();
+// A comm whose init runs on its own thread, to be waited for at the outermost ncclGroupEnd.
+void deferToGroupEnd(ncclComm_t comm);
+
+}  // namespace zcoll_nccl
