@@ -3,7 +3,9 @@
 // (the inter-node hop and the gather) and/or --intra-bits 4|8 (qgZ's intra-node hop), each 8
 // when the other is given; --block N, --asym, --stochastic as the other quantized binaries.
 // It takes -d float, half or bfloat16 and -o sum or avg (others are refused before any rank
-// starts). It adds the wire, inter and maxerr columns, and the check admits the documented bound for the driver's inputs (non-negative integers, so every
+// starts). It adds the wire, inter, maxerr and same columns (same: every rank's checked output
+// held the same bits; --wire adds them to the exact mode too), and the check admits the
+// documented bound for the driver's inputs (non-negative integers, so every
 // block's absmax is at most the rank's largest input A_s):
 //   (F + k/qg * (1 + F)) * sum_s A_s (+ fp32 slack), divided by W for avg, plus output units;
 //   F = qgZ's factor (common/zeropp.h qgzFactor), k = 1/2 (1 stochastic), qg = 2^(bits-1)-1.
@@ -26,6 +28,7 @@ namespace {
 struct QarFlags {
   bool quantized = false;  // --bits or --intra-bits given
   int intraBits = 8;
+  bool wire = false;       // --wire: the exact mode adds the quantized mode's columns too
 };
 
 // Takes --intra-bits off argv and notes whether quantization was asked (--bits is taken with
@@ -39,6 +42,10 @@ bool takeQarFlags(int* argc, char** argv, QarFlags* f) {
         zp::pointToHelp(argv[0]);
         return false;
       }
+      continue;
+    }
+    if (std::strcmp(argv[i], "--wire") == 0) {
+      f->wire = true;
       continue;
     }
     f->quantized |= std::strcmp(argv[i], "--bits") == 0;
@@ -63,6 +70,16 @@ double tolerance(const RunShape& s, int bits, int intraBits, bool stochastic, zc
   return zp::reduceTolerance(f, s.op, s.nranks, t, 0x1.0p-15, 2);
 }
 
+// The columns wire, inter, maxerr (common/zeropp.h) and same: every rank's checked output held
+// the same bits (a mismatch also counts one wrong value, so the run fails).
+void addOutputColumns(zp::Collective* c) {
+  c->extraColumns = zp::zeroppColumns();
+  c->extraColumns.push_back({"same", "", 5, [](const zp::Measurement& m) {
+                               return m.checked ? (m.sameBits ? "yes" : "no") : "N/A";
+                             }});
+  c->sameOnEveryRank = true;
+}
+
 int quantizedMain(int argc, char** argv, zp::Collective c, const QarFlags& qf,
                   const zp::QuantFlags& flags) {
   static zcollQuantConfig_t storage;
@@ -82,7 +99,7 @@ int quantizedMain(int argc, char** argv, zp::Collective c, const QarFlags& qf,
   c.toleranceFor = [shape, flags, qf](zcollDataType_t t) {
     return tolerance(*shape, flags.bits, qf.intraBits, flags.stochastic, t);
   };
-  c.extraColumns = zp::zeroppColumns();
+  addOutputColumns(&c);
   return zp::perfMain(argc, argv, c);
 }
 
@@ -99,7 +116,10 @@ int main(int argc, char** argv) {
                  "  --intra-bits 4|8|16   quantized mode: bits on the intra-node hop, default 8 "
                  "(16: 16-bit floats)");
   if (qf.quantized) return quantizedMain(argc, argv, c, qf, flags);
+  c.usage.push_back("  --wire                the exact mode prints the quantized mode's "
+                    "columns too (wire, inter, maxerr, same)");
   c.ringPartials = true;
+  if (qf.wire) addOutputColumns(&c);
   c.run = [](const zp::RunArgs& a) {
     return zcollAllReduce(a.send, a.recv, a.counts.count, a.dtype, a.op, a.info->comm, a.stream);
   };

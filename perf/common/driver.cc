@@ -229,6 +229,23 @@ class Bench {
     m->checked = true;
     m->wrong += v.wrong;
     m->maxError = std::max(m->maxError, v.maxError);
+    if (coll_.sameOnEveryRank && !sameBitsOnEveryRank(a.recv, a.counts.recvElems * typeSize_)) {
+      m->sameBits = false;
+      if (info_.rank == 0) ++m->wrong;  // summed over ranks: one wrong value per mismatch
+    }
+  }
+
+  // True on every rank when every rank's `bytes` bytes at `data` hash (FNV-1a, 64 bits) alike.
+  bool sameBitsOnEveryRank(const void* data, size_t bytes) {
+    uint64_t h = 1469598103934665603ull;
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    uint64_t lo = h, hi = h;
+    checkResult(zcollAllReduce(&lo, &lo, 1, zcollUint64, zcollMin, info_.comm, nullptr),
+                "zcollAllReduce (output hash)", info_);
+    checkResult(zcollAllReduce(&hi, &hi, 1, zcollUint64, zcollMax, info_.comm, nullptr),
+                "zcollAllReduce (output hash)", info_);
+    return lo == hi;
   }
 
   // The time over ranks as -a says (rank 0's, mean, min or max); max over ranks of the error

@@ -64,6 +64,9 @@ struct Measurement {
   double maxError = 0;     // max over ranks
   double wireBytes = 0;    // bytes sent to other ranks per call, max over ranks (extra columns)
   double interBytes = 0;   // the part of wireBytes that crossed nodes
+  // Collective::sameOnEveryRank and checked: every rank's output of the checked call(s) held the
+  // same bits (their FNV-1a hashes agreed); false otherwise.
+  bool sameBits = true;
 };
 
 struct ExtraColumn {
@@ -96,6 +99,10 @@ struct Collective {
   // type's rounding, as for the quantized collectives).
   std::function<double(zcollDataType_t)> toleranceFor;
   std::vector<ExtraColumn> extraColumns;
+  // Every rank's receive buffer must hold the same bits after a checked call (the quantized
+  // all-reduce's promise): the checked call's output is hashed and the hashes compared over the
+  // ranks; a mismatch sets Measurement::sameBits false and counts one wrong value.
+  bool sameOnEveryRank = false;
   std::vector<std::string> notes;  // extra setup lines rank 0 prints (each starts with "# ")
   // Lines `-h` adds for the binary's own flags (e.g. the quantized ones' --bits).
   std::vector<std::string> usage;

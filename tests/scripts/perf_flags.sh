@@ -184,6 +184,19 @@ else
   fail "-c 0 -y 1"; cat "$TMP/c0.log"
 fi
 
+# all_reduce_perf --wire: the exact mode adds wire, inter, maxerr and same; `same` reads yes when
+# every rank's checked output held the same bits, no (and one more wrong value) when one rank's
+# differs (--test-corrupt 1 spoils one value of rank 1's output before the check).
+if $RUN --no-prefix -n 2 -- "$AR" -b 1K -e 1K -n 1 -w 0 --wire >"$TMP/same.log" 2>&1 \
+   && [ "$(awk '/^ *[0-9]/ {print $9, $13, $17, $21}' "$TMP/same.log")" = "0 yes 0 yes" ] \
+   && ! $RUN --no-prefix -n 2 -- "$AR" -b 1K -e 1K -n 1 -w 0 --wire --test-corrupt 1 \
+        >"$TMP/differ.log" 2>&1 \
+   && [ "$(awk '/^ *[0-9]/ {print $9, $13, $17, $21}' "$TMP/differ.log")" = "2 no 2 no" ]; then
+  echo "ok: all_reduce_perf --wire: same reads yes, and no when one rank's output differs"
+else
+  fail "all_reduce_perf --wire same"; cat "$TMP/same.log" "$TMP/differ.log"
+fi
+
 # The quantized binaries' "all": the types (and qgZ's ops) they take; hpZ exact takes any type.
 QRS=$BUILD/perf/quantized_reduce_scatter_perf
 if [ -x "$QRS" ]; then
