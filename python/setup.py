@@ -68,15 +68,15 @@ class TorchModulesOnly(build_py):
                 if not (package == "zcoll" and m[1] == "__init__")]
 
     def run(self):
-        # A build directory left by an install from before zcoll-core existed still holds
-        # zcoll-core's files (zcoll/__init__.py importing torch, libzcoll.so): setuptools would
-        # put them in this wheel, over zcoll-core's.
+        super().run()
+        # zcoll-core's files must not be in this wheel: libzcoll.so (copied into the package
+        # folder above to link against, so setuptools takes it as package data), and anything a
+        # build directory from before zcoll-core existed left there (zcoll/__init__.py).
         built = Path(self.build_lib) / "zcoll"
         for name in ("__init__.py", "libzcoll.so", "libzcoll.so.0", "libzcoll_jax.so"):
             (built / name).unlink(missing_ok=True)
         for sub in ("core", "jax"):
             shutil.rmtree(built / sub, ignore_errors=True)
-        super().run()
 
 
 def core_requirement():

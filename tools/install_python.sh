@@ -20,3 +20,9 @@ fi
 # again after this script.
 python3 -m pip install -q "jax>=0.10.2,<0.11"
 ZCOLL_BUILD_DIR="$PWD/build" python3 -m pip install -q --no-build-isolation ./python
+# Upgrading from a zcoll whose files overlapped zcoll-core's (before the split, or a build
+# directory of then) removes them with the old version: put zcoll-core's back.
+if ! python3 -c "import zcoll.core; zcoll.core.library_path()" 2>/dev/null; then
+  ZCOLL_BUILD_DIR="$PWD/build" python3 -m pip install -q --no-build-isolation --no-deps \
+    --force-reinstall ./python/core
+fi
