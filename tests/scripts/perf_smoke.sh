@@ -145,7 +145,8 @@ done
 
 # Open MPI style environment (what mpirun -np 2 sets), without zcollrun.
 if [ -x "$BUILD/perf/all_gather_perf" ]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # zcoll's root binds MASTER_PORT + 1 (torchrun's store owns MASTER_PORT): pick that one free.
+  port=$(( $(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])') - 1 ))
   pids=()
   for r in 0 1; do
     env -u RANK -u WORLD_SIZE -u ZCOLL_COMM_ID OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=2 \
