@@ -43,6 +43,13 @@ using test::RankSetup;
 using test::runRanks;
 
 using Bytes = std::vector<unsigned char>;
+
+// The bytes of n floats equal to `value`.
+Bytes floatBytes(size_t n, float value) {
+  std::vector<float> v(n, value);
+  return Bytes(reinterpret_cast<unsigned char*>(v.data()),
+               reinterpret_cast<unsigned char*>(v.data() + n));
+}
 // A call on buffers p[0..]: the same call is run on host copies and on device copies.
 using Call = std::function<zcollResult_t(const std::vector<void*>& p)>;
 
@@ -1028,9 +1035,7 @@ TEST(DeviceCallsAsync, DestroyRunsTheQueuedCallsFirst) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
     const size_t n = 1000;
-    std::vector<float> ones(n, 1.0f);
-    Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
-             reinterpret_cast<unsigned char*>(ones.data() + n));
+    const Bytes in = floatBytes(n, 1.0f);
     void* dev = arena.alloc(in.size());
     arena.upload(dev, in);
     if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -1091,9 +1096,7 @@ TEST(DeviceExecutionModel, QueuedCallsReleaseTheCallersStreamWithoutAHostFunctio
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
     const size_t n = 256;
-    std::vector<float> ones(n, 1.0f);
-    Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
-             reinterpret_cast<unsigned char*>(ones.data() + n));
+    const Bytes in = floatBytes(n, 1.0f);
     void* dev = arena.alloc(in.size());
     arena.upload(dev, in);
     const int calls = 10;
@@ -1123,9 +1126,7 @@ TEST(DeviceExecutionModel, TwoCommsOfOneRankQueueOnOneStreamInItsOrder) {
   ASSERT_EQ(zcollGetUniqueId(&idb), zcollSuccess);
   ASSERT_EQ(zcollCommInitRank(&b, 1, idb, 0), zcollSuccess) << zcollGetLastError(nullptr);
   const size_t n = 64;
-  std::vector<float> ones(n, 1.0f);
-  Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
-           reinterpret_cast<unsigned char*>(ones.data() + n));
+  const Bytes in = floatBytes(n, 1.0f);
   void* x = arena.alloc(in.size());
   arena.upload(x, in);
   // Work queued before the calls keeps the shared stream busy: a's call stays in flight while
@@ -1158,9 +1159,7 @@ TEST(DeviceExecutionModel, TwoRanksOfOneCommOnOneStreamAreRefusedWithAMessage) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
     const size_t n = 64;
-    std::vector<float> ones(n, 1.0f);
-    Bytes in(reinterpret_cast<unsigned char*>(ones.data()),
-             reinterpret_cast<unsigned char*>(ones.data() + n));
+    const Bytes in = floatBytes(n, 1.0f);
     void* x = arena.alloc(in.size());
     arena.upload(x, in);
     if (rank == 0) {
@@ -1182,9 +1181,7 @@ TEST(DeviceExecutionModel, TwoRanksOfOneCommOnOneStreamAreRefusedWithAMessage) {
     if (rank == 0) {
       EXPECT_EQ(test::FakeHardware::legacyStream()->synchronize(), zcollSuccess);
     }
-    std::vector<float> twos(n, 2.0f);
-    Bytes want(reinterpret_cast<unsigned char*>(twos.data()),
-               reinterpret_cast<unsigned char*>(twos.data() + n));
+    const Bytes want = floatBytes(n, 2.0f);
     EXPECT_EQ(arena.download(x, in.size()), want) << "rank " << rank;
   });
 }
