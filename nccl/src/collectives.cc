@@ -61,6 +61,22 @@ ncclResult_t secondaryFor(ncclComm_t comm, const Choice& c, const void* recvbuff
   return ncclSuccess;
 }
 
+// The reducing collectives' input: the op resolved (a PreMulSum op to its sum), and the send
+// buffer pre-multiplied into `scratch` when the op asks (`in` then points there).
+struct ReducedInput {
+  ResolvedOp op;
+  std::vector<unsigned char> scratch;
+  const void* in = nullptr;
+};
+
+ncclResult_t reducedInput(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, const void* sendbuff,
+                          size_t count, const char* call, ReducedInput* out) {
+  ncclResult_t r = resolveOp(comm, op, t, call, &out->op);
+  if (r != ncclSuccess) return r;
+  out->in = sendbuff;
+  return preMultiply(out->op, sendbuff, count, t, call, &out->scratch, &out->in);
+}
+
 ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t t,
                        ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config,
                        const char* call) {
@@ -102,19 +118,15 @@ ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
       return f.reduceScatter ? f.reduceScatter(sendbuff, recvbuff, recvcount, t, op, fc, stream)
                              : refuse(comm, "ncclReduceScatter on an FP8 datatype");
     });
-  ResolvedOp rop;
-  if ((r = resolveOp(comm, op, t, call, &rop)) != ncclSuccess) return r;
-  std::vector<unsigned char> scratch;
-  const void* in = sendbuff;
-  int nranks = comm->nranks;
-  if ((r = preMultiply(rop, sendbuff, recvcount * nranks, t, call, &scratch, &in)) != ncclSuccess)
-    return r;
-  applyQuantizePolicy(CollKind::kReduceScatter, t, op, recvcount * nranks * typeSize(t), &c);
+  const size_t sendcount = recvcount * comm->nranks;
+  ReducedInput x;
+  if ((r = reducedInput(comm, op, t, sendbuff, sendcount, call, &x)) != ncclSuccess) return r;
+  applyQuantizePolicy(CollKind::kReduceScatter, t, op, sendcount * typeSize(t), &c);
   if (c.algo == Algo::kQgz)
-    return done(comm, zcollQuantizedReduceScatter(in, recvbuff, recvcount, reducedType(t), rop.op,
-                                                  &c.quant, comm->z, stream));
-  return done(comm, zcollReduceScatter(in, recvbuff, recvcount, reducedType(t), rop.op, comm->z,
-                                       stream));
+    return done(comm, zcollQuantizedReduceScatter(x.in, recvbuff, recvcount, reducedType(t),
+                                                  x.op.op, &c.quant, comm->z, stream));
+  return done(comm, zcollReduceScatter(x.in, recvbuff, recvcount, reducedType(t), x.op.op,
+                                       comm->z, stream));
 }
 
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t t,
@@ -129,16 +141,14 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
       return f.allReduce ? f.allReduce(sendbuff, recvbuff, count, t, op, fc, stream)
                          : refuse(comm, "ncclAllReduce on an FP8 datatype");
     });
-  ResolvedOp rop;
-  if ((r = resolveOp(comm, op, t, call, &rop)) != ncclSuccess) return r;
-  std::vector<unsigned char> scratch;
-  const void* in = sendbuff;
-  if ((r = preMultiply(rop, sendbuff, count, t, call, &scratch, &in)) != ncclSuccess) return r;
+  ReducedInput x;
+  if ((r = reducedInput(comm, op, t, sendbuff, count, call, &x)) != ncclSuccess) return r;
   applyQuantizePolicy(CollKind::kAllReduce, t, op, count * typeSize(t), &c);
   if (c.algo == Algo::kQuantizedAllReduce)
-    return done(comm, zcollQuantizedAllReduce(in, recvbuff, count, reducedType(t), rop.op,
+    return done(comm, zcollQuantizedAllReduce(x.in, recvbuff, count, reducedType(t), x.op.op,
                                               &c.quant, comm->z, stream));
-  return done(comm, zcollAllReduce(in, recvbuff, count, reducedType(t), rop.op, comm->z, stream));
+  return done(comm, zcollAllReduce(x.in, recvbuff, count, reducedType(t), x.op.op, comm->z,
+                                   stream));
 }
 
 ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t t,
@@ -153,12 +163,9 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
       return f.reduce ? f.reduce(sendbuff, recvbuff, count, t, op, root, fc, stream)
                       : refuse(comm, "ncclReduce on an FP8 datatype");
     });
-  ResolvedOp rop;
-  if ((r = resolveOp(comm, op, t, call, &rop)) != ncclSuccess) return r;
-  std::vector<unsigned char> scratch;
-  const void* in = sendbuff;
-  if ((r = preMultiply(rop, sendbuff, count, t, call, &scratch, &in)) != ncclSuccess) return r;
-  return done(comm, zcollReduce(in, recvbuff, count, reducedType(t), rop.op, root, comm->z,
+  ReducedInput x;
+  if ((r = reducedInput(comm, op, t, sendbuff, count, call, &x)) != ncclSuccess) return r;
+  return done(comm, zcollReduce(x.in, recvbuff, count, reducedType(t), x.op.op, root, comm->z,
                                 stream));
 }
 
