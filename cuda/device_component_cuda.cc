@@ -41,7 +41,8 @@ Result cudaMakeIpc(std::unique_ptr<DeviceIpc>* out) { return makeCudaIpc(out); }
 const DeviceComponent kCuda{"cuda",         cudaInUse,          cudaOwns,
                             cudaExecutorOn, cudaDescribeDevice, cudaMakeIpc,
                             allocCudaWaitWords, freeCudaWaitWords,
-                            /*queuedCallsTrusted=*/false};
+                            /*queuedCallsTrusted=*/false,
+                            registerCudaHostMemory, unregisterCudaHostMemory};
 
 }  // namespace
 

@@ -283,6 +283,27 @@ Result streamWaitValue32(StreamWaitValue32* out) {
   return found;
 }
 
+// cuStreamWriteValue32, looked up as cuStreamWaitValue32 is.
+using StreamWriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+Result streamWriteValue32(StreamWriteValue32* out) {
+  static StreamWriteValue32 fn = nullptr;
+  static Result found = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &f, 12000,
+                                                       cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || f == nullptr)
+      return fail(zcollCudaError, "the driver has no cuStreamWriteValue32 (%s): stream-triggered "
+                  "device calls need stream memory operations; ZCOLL_DEVICE_CALLS=sync runs "
+                  "without", cudaGetErrorName(err));
+    fn = reinterpret_cast<StreamWriteValue32>(f);
+    return zcollSuccess;
+  }();
+  *out = fn;
+  return found;
+}
+
 // A recorded event as a StreamMark (exec/wait_words.h). An error from the event (a broken
 // context) counts as not passed: the words it guards are then kept, never freed under a stream.
 struct EventMark final : StreamMark {
@@ -427,6 +448,22 @@ class CudaExecutor final : public Executor {
     return zcollSuccess;
   }
 
+  // Default flags: a memory fence orders the stream's earlier writes before the word's
+  // (CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER would drop it).
+  Result writeValue(uint32_t* word, uint32_t value) override {
+    StreamWriteValue32 write = nullptr;
+    ZCOLL_CHECK(streamWriteValue32(&write));
+    void* dev = nullptr;
+    ZCOLL_CHECK(cudaResult(cudaHostGetDevicePointer(&dev, word, 0),
+                           "cudaHostGetDevicePointer (zcoll flag)"));
+    CUresult r = write(reinterpret_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(dev),
+                       value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (r != CUDA_SUCCESS)
+      return fail(zcollCudaError, "cuStreamWriteValue32 failed (CUresult %d)",
+                  static_cast<int>(r));
+    return zcollSuccess;
+  }
+
   bool sharedStreamKey(uintptr_t* key) const override {
     if (stream_ == cudaStreamPerThread) return false;  // each thread's own
     *key = stream_ == cudaStreamLegacy ? 0 : reinterpret_cast<uintptr_t>(stream_);
@@ -466,6 +503,15 @@ Result allocCudaWaitWords(size_t n, uint32_t** out) {
 
 void freeCudaWaitWords(uint32_t* words) {
   if (cudaFreeHost(words) != cudaSuccess) (void)cudaGetLastError();
+}
+
+Result registerCudaHostMemory(void* p, size_t bytes) {
+  return cudaResult(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                    "cudaHostRegister (zcoll flags)");
+}
+
+void unregisterCudaHostMemory(void* p) {
+  if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
 }  // namespace zcoll

@@ -20,5 +20,9 @@ Result makeCudaExecutor(cudaStream_t stream, int device, std::unique_ptr<Executo
 // mapped and portable, zeroed; freed with cudaFreeHost.
 Result allocCudaWaitWords(size_t n, uint32_t** out);
 void freeCudaWaitWords(uint32_t* words);
+// Host memory the device reaches (DeviceComponent::registerHostMemory): cudaHostRegister, mapped
+// and portable; undone with cudaHostUnregister.
+Result registerCudaHostMemory(void* p, size_t bytes);
+void unregisterCudaHostMemory(void* p);
 
 }  // namespace zcoll

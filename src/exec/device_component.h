@@ -55,6 +55,13 @@ struct DeviceComponent {
   // it (everything submitted at call time) has not run on a GPU. The CPU stand-in device of the
   // tests: true (it checks the queued path's ordering rules).
   bool queuedCallsTrusted;
+  // Makes `bytes` of host memory at `p` (page aligned; shared with other processes: a memfd
+  // mapping) reachable by this device's stream memory operations (CUDA: cudaHostRegister, mapped
+  // and portable), for the flags of stream-triggered calls (src/trigger); and undoes it. Both
+  // synchronize the device implicitly: called only when no stream is held. NULL: the component
+  // runs no stream-triggered calls.
+  Result (*registerHostMemory)(void* p, size_t bytes);
+  void (*unregisterHostMemory)(void* p);
 };
 
 // The component this build brings: CUDA's when built with CUDA and a device is present, else

@@ -118,6 +118,12 @@ class Executor {
   // `value` (or a later one) into *word. Such a wait must never be queued in front of work it
   // waits for that is not yet submitted on a queue it may share (src/README.md).
   virtual Result waitValue(const uint32_t* word, uint32_t value);
+  // Stores `value` into *word once every operation issued on this executor before it is done,
+  // with a memory fence first, so whoever sees the value sees their writes (CUDA:
+  // cuStreamWriteValue32, default flags). *word is host memory the device reaches (registered or
+  // mapped, DeviceComponent::registerHostMemory): another rank's stream waits on it (waitValue),
+  // the pair's half of a flag that only GPU work and the host set (src/trigger).
+  virtual Result writeValue(uint32_t* word, uint32_t value);
   // A mark queued on this executor's stream now (CUDA: an event recorded): passed() once the
   // stream got past it, so past every wait queued before it (exec/wait_words.h).
   virtual Result markStream(std::shared_ptr<StreamMark>* out);

@@ -99,6 +99,10 @@ Result Executor::waitValue(const uint32_t*, uint32_t) {
   return fail(zcollInternalError, "the %s executor has no stream to hold", name());
 }
 
+Result Executor::writeValue(uint32_t*, uint32_t) {
+  return fail(zcollInternalError, "the %s executor has no stream to write a flag from", name());
+}
+
 Executor& hostExecutor() {
   static HostExecutor* host = new HostExecutor();  // never destroyed: usable during exit
   return *host;

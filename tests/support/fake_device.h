@@ -750,6 +750,41 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     }, "a stream memory wait (cuStreamWaitValue32)");
     return zcollSuccess;
   }
+  // cuStreamWriteValue32 (default flags): the store runs in stream order, after the stream's
+  // earlier operations, with a release fence. Only to host memory registered with the device
+  // (registerHost): a flag in memory the device cannot reach is a violation.
+  Result writeValue(uint32_t* word, uint32_t value) override {
+    ++writesQueued;
+    if (!hostRegistered(word))
+      FakeHardware::violation("cuStreamWriteValue32 to host memory the device has not registered");
+    stream_->submit([word, value] {
+      __atomic_store_n(word, value, __ATOMIC_RELEASE);
+      return zcollSuccess;
+    }, false);
+    return zcollSuccess;
+  }
+  static inline std::atomic<int> writesQueued{0};
+  // Host memory registered with the stand-in device (DeviceComponent::registerHostMemory):
+  // registering and unregistering synchronize implicitly, as cudaHostRegister does.
+  static Result registerHost(void* p, size_t bytes) {
+    FakeHardware::implicitSync("cudaHostRegister");
+    std::lock_guard<std::mutex> lock(wordsMu());
+    registeredHost()[static_cast<char*>(p)] = bytes;
+    return zcollSuccess;
+  }
+  static void unregisterHost(void* p) {
+    FakeHardware::implicitSync("cudaHostUnregister");
+    std::lock_guard<std::mutex> lock(wordsMu());
+    registeredHost().erase(static_cast<char*>(p));
+  }
+  static bool hostRegistered(const void* p) {
+    std::lock_guard<std::mutex> lock(wordsMu());
+    const char* c = static_cast<const char*>(p);
+    auto it = registeredHost().upper_bound(c);
+    if (it == registeredHost().begin()) return false;
+    --it;
+    return c < it->first + it->second;
+  }
   Result markStream(std::shared_ptr<StreamMark>* out) override {
     auto mark = std::make_shared<FakeMark>();
     auto event = mark->event;
@@ -807,6 +842,10 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   static std::vector<const uint32_t*>& freedWords() {
     static auto* f = new std::vector<const uint32_t*>;
     return *f;
+  }
+  static std::map<const char*, size_t>& registeredHost() {  // never destroyed, as freedWords
+    static auto* r = new std::map<const char*, size_t>;
+    return *r;
   }
   // Whether `word` lies in a block of 64 words freed already.
   static bool wordFreed(const uint32_t* word) {
@@ -1086,12 +1125,14 @@ class FakeDevice {
       "fake-device",      fakeDeviceInUse,        fakeDeviceOwns,
       fakeDeviceExecutorOn, fakeDescribeDevice,   fakeMakeIpc,
       FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords,
-      /*queuedCallsTrusted=*/true};
+      /*queuedCallsTrusted=*/true,
+      FakeDeviceExecutor::registerHost, FakeDeviceExecutor::unregisterHost};
   static constexpr DeviceComponent kComponentLikeCuda{
       "fake-device",      fakeDeviceInUse,        fakeDeviceOwns,
       fakeDeviceExecutorOn, fakeDescribeDevice,   fakeMakeIpc,
       FakeDeviceExecutor::allocWords, FakeDeviceExecutor::freeWords,
-      /*queuedCallsTrusted=*/false};
+      /*queuedCallsTrusted=*/false,
+      FakeDeviceExecutor::registerHost, FakeDeviceExecutor::unregisterHost};
   FakeDeviceArena shared_;
 };
 
