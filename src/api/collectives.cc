@@ -10,6 +10,7 @@
 #include "api/validate.h"
 #include "base/dtype.h"
 #include "coll/coll.h"
+#include "trigger/collectives.h"
 
 using namespace zcoll;
 
@@ -72,6 +73,13 @@ Result checkAllToAllvLayout(const zcollComm* comm, const size_t* sc, const size_
   return zcollSuccess;
 }
 
+// The call as a stream-triggered collective (api/launch.h), none for a call that moves nothing.
+TriggeredWork onRing(Result (*collective)(TriggerRing&, Executor&, const CollArgs&), CollArgs a,
+                     size_t bytes) {
+  if (bytes == 0) return {};
+  return [collective, a](TriggerRing& ring, Executor& ex) { return collective(ring, ex, a); };
+}
+
 }  // namespace
 
 extern "C" {
@@ -89,7 +97,8 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     const CallDescriptor d = describeCall(CollKind::kAllGather, datatype, sendcount);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllGather,
-                                    {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
+                                    {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes),
+                      onRing(triggeredAllGather, {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
   });
 }
 
@@ -108,7 +117,8 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     const CallDescriptor d = describeCall(CollKind::kReduceScatter, datatype, recvcount, op);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kReduceScatter,
-                                    {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
+                                    {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes),
+                      onRing(triggeredReduceScatter, {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
   });
 }
 
@@ -128,7 +138,8 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     const CallDescriptor d = describeCall(CollKind::kAllReduce, datatype, count, op);
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllReduce,
-                                    {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
+                                    {sendbuff, recvbuff, count, datatype, op, 0}, bytes),
+                      onRing(triggeredAllReduce, {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
   });
 }
 

@@ -17,6 +17,7 @@
 #include "api/guard.h"
 #include "base/stream_holds.h"
 #include "core/progress.h"
+#include "trigger/ring.h"
 
 namespace zcoll {
 
@@ -30,6 +31,7 @@ struct GroupedCall {
   Executor* exec;
   CallDescriptor d;
   CallWork work;
+  TriggeredWork triggered;
 };
 thread_local std::vector<GroupedCall> tGrouped;
 
@@ -44,6 +46,28 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
               const CallWork& work) {
   return comm->engine.runInOrder([&] {
     auto body = [&] { return checkAndRun(comm, fn, d, work, *ce.exec); };
+    return runInTurn(comm, fn, body);
+  });
+}
+
+// With the comm's ring (ZCOLL_DEVICE_CALLS=stream), on the caller's thread in its turn: the
+// triggered schedule enqueued whole on the caller's stream, or, for a call without one, the
+// ring drained and the call run synchronously. A failure while enqueueing leaves the ring's
+// steps uneven across ranks: it breaks the comm.
+Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
+                   const CallDescriptor& d, const CallWork& work, const TriggeredWork& triggered) {
+  return comm->engine.runInOrder([&] {
+    auto body = [&]() -> Result {
+      ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
+      TriggerRing& ring = *comm->trigger;
+      if (!triggered) {
+        ZCOLL_CHECK(ring.drain(comm->timeoutSec * 1000));
+        return work ? work(*ce.exec) : zcollSuccess;
+      }
+      Result r = triggered(ring, *ce.exec);
+      if (r != zcollSuccess) breakComm(comm, r);
+      return r;
+    };
     return runInTurn(comm, fn, body);
   });
 }
@@ -225,14 +249,16 @@ Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn) {
 }
 
 Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallDescriptor& d,
-                  CallWork work) {
+                  CallWork work, TriggeredWork triggered) {
   if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn));
   if (inGroup()) {
-    tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work)});
+    tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work),
+                        std::move(triggered)});
     return zcollSuccess;
   }
-  if (ce.exec->memKind() == MemKind::kHost || !comm->deviceCallsAsync)
-    return runNow(comm, fn, ce, d, work);
+  if (ce.exec->memKind() == MemKind::kHost) return runNow(comm, fn, ce, d, work);
+  if (comm->trigger) return runWithRing(comm, fn, ce, d, work, triggered);
+  if (!comm->deviceCallsAsync) return runNow(comm, fn, ce, d, work);
   if (!work && !comm->checkCalls) return zcollSuccess;  // nothing to move, nothing to check
   return enqueueOnStreams(comm, fn, {ce.exec}, [comm, fn, d, work = std::move(work)](
                                                    const std::vector<std::shared_ptr<Executor>>& s) {
@@ -250,7 +276,7 @@ Result runGroupedCalls() {
     ce.owned = std::move(c.owned);
     Result r = pinnedCall(c.comm, c.fn, [&]() -> Result {
       ZCOLL_CHECK(checkCommUsable(c.comm, c.fn));
-      return launchCall(c.comm, c.fn, ce, c.d, std::move(c.work));
+      return launchCall(c.comm, c.fn, ce, c.d, std::move(c.work), std::move(c.triggered));
     });
     if (r != zcollSuccess) {
       char context[160];

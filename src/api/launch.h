@@ -26,6 +26,7 @@
 
 #include "api/call_check.h"
 #include "api/validate.h"
+#include "trigger/ring.h"
 
 namespace zcoll {
 
@@ -33,12 +34,19 @@ namespace zcoll {
 // call is queued). Empty: the call moves nothing (a zero count); only its call check runs.
 using CallWork = std::function<Result(Executor& exec)>;
 
+// The same call as a stream-triggered collective (trigger/collectives.h): its whole device
+// schedule enqueued on the caller's stream through the comm's ring. Empty: the call has none.
+using TriggeredWork = std::function<Result(TriggerRing& ring, Executor& exec)>;
+
 // Runs or queues a validated call (above). `d` describes it for ZCOLL_CHECK_CALLS. What `work`
 // captures must be owned by it (copied): a queued call runs after the entry point returned.
 // Inside zcollGroupStart/End the call is kept instead (taking ce.owned) and launched at the
 // outermost zcollGroupEnd (runGroupedCalls), as NCCL aggregates a group's collectives.
+// With ZCOLL_DEVICE_CALLS=stream and a ring (comm->trigger), a device call with `triggered` runs
+// it in its turn on the caller's thread and returns once enqueued; one without drains the ring
+// first (trigger/ring.h: the window is shared) and runs synchronously.
 Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallDescriptor& d,
-                  CallWork work);
+                  CallWork work, TriggeredWork triggered = {});
 
 // Whether the calling thread is inside zcollGroupStart/End (api/p2p.cc).
 bool inGroup();

@@ -60,8 +60,13 @@ const std::vector<ParamDesc> kParams = {
      "streams share a hardware queue (not yet run on a GPU; a warning says so). "
      "sync: it returns once complete, its stream synchronized, with no wait queued on any "
      "stream. auto: sync on CUDA, async on a device that trusts queued calls (the tests' "
-     "stand-in). Applies to zcollSend/zcollRecv and groups alike. Read at init; "
-     "inherited by splits."},
+     "stand-in). stream: all-gather, reduce-scatter and all-reduce on device buffers are "
+     "submitted whole on the caller's stream at call time (copies, reduction kernels and stream "
+     "memory writes/waits on flags that only peers' GPU work sets) and return once submitted, "
+     "on a communicator whose ranks share one node, each on its own device or in its own "
+     "process, all pairs over cuda_ipc; every other device call, and every call of a "
+     "communicator that does not qualify (logged at INFO), runs as with sync (not yet run on a "
+     "GPU). Applies to zcollSend/zcollRecv and groups alike. Read at init; inherited by splits."},
     {"ZCOLL_REDUCE_PARTIALS", ParamType::kString, "fp32",
      "How ring reduce-scatter and all-reduce carry fp16/bf16 partial sums between ranks: fp32 "
      "(the sum is accumulated in fp32 and rounded once, like every other algorithm; the ring "

@@ -78,6 +78,10 @@ struct zcollWindow {
   size_t size = 0;
 };
 
+namespace zcoll {
+class TriggerRing;  // trigger/ring.h
+}  // namespace zcoll
+
 struct zcollComm {
   uint64_t magic = 0;  // kCommMagic while alive (catches use after destroy, best effort)
   int rank = 0;
@@ -101,6 +105,10 @@ struct zcollComm {
   // (true, "async", unless CUDA_DEVICE_MAX_CONNECTIONS=1: exec/device_component.h) or once
   // complete ("sync"). Read once at init (api/launch.h).
   bool deviceCallsAsync = true;
+  // ZCOLL_DEVICE_CALLS=stream: all-gather, reduce-scatter and all-reduce on device buffers are
+  // submitted whole on the caller's stream at call time (trigger/ring.h) where `trigger` exists;
+  // every other device call runs synchronously. Read once at init.
+  bool deviceCallsTriggered = false;
   // Read once at init (splits inherit them), never per call: ZCOLL_SPIN_COUNT (-1: chosen at
   // init, see chooseSpinCount) and the ZCOLL_ALGO_<KIND> overrides, indexed by CollKind ("" =
   // chosen by size). spinCount is the count in use.
@@ -165,6 +173,11 @@ struct zcollComm {
   // The words queued device calls hold their callers' streams on (exec/wait_words.h), made at
   // init when this rank has a device and queues device calls; null otherwise.
   std::unique_ptr<zcoll::WaitWords> waitWords;
+  // The flags and window slots of stream-triggered calls (trigger/ring.h), made at init with
+  // ZCOLL_DEVICE_CALLS=stream where the comm qualifies; null otherwise (triggerWhy says why).
+  // Released before the transports close (its window is cuda_ipc's).
+  std::shared_ptr<zcoll::TriggerRing> trigger;
+  std::string triggerWhy;
 
   std::mutex lastErrorMu;
   std::string lastError;

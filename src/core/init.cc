@@ -16,6 +16,7 @@
 #include "base/process.h"
 #include "base/tags.h"
 #include "coll/coll.h"
+#include "trigger/ring.h"
 #include "core/live_comms.h"
 #include "core/peer_notice.h"
 #include "core/progress.h"
@@ -302,6 +303,21 @@ Result makeWaitWords(zcollComm* comm) {
   return WaitWords::make(*device, comm->timeoutSec * 1000, &comm->waitWords);
 }
 
+// The ring of stream-triggered calls (trigger/ring.h), with ZCOLL_DEVICE_CALLS=stream: made
+// alike on every rank, or none (logged at INFO with the reason; calls then run synchronously).
+Result makeTriggerRing(zcollComm* comm) {
+  if (!comm->deviceCallsTriggered) return zcollSuccess;
+  ZCOLL_CHECK(TriggerRing::make(comm, &comm->trigger, &comm->triggerWhy));
+  if (comm->trigger)
+    ZCOLL_INFO(LogSubsys::kInit, "%s rank %d: stream-triggered device calls on (window slots "
+               "of %zu bytes)", comm->name.c_str(), comm->rank, comm->trigger->slotBytes());
+  else
+    ZCOLL_INFO(LogSubsys::kInit, "%s rank %d: stream-triggered device calls off (%s): device "
+               "calls run synchronously", comm->name.c_str(), comm->rank,
+               comm->triggerWhy.c_str());
+  return zcollSuccess;
+}
+
 // Connects the transports and meets every peer (init's barrier), then the device routes.
 Result connectAndMeet(zcollComm* comm, const std::vector<TransportAddresses>& addresses) {
   ZCOLL_CHECK(learnPeers(comm, addresses));
@@ -316,6 +332,7 @@ Result connectAndMeet(zcollComm* comm, const std::vector<TransportAddresses>& ad
   ZCOLL_CHECK(barrierDissemination(comm));
   ZCOLL_CHECK(chooseDeviceRoutes(comm, addresses));
   ZCOLL_CHECK(makeWaitWords(comm));
+  ZCOLL_CHECK(makeTriggerRing(comm));
   // Device memory is allocated and mapped above only while no stream of the process is held
   // (base/stream_holds.h). Ranks of one process (threads) must not start their calls, which
   // hold streams, before every rank is past that: a rank still allocating would wait for a
@@ -371,6 +388,7 @@ std::unique_ptr<zcollComm> newComm(const InitSettings& s, int nranks, int rank) 
   comm->partialsInDtype = s.reducePartials == "dtype";
   comm->checkCalls = s.checkCalls == "on";
   comm->deviceCallsAsync = deviceCallsQueued(s.deviceCalls);
+  comm->deviceCallsTriggered = s.deviceCalls == "stream";
   comm->spinSetting = s.spinCount;
   comm->forcedAlgorithm = s.forcedAlgorithm;
   comm->hostIdOverride = s.hostId;
@@ -398,7 +416,7 @@ InitSettings inheritedSettings(const zcollComm* parent, const char* suffix) {
   s.timeoutSec = parent->timeoutSec;
   s.reducePartials = parent->partialsInDtype ? "dtype" : "fp32";
   s.checkCalls = parent->checkCalls ? "on" : "off";
-  s.deviceCalls = parent->deviceCallsAsync ? "async" : "sync";
+  s.deviceCalls = parent->deviceCallsTriggered ? "stream" : parent->deviceCallsAsync ? "async" : "sync";
   s.spinCount = parent->spinSetting;
   s.forcedAlgorithm = parent->forcedAlgorithm;
   s.name = parent->name + suffix;
@@ -438,8 +456,9 @@ Result readConfig(const zcollConfig_t* config, InitSettings* out) {
   if (out->checkCalls != "off" && out->checkCalls != "on")
     return fail(zcollInvalidArgument, "ZCOLL_CHECK_CALLS=%s: use off or on",
                 out->checkCalls.c_str());
-  if (out->deviceCalls != "auto" && out->deviceCalls != "async" && out->deviceCalls != "sync")
-    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_CALLS=%s: use auto, async or sync",
+  if (out->deviceCalls != "auto" && out->deviceCalls != "async" && out->deviceCalls != "sync" &&
+      out->deviceCalls != "stream")
+    return fail(zcollInvalidArgument, "ZCOLL_DEVICE_CALLS=%s: use auto, sync, stream or async",
                 out->deviceCalls.c_str());
   return zcollSuccess;
 }
@@ -617,6 +636,7 @@ void destroyComm(zcollComm* comm, int flushMs) {
   retirePeerNotices(comm);
   // In reverse lifecycle order: the device transports (they cancel what they still have on
   // the host ones) before the host ones.
+  comm->trigger.reset();  // waits for its steps (bounded): its window is cuda_ipc's
   auto& list = comm->transportList;
   for (size_t i = list.size(); i-- > 0;) list[i]->close(std::max(flushMs, kNoticeWaitMs));
   while (!list.empty()) list.pop_back();

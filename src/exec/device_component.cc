@@ -34,7 +34,7 @@ bool singleHardwareQueue() {
 }
 
 bool deviceCallsQueued(const std::string& setting) {
-  if (singleHardwareQueue() || setting == "sync") return false;
+  if (singleHardwareQueue() || setting == "sync" || setting == "stream") return false;
   const DeviceComponent* c = deviceComponent();
   const bool trusted = c == nullptr || c->queuedCallsTrusted;
   if (setting == "auto") return trusted;

@@ -156,6 +156,11 @@ struct FakeHardware {
   // when a transport would touch its buffers.
   static inline std::atomic<int> kernelDelayUs{0};
   static inline std::atomic<int> violations{0};
+  // Operations submitted to a stream by a thread the test did not mark as a caller's (a rank's
+  // own thread: callerThread): zcoll's progress thread, for one. Stream-triggered calls submit
+  // everything on the caller's thread, so a test expects none.
+  static inline thread_local bool callerThread = false;
+  static inline std::atomic<int> submitsOffCallers{0};
   static std::string lastViolation() {
     std::lock_guard<std::mutex> lock(mu());
     return last();
@@ -171,23 +176,28 @@ struct FakeHardware {
   // memory, or an IPC open or close, synchronizes the device in CUDA, so issued while a stream
   // memory wait is not yet released it puts the work that would release it behind that wait: a
   // deadlock on a GPU. The stand-in records it as a violation (the operation itself goes on).
+  // Per device, as CUDA's implicit synchronization is: the calling thread's current device
+  // (its arena, currentDevice()), every device when it has none.
   static void implicitSync(const std::string& what) {
     ++implicitSyncs;
+    const int device = currentDevice();
     std::lock_guard<std::mutex> lock(heldMu());
-    for (const auto& [id, released] : held())
-      if (!released()) {
+    for (const auto& [id, hold] : held())
+      if ((device < 0 || hold.device == device) && !hold.released()) {
         violation(what + " while a stream memory wait was not yet released (on a GPU its implicit "
                   "synchronization keeps the work that releases the wait behind it)");
         return;
       }
   }
   // Registers a stream memory wait queued and not yet run to its end; unregistered by the id.
-  static uint64_t holdWait(Released released) {
+  static uint64_t holdWait(Released released, int device) {
     std::lock_guard<std::mutex> lock(heldMu());
     const uint64_t id = ++nextHold();
-    held().emplace(id, std::move(released));
+    held().emplace(id, Hold{std::move(released), device});
     return id;
   }
+  // The calling thread's current device (its arena's), -1 when it has none.
+  static int currentDevice();
   static void endWait(uint64_t id) {
     std::lock_guard<std::mutex> lock(heldMu());
     held().erase(id);
@@ -219,8 +229,12 @@ struct FakeHardware {
     static std::mutex m;
     return m;
   }
-  static std::map<uint64_t, Released>& held() {
-    static std::map<uint64_t, Released> h;
+  struct Hold {
+    Released released;
+    int device;  // of the stream that waits
+  };
+  static std::map<uint64_t, Hold>& held() {
+    static std::map<uint64_t, Hold> h;
     return h;
   }
   static uint64_t& nextHold() {
@@ -464,6 +478,7 @@ class FakeStream {
   FakeDeviceArena* arena() const { return arena_; }
   // Queues `op`; with touchesDevice, `arena` (default: the stream's) is open while it runs.
   void submit(std::function<Result()> op, bool touchesDevice, FakeDeviceArena* arena = nullptr) {
+    if (!FakeHardware::callerThread) ++FakeHardware::submitsOffCallers;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // A full launch queue blocks the launching thread until the stream catches up.
@@ -640,6 +655,8 @@ inline std::vector<unsigned char> FakeDeviceArena::download(const void* dev, siz
 // The calling rank thread's arena (ranks are threads in these tests).
 inline thread_local FakeDeviceArena* tArena = nullptr;
 
+inline int FakeHardware::currentDevice() { return tArena != nullptr ? tArena->device : -1; }
+
 struct FakeDeviceArena::Scope {
   explicit Scope(FakeDeviceArena* a) { tArena = a; }
   ~Scope() { tArena = nullptr; }
@@ -737,7 +754,7 @@ class FakeDeviceExecutor final : public DeferredExecutor {
       if (wordFreed(word)) return true;
       return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0;
     };
-    const uint64_t hold = FakeHardware::holdWait(released);
+    const uint64_t hold = FakeHardware::holdWait(released, device());
     stream_->submitWait([word, released, hold] {
       if (wordFreed(word)) {
         FakeHardware::violation("a stream memory wait read its word after zcoll freed it");
@@ -1084,6 +1101,7 @@ inline Result fakeDescribeDevice(DeviceIdentity* out) {
   *out = DeviceIdentity{};
   if (!FakeUse::inUse) return zcollSuccess;
   out->present = 1;
+  out->ordinal = tArena != nullptr ? tArena->device : 0;  // the thread's current device
   out->ipc = 1;
   std::strncpy(out->kind, "fake-device", sizeof(out->kind) - 1);
   std::strncpy(out->busId, "0000:01:00.0", sizeof(out->busId) - 1);

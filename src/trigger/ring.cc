@@ -1,0 +1,234 @@
+#include "trigger/ring.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "base/log.h"
+#include "base/stream_holds.h"
+#include "coll/coll.h"
+#include "coll/in_place.h"
+#include "exec/device_component.h"
+
+namespace zcoll {
+
+namespace {
+
+// Below this a window's slots are too small to be worth a step each.
+constexpr size_t kMinWindowBytes = size_t{1} << 20;
+
+// Why `comm` cannot run stream-triggered calls, from what every rank knows alike (the comm's
+// settings, layout, peers and routes), or "" when it can.
+std::string ineligible(const zcollComm* comm, PeerMemory** pm) {
+  *pm = nullptr;
+  if (!comm->deviceCallsTriggered) return "ZCOLL_DEVICE_CALLS is not stream";
+  if (comm->nranks < 2) return "a single rank";
+  if (comm->layout.nodes != 1) return "ranks on several nodes (the ring is for one node)";
+  const DeviceComponent* dc = deviceComponent();
+  if (dc == nullptr || dc->registerHostMemory == nullptr)
+    return "the device component registers no host memory";
+  for (int r = 0; r < comm->nranks; ++r) {
+    const PeerInfo& a = comm->peers[r];
+    if (!a.device.present) return "rank " + std::to_string(r) + " has no device";
+    for (int q = 0; q < r; ++q) {
+      const PeerInfo& b = comm->peers[q];
+      // Two ranks of one process on one device share its hardware queues: one's wait could
+      // sit in front of the write the other queues after it.
+      if (a.machineHash == b.machineHash && a.pid == b.pid && a.device.ordinal == b.device.ordinal)
+        return "ranks " + std::to_string(q) + " and " + std::to_string(r) +
+               " are one process on one device";
+    }
+  }
+  *pm = peerMemoryOf(comm, worldGroup(comm), MemKind::kDevice);
+  if (*pm == nullptr) return "not every pair of ranks reaches each other through cuda_ipc";
+  if ((*pm)->windowLimit(worldGroup(comm).ranks) < kMinWindowBytes)
+    return "cuda_ipc windows smaller than 1 MiB (ZCOLL_DEVICE_WINDOW_BYTES)";
+  return "";
+}
+
+// What each rank tells the others, twice (a host all-gather over the comm).
+struct Offer {
+  int32_t pid;
+  int32_t fd;  // rank 0: its flags' memfd
+  int32_t ok;
+  int32_t pad;
+  ExposedRange window;
+};
+
+Result tradeOffers(zcollComm* comm, const Offer& mine, std::vector<Offer>* all) {
+  all->assign(comm->nranks, Offer{});
+  CollArgs a{&mine, all->data(), sizeof(Offer), zcollUint8, zcollSum, 0};
+  return allGatherRing(comm, a);
+}
+
+bool allOk(const std::vector<Offer>& offers) {
+  for (const Offer& o : offers)
+    if (!o.ok) return false;
+  return true;
+}
+
+// The value a wait on step `s` compares with (cuStreamWaitValue32 compares cyclically).
+uint32_t flagValue(uint64_t s) { return static_cast<uint32_t>(s); }
+
+}  // namespace
+
+Result TriggerRing::open(zcollComm* comm, int flagsPid, int flagsFd, PeerMemory& pm,
+                         const std::vector<ExposedRange>& windows) {
+  if (me_ != 0) ZCOLL_CHECK(flags_.open(flagsPid, flagsFd, flagWords(n_)));
+  // Registering synchronizes the device: only while no stream of this process is held.
+  ZCOLL_CHECK(streams::whenNoneHeld(timeoutMs_, "registering the trigger flags",
+                                    [&] { return flags_.registerWithDevice(); }));
+  peerWindows_.assign(n_, nullptr);
+  for (int p = 0; p < n_; ++p) {
+    if (p == me_) {
+      peerWindows_[p] = window_;
+      continue;
+    }
+    ZCOLL_CHECK(pm.mapWindow(p, windows[p], &peerWindows_[p]));
+  }
+  (void)comm;
+  return zcollSuccess;
+}
+
+Result TriggerRing::make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std::string* why) {
+  out->reset();
+  PeerMemory* pm = nullptr;
+  *why = ineligible(comm, &pm);
+  if (!why->empty()) return zcollSuccess;
+  std::shared_ptr<TriggerRing> ring(new TriggerRing());
+  ring->n_ = comm->nranks;
+  ring->me_ = comm->rank;
+  ring->timeoutMs_ = comm->timeoutSec * 1000;
+  ring->aborting_ = &comm->aborting;
+  const size_t windowBytes = pm->windowLimit(worldGroup(comm).ranks);
+  // A quarter for the accumulator, the rest in two slots (64-byte aligned).
+  ring->accBytes_ = windowBytes / 4 / 64 * 64;
+  ring->slotBytes_ = (windowBytes - ring->accBytes_) / 2 / 64 * 64;
+
+  // Round 1: rank 0's flags, every rank's window.
+  Offer mine{getpid(), -1, 1, 0, {}};
+  std::string failure;
+  Result r = ring->me_ == 0 ? ring->flags_.create(flagWords(ring->n_)) : zcollSuccess;
+  if (r == zcollSuccess) r = pm->ownWindow(windowBytes, &ring->window_, &mine.window);
+  if (r != zcollSuccess) {
+    mine.ok = 0;
+    failure = threadLastError();
+  }
+  mine.fd = ring->flags_.fd();
+  std::vector<Offer> offers;
+  ZCOLL_CHECK(tradeOffers(comm, mine, &offers));
+  if (!allOk(offers)) {
+    *why = failure.empty() ? "another rank could not make its part" : failure;
+    return zcollSuccess;
+  }
+  // Round 2: every rank opens and registers the flags and maps the windows.
+  std::vector<ExposedRange> windows;
+  for (const Offer& o : offers) windows.push_back(o.window);
+  r = ring->open(comm, offers[0].pid, offers[0].fd, *pm, windows);
+  Offer opened{getpid(), -1, r == zcollSuccess ? 1 : 0, 0, {}};
+  if (r != zcollSuccess) failure = threadLastError();
+  std::vector<Offer> verdicts;
+  ZCOLL_CHECK(tradeOffers(comm, opened, &verdicts));
+  if (!allOk(verdicts)) {
+    *why = failure.empty() ? "another rank could not open the flags or map a window" : failure;
+    return zcollSuccess;
+  }
+  *out = std::move(ring);
+  return zcollSuccess;
+}
+
+TriggerRing::~TriggerRing() {
+  if (aborting_ != nullptr && aborting_->load()) releaseWaits();
+  if (next_ == 0 || drain(timeoutMs_) == zcollSuccess) return;
+  releaseWaits();
+  if (drain(timeoutMs_) == zcollSuccess) return;
+  ZCOLL_WARN(LogSubsys::kColl, "stream-triggered calls: a stream never got past its last step; "
+             "the flags stay mapped for the rest of the process");
+  flags_.abandon();
+}
+
+Result TriggerRing::begin(Executor& ex, uint64_t* step) {
+  const uint64_t s = ++next_;
+  *step = s;
+  if (s >= 2) ZCOLL_CHECK(ex.waitValue(chain(me_), flagValue(s - 1)));
+  if (s >= 3)
+    for (int p = 0; p < n_; ++p)
+      if (p != me_) ZCOLL_CHECK(ex.waitValue(consumed(me_, p), flagValue(s - 2)));
+  return zcollSuccess;
+}
+
+Result TriggerRing::publish(Executor& ex, uint64_t step) {
+  for (int p = 0; p < n_; ++p)
+    if (p != me_) ZCOLL_CHECK(ex.writeValue(ready(p, me_), flagValue(step)));
+  return zcollSuccess;
+}
+
+Result TriggerRing::await(Executor& ex, int peer, uint64_t step) {
+  return ex.waitValue(ready(me_, peer), flagValue(step));
+}
+
+Result TriggerRing::finish(Executor& ex, uint64_t step) {
+  for (int p = 0; p < n_; ++p)
+    if (p != me_) ZCOLL_CHECK(ex.writeValue(consumed(p, me_), flagValue(step)));
+  return ex.writeValue(chain(me_), flagValue(step));
+}
+
+Result TriggerRing::noteStream(Executor& ex) {
+  std::shared_ptr<StreamMark> mark;
+  ZCOLL_CHECK(ex.markStream(&mark));
+  uintptr_t key = 0;
+  if (ex.sharedStreamKey(&key)) marks_[key] = std::move(mark);
+  else unkeyed_.push_back(std::move(mark));
+  return zcollSuccess;
+}
+
+bool TriggerRing::allPassed() {
+  for (auto& [key, mark] : marks_)
+    if (!mark->passed()) return false;
+  for (auto& mark : unkeyed_)
+    if (!mark->passed()) return false;
+  return true;
+}
+
+bool TriggerRing::peersReadAll() const {
+  for (int p = 0; p < n_; ++p)
+    if (p != me_ &&
+        static_cast<int32_t>(__atomic_load_n(consumed(me_, p), __ATOMIC_ACQUIRE) -
+                             flagValue(next_)) < 0)
+      return false;
+  return true;
+}
+
+Result TriggerRing::drain(int timeoutMs) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  auto pause = std::chrono::microseconds(20);
+  bool released = false;
+  while (!(allPassed() && peersReadAll())) {
+    if (!released && aborting_ != nullptr && aborting_->load()) {
+      releaseWaits();  // the streams go on; then they get past their marks
+      released = true;
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      return fail(zcollTimeout, "stream-triggered calls: step %llu did not complete within %d "
+                  "ms (a peer never made its call, or its stream is stuck)",
+                  static_cast<unsigned long long>(next_), timeoutMs);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  marks_.clear();
+  unkeyed_.clear();
+  return zcollSuccess;
+}
+
+void TriggerRing::releaseWaits() {
+  // Far enough past every step issued that every wait's cyclic comparison holds.
+  const uint32_t past = flagValue(next_ + (uint64_t{1} << 30));
+  for (int p = 0; p < n_; ++p) {
+    __atomic_store_n(ready(me_, p), past, __ATOMIC_RELEASE);
+    __atomic_store_n(consumed(me_, p), past, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(chain(me_), past, __ATOMIC_RELEASE);
+}
+
+}  // namespace zcoll

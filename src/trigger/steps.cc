@@ -1,0 +1,55 @@
+#include "trigger/steps.h"
+
+#include <algorithm>
+
+#include "base/dtype.h"
+#include "exec/reduce_kernels.h"
+
+namespace zcoll {
+
+Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
+                  const std::vector<size_t>& bytes, const std::vector<char*>& out) {
+  const int me = ring.me();
+  uint64_t s = 0;
+  ZCOLL_CHECK(ring.begin(ex, &s));
+  if (bytes[me] > 0) ZCOLL_CHECK(ex.copy(ring.mySlot(s), mine, bytes[me]));
+  ZCOLL_CHECK(ring.publish(ex, s));
+  for (int p = 0; p < ring.nranks(); ++p) {
+    if (p == me) continue;
+    ZCOLL_CHECK(ring.await(ex, p, s));
+    if (bytes[p] > 0) ZCOLL_CHECK(ex.copy(out[p], ring.peerSlot(p, s), bytes[p]));
+  }
+  return ring.finish(ex, s);
+}
+
+size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype) {
+  const size_t bySlot = ring.slotBytes() / (size_t(ring.nranks()) * dtypeSize(dtype));
+  const size_t byAcc = ring.accBytes() / accSize(dtype);
+  return std::min(bySlot, byAcc) / 64 * 64;
+}
+
+Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollRedOp_t op,
+                  const std::vector<const char*>& toRank, const std::vector<size_t>& count,
+                  char* out) {
+  const int me = ring.me(), n = ring.nranks();
+  const size_t es = dtypeSize(dtype);
+  const size_t region = reducePieceElems(ring, dtype) * es;  // each rank's part of a slot
+  uint64_t s = 0;
+  ZCOLL_CHECK(ring.begin(ex, &s));
+  for (int d = 0; d < n; ++d)
+    if (d != me && count[d] > 0)
+      ZCOLL_CHECK(ex.copy(ring.mySlot(s) + d * region, toRank[d], count[d] * es));
+  ZCOLL_CHECK(ring.publish(ex, s));
+  const size_t m = count[me];
+  for (int p = 0; p < n; ++p) {
+    if (p != me) ZCOLL_CHECK(ring.await(ex, p, s));
+    if (m == 0) continue;
+    const char* in = p == me ? toRank[me] : ring.peerSlot(p, s) + me * region;
+    if (p == 0) ZCOLL_CHECK(ex.toAcc(ring.acc(), in, dtype, m));
+    else ZCOLL_CHECK(ex.accumulate(ring.acc(), in, false, dtype, op, m));
+  }
+  if (m > 0) ZCOLL_CHECK(ex.fromAcc(out, ring.acc(), dtype, op, n, m));
+  return ring.finish(ex, s);
+}
+
+}  // namespace zcoll

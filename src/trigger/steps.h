@@ -1,0 +1,29 @@
+// The two steps every stream-triggered collective is made of (trigger/ring.h), each enqueued
+// whole on the executor's stream: a gather step (every rank's piece to every rank) and a reduce
+// step (every rank's piece for rank d, reduced in rank order, to rank d).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "trigger/ring.h"
+
+namespace zcoll {
+
+// Rank p's piece of `bytes[p]` bytes lands at out[p] on every rank (this rank's own piece
+// excluded: the caller places it). `mine` (bytes[me] bytes) is this rank's piece.
+Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
+                  const std::vector<size_t>& bytes, const std::vector<char*>& out);
+
+// One reduce step: for every rank d, toRank[d] holds this rank's `count[d]` elements for d
+// (toRank[me]: its own contribution). On return (in stream order) `out` holds the count[me]
+// elements op-reduced over ranks 0..n-1 in rank order, in the accumulator type (fp32 for 16-bit
+// types), rounded once: the same bits the host's reductions give.
+Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollRedOp_t op,
+                  const std::vector<const char*>& toRank, const std::vector<size_t>& count,
+                  char* out);
+
+// The most elements of `dtype` a reduce step takes per rank on `ring` (a multiple of 64).
+size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype);
+
+}  // namespace zcoll

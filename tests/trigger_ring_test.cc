@@ -1,0 +1,232 @@
+// Stream-triggered device calls (ZCOLL_DEVICE_CALLS=stream, src/trigger/ring.h) on the CPU
+// stand-in device: ranks are threads, each on its own device ordinal (as one process driving
+// several GPUs, or one process per GPU), all of one node. A triggered all-gather, reduce-scatter
+// or all-reduce must give the host path's bytes, return with its stream still blocked by work
+// queued before it (everything submitted at call time), submit nothing from any thread but the
+// caller's (no progress thread), and never leave a stream waiting: an abort releases it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/dtype.h"
+#include "core/comm.h"
+#include "exec/gate.h"
+#include "support/fake_device.h"
+#include "support/ranks.h"
+#include "support/values.h"
+#include "trigger/ring.h"
+
+namespace zcoll {
+namespace {
+
+using test::FakeDevice;
+using test::FakeDeviceArena;
+using test::FakeHardware;
+using Bytes = std::vector<unsigned char>;
+
+// What each rank thread of a triggered test gets: its device (an arena on ordinal `rank`,
+// current for the thread), and its communicator, made on that device.
+struct RankEnv {
+  int rank;
+  FakeDeviceArena& arena;
+  zcollComm_t comm;
+};
+
+// Runs body on `n` rank threads of one node, each with its own device ordinal (or all on
+// device 0 with sameDevice), ZCOLL_DEVICE_CALLS=stream and 1 MiB windows (so a few hundred KB
+// take several steps); the comm is destroyed after body unless `destroy` is false.
+void onOwnDevices(int n, const std::function<void(RankEnv&)>& body, bool sameDevice = false,
+                  bool destroy = true) {
+  test::ScopedEnv stream("ZCOLL_DEVICE_CALLS", "stream");
+  test::ScopedEnv window("ZCOLL_DEVICE_WINDOW_BYTES", "1048576");
+  FakeDevice device;
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      FakeHardware::callerThread = true;
+      FakeDeviceArena arena;
+      arena.device = sameDevice ? 0 : r;
+      FakeDeviceArena::Scope scope(&arena);
+      zcollComm_t comm = nullptr;
+      ASSERT_EQ(zcollCommInitRank(&comm, n, id, r), zcollSuccess) << zcollGetLastError(nullptr);
+      RankEnv env{r, arena, comm};
+      body(env);
+      EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
+      if (destroy) ZCOLL_EXPECT_OK(comm, zcollCommDestroy(comm));
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(FakeHardware::submitsOffCallers.load(), 0)
+      << "a thread other than a caller's submitted work to a stream (the progress thread?)";
+}
+
+Bytes inputOf(int rank, size_t elems, zcollDataType_t t) {
+  Bytes b(elems * dtypeSize(t));
+  for (size_t i = 0; i < elems; ++i)
+    test::setElement(b.data(), t, i, test::inputValue(t, zcollSum, rank, 8, i) / 4);
+  return b;
+}
+
+// A call on (send, recv) pointers, run once on host buffers and once on device buffers.
+using Call = std::function<zcollResult_t(const void* send, void* recv, zcollStream_t stream)>;
+
+// Runs `call` on host buffers, then on device buffers whose stream is blocked (a kernel still
+// running, queued before the call) until the call returned: the call must return with nothing
+// run, and the device output must then equal the host's.
+void expectTriggeredGivesHostBytes(RankEnv& e, const Bytes& in, size_t outBytes, const Call& call,
+                                   const char* what, bool inPlace = false,
+                                   size_t inPlaceOffset = 0) {
+  Bytes host(inPlace ? in : Bytes(outBytes));
+  Bytes hostIn = in;
+  void* hostSend = inPlace ? host.data() + inPlaceOffset : hostIn.data();
+  ASSERT_EQ(call(hostSend, host.data(), nullptr), zcollSuccess)
+      << what << " (host): " << zcollGetLastError(e.comm);
+
+  char* dev = static_cast<char*>(e.arena.alloc(std::max(outBytes, in.size())));
+  char* devIn = inPlace ? dev : static_cast<char*>(e.arena.alloc(in.size()));
+  e.arena.upload(devIn, in);
+  auto kernel = std::make_shared<Gate>();
+  e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+  const zcollResult_t r = call(devIn + (inPlace ? inPlaceOffset : 0), dev, e.arena.handle());
+  EXPECT_FALSE(e.arena.stream()->idle()) << what << ": the call waited for its stream";
+  kernel->open(zcollSuccess);
+  ASSERT_EQ(r, zcollSuccess) << what << " (device): " << zcollGetLastError(e.comm);
+  EXPECT_EQ(e.arena.download(dev, host.size()), host) << what << " differs on rank " << e.rank;
+}
+
+TEST(TriggeredCalls, AllGatherReduceScatterAndAllReduceGiveTheHostBytes) {
+  const int n = 3;
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    EXPECT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    zcollComm_t comm = e.comm;
+    for (zcollDataType_t t : {zcollFloat32, zcollBfloat16}) {
+      const size_t es = dtypeSize(t);
+      // 120001 elements: several slots' worth per rank, not a multiple of anything.
+      const size_t count = 120001;
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count, t), count * n * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollAllGather(s, r, count, t, comm, st);
+          }, "all-gather");
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count * n, t), count * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollReduceScatter(s, r, count, t, zcollSum, comm, st);
+          }, "reduce-scatter");
+      for (zcollRedOp_t op : {zcollSum, zcollAvg, zcollMax})
+        expectTriggeredGivesHostBytes(e, inputOf(e.rank, count, t), count * es,
+            [&](const void* s, void* r, zcollStream_t st) {
+              return zcollAllReduce(s, r, count, t, op, comm, st);
+            }, "all-reduce");
+      // In place, and counts smaller than the ranks (empty segments).
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count * n, t), count * n * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollAllGather(s, r, count, t, comm, st);
+          }, "all-gather in place", true, e.rank * count * es);
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count * n, t), count * n * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollReduceScatter(s, static_cast<char*>(r) + e.rank * count * es, count, t,
+                                      zcollSum, comm, st);
+          }, "reduce-scatter in place", true);
+      for (size_t small : {size_t{1}, size_t{2}, size_t{5}})
+        expectTriggeredGivesHostBytes(e, inputOf(e.rank, small, t), small * es,
+            [&](const void*, void* r, zcollStream_t st) {
+              return zcollAllReduce(r, r, small, t, zcollSum, comm, st);
+            }, "all-reduce in place", true);
+    }
+  });
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "the calls queued no stream memory wait: they did not run triggered";
+}
+
+TEST(TriggeredCalls, CallsOnTwoStreamsOfARankRunInCallOrder) {
+  onOwnDevices(2, [&](RankEnv& e) {
+    test::FakeStream other(&e.arena);
+    zcollStream_t second = reinterpret_cast<zcollStream_t>(&other);
+    const size_t count = 200000;
+    Bytes in = inputOf(e.rank, count, zcollFloat32), host = in;
+    void* dev = e.arena.alloc(in.size());
+    e.arena.upload(dev, in);
+    // The first call's stream is held back; the second, on another stream, must still run
+    // after it (its steps chain on the first's), on the first's result.
+    auto kernel = std::make_shared<Gate>();
+    e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+    ZCOLL_EXPECT_OK(e.comm, zcollAllReduce(dev, dev, count, zcollFloat32, zcollSum, e.comm,
+                                           e.arena.handle()));
+    ZCOLL_EXPECT_OK(e.comm, zcollAllReduce(dev, dev, count, zcollFloat32, zcollSum, e.comm,
+                                           second));
+    kernel->open(zcollSuccess);
+    EXPECT_EQ(other.synchronize(), zcollSuccess);
+    for (int i = 0; i < 2; ++i)
+      ASSERT_EQ(zcollAllReduce(host.data(), host.data(), count, zcollFloat32, zcollSum, e.comm,
+                               nullptr), zcollSuccess);
+    EXPECT_EQ(e.arena.download(dev, in.size()), host) << "rank " << e.rank;
+  });
+}
+
+TEST(TriggeredCalls, OtherDeviceCallsDrainTheRingAndGiveTheHostBytes) {
+  onOwnDevices(2, [&](RankEnv& e) {
+    const size_t count = 50000;
+    zcollComm_t comm = e.comm;
+    for (int i = 0; i < 2; ++i) {
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count, zcollFloat32), count * 8,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollAllGather(s, r, count, zcollFloat32, comm, st);
+          }, "all-gather");
+      // Not triggered: runs synchronously once the ring's steps are done.
+      Bytes in = inputOf(e.rank, 2 * count, zcollFloat32), host(in.size());
+      void* d = e.arena.alloc(in.size());
+      void* o = e.arena.alloc(in.size());
+      e.arena.upload(d, in);
+      ZCOLL_EXPECT_OK(comm, zcollAllToAll(in.data(), host.data(), count, zcollFloat32, comm,
+                                          nullptr));
+      ZCOLL_EXPECT_OK(comm, zcollAllToAll(d, o, count, zcollFloat32, comm, e.arena.handle()));
+      EXPECT_EQ(e.arena.download(o, in.size()), host);
+    }
+  });
+}
+
+TEST(TriggeredCalls, AbortReleasesAStreamWhosePeerNeverCalls) {
+  Gate called;  // rank 0's call returned: rank 1 may abort (its notice must not fail the call)
+  onOwnDevices(2, [&](RankEnv& e) {
+    void* dev = e.arena.alloc(4096);
+    e.arena.upload(dev, Bytes(4096));
+    if (e.rank == 0) {
+      // Rank 1 never makes this call: rank 0's stream waits for its flags until the abort.
+      ZCOLL_EXPECT_OK(e.comm, zcollAllReduce(dev, dev, 1024, zcollFloat32, zcollSum, e.comm,
+                                             e.arena.handle()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_FALSE(e.arena.stream()->idle());
+      called.open(zcollSuccess);
+    } else {
+      called.wait();
+    }
+    EXPECT_EQ(zcollCommAbort(e.comm), zcollSuccess);
+  }, /*sameDevice=*/false, /*destroy=*/false);
+}
+
+TEST(TriggeredCalls, RanksOfOneProcessOnOneDeviceRunSynchronouslyAndSaySo) {
+  onOwnDevices(2, [&](RankEnv& e) {
+    EXPECT_EQ(e.comm->trigger, nullptr);
+    EXPECT_NE(e.comm->triggerWhy.find("one process on one device"), std::string::npos)
+        << e.comm->triggerWhy;
+    Bytes in = inputOf(e.rank, 1000, zcollFloat32), host = in;
+    void* dev = e.arena.alloc(in.size());
+    e.arena.upload(dev, in);
+    ZCOLL_EXPECT_OK(e.comm, zcollAllReduce(dev, dev, 1000, zcollFloat32, zcollSum, e.comm,
+                                           e.arena.handle()));
+    EXPECT_TRUE(e.arena.stream()->idle()) << "a synchronous call returned before its work ran";
+    ZCOLL_EXPECT_OK(e.comm, zcollAllReduce(host.data(), host.data(), 1000, zcollFloat32,
+                                           zcollSum, e.comm, nullptr));
+    EXPECT_EQ(e.arena.download(dev, in.size()), host);
+  }, /*sameDevice=*/true);
+}
+
+}  // namespace
+}  // namespace zcoll
