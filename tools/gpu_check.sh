@@ -11,7 +11,8 @@
 #        child process leaving no CUDA context), executor_test (CudaExecutorTest.*) and
 #        device_path_test (CudaDevicePath.*: every call on CUDA buffers, ranks as threads), in
 #        the default mode (sync on CUDA) and with ZCOLL_DEVICE_CALLS=async
-#     2  the multi-process device checks (tests/scripts/device_processes.sh), the launch queue
+#     2  the multi-process device checks (tests/scripts/device_processes.sh), the same program
+#        with ZCOLL_DEVICE_CALLS=stream (stream_mode.txt), the launch queue
 #        depth probe (tools/gpu_probe.cu queue) and issue 38's hold probes (gpu_probe held with
 #        CUDA_DEVICE_MAX_CONNECTIONS unset, 8 and 32; gpu_probe blocked): hold_probe.txt
 #     3  a device-to-device copy bound (tools/gpu_probe.cu d2d), then perf/peers/device.sh: the perf
@@ -313,6 +314,18 @@ case "$STEP" in
       77) result FAIL device_processes.sh "skipped: $(grep -m1 'SKIP' "$LOG")" ;;
       *) result FAIL device_processes.sh "exit $rc: $(grep -m1 '^FAIL' "$LOG" | cut -c1-200)" ;;
     esac
+    # Issue 38's stream-triggered model (ZCOLL_DEVICE_CALLS=stream): 2 processes on the GPU,
+    # every call on CUDA buffers against the host bytes; both ranks must say the ring is on.
+    timed "stream mode" 120 env ZCOLL_DEVICE_CALLS=stream ZCOLL_DEBUG=INFO ZCOLL_DEBUG_SUBSYS=INIT \
+      python3 tools/zcollrun --timeout 100 -n 2 "$BUILD/tests/zcoll_device_check" \
+      >"$OUT/stream_mode.txt" 2>&1
+    rc=$?
+    on=$(grep -c "stream-triggered device calls on" "$OUT/stream_mode.txt")
+    if [ "$rc" = 0 ] && [ "$on" -ge 2 ]; then
+      result PASS stream_mode "-n 2 on one GPU, every call equal to the host's, ring on"
+    else
+      result FAIL stream_mode "exit $rc, ring on in $on of 2 ranks; see stream_mode.txt"
+    fi
     timed "build gpu_probe" 120 "$NVCC" -O2 -arch=sm_"${CUDA_ARCH:-90}" -o "$BUILD/gpu_probe" \
       tools/gpu_probe.cu || { result FAIL queue_probe "nvcc tools/gpu_probe.cu failed"; exit 1; }
     {

@@ -35,6 +35,16 @@
  *    not run on a GPU and its stream wait is released by work zcoll submits later, which CUDA
  *    allows to deadlock when streams share a hardware queue; it is not the default there until
  *    the model that submits a call's whole device work at call time has passed the GPU kit.
+ *    That model is ZCOLL_DEVICE_CALLS=stream (not yet run on a GPU): zcollAllGather,
+ *    zcollReduceScatter and zcollAllReduce on device buffers enqueue their whole device work on
+ *    `stream` (copies, reduction kernels, stream memory writes and waits on flags that only the
+ *    peers' GPU work sets) and return; work queued on `stream` after the call sees its result,
+ *    and its buffers must stay valid until then. It applies to a communicator whose ranks share
+ *    one node, each on its own device or in its own process, every pair over cuda_ipc; other
+ *    calls, and every call of a communicator that does not qualify (INFO log says why), return
+ *    complete as with sync. Calls must be made in the same order on every rank, and calls on
+ *    different communicators issued in the same order on every rank (or serialized), as NCCL
+ *    requires; the results are bit-identical to the host path's.
  *    Arguments are checked before it returns (errors as for host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
  *    and may be reused at once. A failure found once it runs (a peer, the network, the call check
  *    below) puts the communicator in the error state: zcollCommGetAsyncError and
