@@ -460,6 +460,11 @@ ZCOLL_API zcollResult_t zcollCommNodeRank(const zcollComm_t comm, int* node);
 /* Index of this rank among the ranks of its node (by rank), and how many ranks its node has. */
 ZCOLL_API zcollResult_t zcollCommLocalRank(const zcollComm_t comm, int* localRank);
 ZCOLL_API zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize);
+/* The device this rank works on: its ordinal in this process (CUDA: the device that was current
+ * when the communicator was made, as NCCL binds a communicator to it; a child of split, shrink
+ * or grow keeps its parent's), or -1 when the rank has none (no device support, or the device was
+ * not yet initialized by the process at init). */
+ZCOLL_API zcollResult_t zcollCommDevice(const zcollComm_t comm, int* device);
 
 /* Paths a byte can take. */
 typedef enum ZCOLL_ENUM_BASE {

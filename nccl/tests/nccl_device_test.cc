@@ -147,5 +147,38 @@ TEST(NcclDevice, EveryCallOnTheStandInDeviceGivesZcollsHostBytes) {
   });
 }
 
+// The stand-in's component, describing its device as ordinal 2 (the stand-in always says 0), so
+// ncclCommCuDevice shows it reports the communicator's device, not a constant.
+Result describeDeviceTwo(DeviceIdentity* out) {
+  Result r = test::fakeDescribeDevice(out);
+  out->ordinal = 2;
+  return r;
+}
+
+TEST(NcclDevice, CuDeviceIsTheDeviceTheCommWasMadeOnAndItsChildrens) {
+  FakeDevice device;
+  DeviceComponent onDeviceTwo = *deviceComponent();
+  onDeviceTwo.describeDevice = describeDeviceTwo;
+  setDeviceComponent(&onDeviceTwo);
+  runOwningRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t z) {
+    ncclComm_t comm = zcoll_nccl::adoptComm(z);
+    int dev = -1;
+    ASSERT_EQ(ncclCommCuDevice(comm, &dev), ncclSuccess);
+    EXPECT_EQ(dev, 2);
+    int zdev = -1;
+    EXPECT_EQ(zcollCommDevice(z, &zdev), zcollSuccess);
+    EXPECT_EQ(zdev, 2);
+    ncclComm_t child = nullptr;
+    ASSERT_EQ(ncclCommSplit(comm, 0, rank, &child, nullptr), ncclSuccess)
+        << ncclGetLastError(nullptr);
+    dev = -1;
+    ASSERT_EQ(ncclCommCuDevice(child, &dev), ncclSuccess);
+    EXPECT_EQ(dev, 2);
+    EXPECT_EQ(ncclCommCuDevice(comm, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+}
+
 }  // namespace
 }  // namespace zcoll
