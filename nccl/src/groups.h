@@ -10,5 +10,8 @@ namespace zcoll_nccl {
 int groupDepth();
 // A comm whose init runs on its own thread, to be waited for at the outermost ncclGroupEnd.
 void deferToGroupEnd(ncclComm_t comm);
+// A child made inside a group whose fallback communicator (fallback.h) is made at the outermost
+// ncclGroupEnd, after zcoll's group ends, in the order the children were made.
+void deferFallbackToGroupEnd(ncclComm_t child);
 
 }  // namespace zcoll_nccl

@@ -72,6 +72,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   *newcomm = nullptr;
   if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
   *newcomm = adoptComm(child);
+  makeChildFallbackComm(*newcomm);
   return ncclSuccess;
 }
 
@@ -92,6 +93,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   *newcomm = nullptr;
   if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
   *newcomm = adoptComm(child);
+  makeChildFallbackComm(*newcomm);
   return ncclSuccess;
 }
 

@@ -7,6 +7,7 @@
 
 #include "comm.h"
 #include "errors.h"
+#include "fallback.h"
 #include "groups.h"
 #include "types.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 thread_local int tDepth = 0;
 thread_local std::vector<ncclComm_t> tDeferredInits;
+thread_local std::vector<ncclComm_t> tDeferredFallbacks;
 
 ncclResult_t p2pChecks(ncclComm_t comm, ncclDataType_t t, const char* call) {
   ncclResult_t r = readyComm(comm, call);
@@ -38,11 +40,21 @@ ncclResult_t finishDeferredInits() {
   return first;
 }
 
+// The fallback communicators of the children split inside the group that ended (fallback.h),
+// each rank in the order it made them, as every rank of a child made it in the same order.
+void finishDeferredFallbacks() {
+  std::vector<ncclComm_t> children;
+  children.swap(tDeferredFallbacks);
+  for (ncclComm_t c : children)
+    if (liveComm(c)) makeFallbackComm(c);
+}
+
 }  // namespace
 
 namespace zcoll_nccl {
 int groupDepth() { return tDepth; }
 void deferToGroupEnd(ncclComm_t comm) { tDeferredInits.push_back(comm); }
+void deferFallbackToGroupEnd(ncclComm_t child) { tDeferredFallbacks.push_back(child); }
 }  // namespace zcoll_nccl
 
 extern "C" {
@@ -74,6 +86,7 @@ ncclResult_t ncclGroupEnd() {
   --tDepth;
   ncclResult_t inits = tDepth == 0 ? finishDeferredInits() : ncclSuccess;
   zcollResult_t r = zcollGroupEnd();
+  if (tDepth == 0) finishDeferredFallbacks();
   if (r != zcollSuccess) return fromZcoll(r, nullptr);
   return inits;
 }

@@ -12,7 +12,8 @@
  *                            calls of floating types quantized, integer ones exact
  *   nccl_api_check fallback  with ZCOLL_NCCL_FALLBACK: an FP8 all-reduce (which zcoll does not
  *                            serve) is forwarded (expect "forwarded") or refused naming the
- *                            fallback (expect "refused")
+ *                            fallback (expect "refused"), on the comm and on children of
+ *                            split (also grouped) and shrink, each on a fallback comm its size
  * Exit 0 when every check passed; each failure prints "rank R: FAIL ...". */
 #include <math.h>
 #include <pthread.h>
@@ -511,15 +512,48 @@ static void policy(ncclComm_t comm, zcollComm_t z, int rank, int n) {
 
 /* ---- fallback: ZCOLL_NCCL_FALLBACK -------------------------------------------------------- */
 
-static void fallbackCheck(ncclComm_t comm, const char* expect) {
+/* An FP8 all-reduce (which zcoll does not serve) on `comm`: forwarded to the stand-in NCCL
+ * (fallback_stub.c), on a fallback communicator of `size` ranks where this one is `rank`, or
+ * refused naming the fallback. */
+static void fp8AllReduce(ncclComm_t comm, int size, int rank, const char* expect,
+                         const char* which) {
   uint8_t f8[16], out[16];
   memset(f8, 1, sizeof(f8));
   memset(out, 0, sizeof(out));
   if (strcmp(expect, "forwarded") == 0) {
     NCCL_OK(ncclAllReduce(f8, out, 16, ncclFloat8e4m3, ncclSum, comm, NULL));
-    CHECK(out[0] == 0x5a && out[15] == 0x5a, "the FP8 all-reduce did not reach the fallback");
+    CHECK(out[0] == 0x5a && out[15] == 0x5a, "the FP8 all-reduce on %s did not reach the fallback",
+          which);
+    CHECK(out[1] == size && out[2] == rank, "the FP8 all-reduce on %s ran on a fallback comm of "
+          "%d ranks as rank %d, not %d ranks as rank %d", which, out[1], out[2], size, rank);
   } else {
-    NCCL_FAILS(ncclInvalidUsage, "fallback", ncclAllReduce(f8, out, 16, ncclFloat8e4m3, ncclSum, comm, NULL));
+    NCCL_FAILS(ncclInvalidUsage, "fallback",
+               ncclAllReduce(f8, out, 16, ncclFloat8e4m3, ncclSum, comm, NULL));
+  }
+}
+
+/* The comm, and the children of split (also inside a group), shrink: each has a fallback
+ * communicator of its own ranks. */
+static void fallbackCheck(ncclComm_t comm, int rank, int n, const char* expect) {
+  fp8AllReduce(comm, n, rank, expect, "the comm");
+  ncclComm_t half = NULL;
+  NCCL_OK(ncclCommSplit(comm, rank % 2, rank, &half, NULL));
+  fp8AllReduce(half, n / 2, rank / 2, expect, "a split child");
+  NCCL_OK(ncclCommDestroy(half));
+
+  ncclComm_t pair = NULL;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclCommSplit(comm, rank / 2, rank, &pair, NULL));
+  NCCL_OK(ncclGroupEnd());
+  fp8AllReduce(pair, 2, rank % 2, expect, "a child split inside a group");
+  NCCL_OK(ncclCommDestroy(pair));
+
+  if (rank != n - 1) { /* the excluded rank does not call, as in NCCL */
+    int excluded = n - 1;
+    ncclComm_t small = NULL;
+    NCCL_OK(ncclCommShrink(comm, &excluded, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+    fp8AllReduce(small, n - 1, rank, expect, "a shrunk child");
+    NCCL_OK(ncclCommDestroy(small));
   }
 }
 
@@ -553,7 +587,7 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "policy") == 0) {
     policy(comm, z, gRank, n);
   } else if (strcmp(mode, "fallback") == 0) {
-    fallbackCheck(comm, argc > 2 ? argv[2] : "refused");
+    fallbackCheck(comm, gRank, n, argc > 2 ? argv[2] : "refused");
   }
   /* ncclCommAbort frees a comm at once and tells its peers it failed; on a comm of one rank
    * (a split by rank) no peer is left to see that. Then every rank is done before the destroy. */
