@@ -466,6 +466,34 @@ ZCOLL_API zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSiz
  * not yet initialized by the process at init). */
 ZCOLL_API zcollResult_t zcollCommDevice(const zcollComm_t comm, int* device);
 
+/* *device = the device that holds `ptr` (its ordinal in this process), or -1 for host memory
+ * (NULL, memory no device component claims, or any pointer without device support). */
+ZCOLL_API zcollResult_t zcollPointerGetDevice(const void* ptr, int* device);
+
+/* Local, stream-ordered operations on a communicator's device, for NCCL's PreMulSum (each
+ * rank's input multiplied by its scalar, then summed: libzcoll_nccl.so scales into scratch, then
+ * runs the Sum). They move nothing between ranks and are not collective; they are ordered on
+ * `stream` only (not with the comm's calls, which are ordered after them when issued later on
+ * the same stream), and return once enqueued there.
+ *
+ * zcollScale: dst[i] = src[i] * scalar for i < count, in place when dst == src (otherwise
+ * disjoint). Host buffers (stream NULL, done on return) or device buffers of comm's device.
+ * `scalar` is one element of datatype: in host memory, read before the call returns, or with
+ * scalarOnDevice = 1 in device memory, read when the work runs (device buffers only). The
+ * product is taken in the reduction's accumulator type and rounded once (16-bit floats through
+ * fp32; integers wrap), so host and device give the same bits.
+ * zcollMemAllocAsync / zcollMemFreeAsync: `size` bytes of comm's device memory allocated and
+ * freed in `stream`'s order (CUDA: cudaMallocAsync / cudaFreeAsync on stream; no implicit device
+ * synchronization): usable by work queued on stream after the allocation, given back once
+ * stream has run the work queued before the free. zcollUnsupported when comm's rank has no
+ * device. */
+ZCOLL_API zcollResult_t zcollScale(void* dst, const void* src, size_t count,
+                                   zcollDataType_t datatype, const void* scalar,
+                                   int scalarOnDevice, zcollComm_t comm, zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollMemAllocAsync(void** ptr, size_t size, zcollComm_t comm,
+                                           zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollMemFreeAsync(void* ptr, zcollComm_t comm, zcollStream_t stream);
+
 /* Paths a byte can take. */
 typedef enum ZCOLL_ENUM_BASE {
   zcollPathSelf = 0,  /* to this rank itself */

@@ -189,6 +189,12 @@ static void collectives(ncclComm_t comm, zcollComm_t z, int rank, int n) {
   for (size_t i = 0; i < c; ++i) scaled[i] = in[i] * scalar;
   ZCOLL_OK(zcollAllReduce(scaled, b, c, zcollFloat32, zcollSum, z, NULL));
   CHECK(same(a, b, c * sizeof(float)), "PreMulSum all-reduce differs");
+  /* Inside a group zcoll runs the call at ncclGroupEnd: the scaled copy must live until then. */
+  memset(a, 0, c * sizeof(float));
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(in, a, c, ncclFloat32, pre, comm, NULL));
+  NCCL_OK(ncclGroupEnd());
+  CHECK(same(a, b, c * sizeof(float)), "PreMulSum all-reduce in a group differs");
   NCCL_OK(ncclRedOpDestroy(pre, comm));
   NCCL_FAILS(ncclInvalidArgument, "PreMulSum", ncclAllReduce(in, a, c, ncclFloat32, pre, comm, NULL));
 
