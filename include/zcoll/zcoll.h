@@ -612,13 +612,18 @@ ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t 
 /* Groups may nest; operations run at the outermost zcollGroupEnd. Per thread. As in NCCL, a
  * group holds point-to-point operations and collectives (the standard and the ZeRO++ ones, on
  * one or several communicators): each call is checked when made (an argument error is returned
- * then) and kept, touching no buffer; zcollGroupEnd runs the collectives one after the other in
- * call order, each as it would run outside a group (not fused, not concurrent), then posts every
- * point-to-point operation together. Buffers must stay valid until zcollGroupEnd has returned (on
- * device buffers: until the enqueued work has run). A call rejected inside the group makes
- * zcollGroupEnd run nothing of it and return that call's error. A collective that fails at
- * zcollGroupEnd stops the group: the operations after it are not run, and zcollGroupEnd returns
- * its error naming it. zcollBarrier, which blocks the calling thread, returns zcollInvalidUsage
+ * then) and kept, touching no buffer; zcollGroupEnd runs each communicator's collectives one
+ * after the other in call order, each as it would run outside a group (not fused), then posts
+ * every point-to-point operation together. The collectives of different communicators run
+ * concurrently, each communicator's on a thread of its own, so one thread may drive several
+ * ranks of one job in a group (NCCL's several GPUs per thread: one collective per rank's comm,
+ * which wait for each other), and calls on unrelated comms do not wait behind each other.
+ * Buffers must stay valid until zcollGroupEnd has returned (on device buffers: until the
+ * enqueued work has run). A call rejected inside the group makes zcollGroupEnd run nothing of it
+ * and return that call's error. A collective that fails at zcollGroupEnd stops its
+ * communicator's part of the group: that comm's operations after it are not run (the point-to-
+ * point ones of the group neither), and zcollGroupEnd returns its error naming it (the first
+ * failing comm's, in the order the comms first appear in the group). zcollBarrier, which blocks the calling thread, returns zcollInvalidUsage
  * inside a group (the group is unaffected). */
 ZCOLL_API zcollResult_t zcollGroupStart(void);
 ZCOLL_API zcollResult_t zcollGroupEnd(void);

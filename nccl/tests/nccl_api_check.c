@@ -326,6 +326,22 @@ static void oneThreadTwoRanks(void) {
   NCCL_OK(ncclCommUserRank(a, &ra));
   NCCL_OK(ncclCommUserRank(b, &rb));
   CHECK(ra == 0 && rb == 1, "grouped inits: ranks %d and %d", ra, rb);
+  /* Both ranks' collectives from this one thread in one group (NCCL's several GPUs per thread):
+   * zcoll runs each comm's calls on a thread of its own at ncclGroupEnd. */
+  float xa[8], xb[8], ya[8], yb[8], ga[16], gb[16];
+  for (int i = 0; i < 8; ++i) xa[i] = (float)i, xb[i] = (float)(10 * i);
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(xa, ya, 8, ncclFloat32, ncclSum, a, NULL));
+  NCCL_OK(ncclAllReduce(xb, yb, 8, ncclFloat32, ncclSum, b, NULL));
+  NCCL_OK(ncclAllGather(xa, ga, 8, ncclFloat32, a, NULL));
+  NCCL_OK(ncclAllGather(xb, gb, 8, ncclFloat32, b, NULL));
+  NCCL_OK(ncclGroupEnd());
+  for (int i = 0; i < 8; ++i) {
+    CHECK(ya[i] == (float)(11 * i) && yb[i] == ya[i], "one thread, two ranks: all-reduce [%d] = "
+          "%g, %g", i, (double)ya[i], (double)yb[i]);
+    CHECK(ga[i] == xa[i] && ga[8 + i] == xb[i] && gb[i] == xa[i] && gb[8 + i] == xb[i],
+          "one thread, two ranks: all-gather [%d]", i);
+  }
   NCCL_OK(ncclCommDestroy(a));
   NCCL_OK(ncclCommDestroy(b));
 }
