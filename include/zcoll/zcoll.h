@@ -617,7 +617,9 @@ ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t 
  * every point-to-point operation together. The collectives of different communicators run
  * concurrently, each communicator's on a thread of its own, so one thread may drive several
  * ranks of one job in a group (NCCL's several GPUs per thread: one collective per rank's comm,
- * which wait for each other), and calls on unrelated comms do not wait behind each other.
+ * which wait for each other), and calls on unrelated comms do not wait behind each other
+ * (except a group with a device call on cudaStreamPerThread, which names another stream on every
+ * thread: it runs on the calling thread, in call order).
  * Buffers must stay valid until zcollGroupEnd has returned (on device buffers: until the
  * enqueued work has run). A call rejected inside the group makes zcollGroupEnd run nothing of it
  * and return that call's error. A collective that fails at zcollGroupEnd stops its

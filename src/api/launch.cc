@@ -289,6 +289,16 @@ Result launchPerComm(std::vector<GroupedCall>& calls,
   return zcollSuccess;
 }
 
+// Whether a device call of the group is on the calling thread's own stream (CUDA:
+// cudaStreamPerThread), which names another stream on any other thread: such a group runs on the
+// caller's thread, in call order.
+bool onThreadsOwnStream(const std::vector<GroupedCall>& calls) {
+  uintptr_t key = 0;
+  for (const GroupedCall& c : calls)
+    if (c.exec->memKind() != MemKind::kHost && !c.exec->sharedStreamKey(&key)) return true;
+  return false;
+}
+
 Result runGroupedCalls() {
   std::vector<GroupedCall> calls;
   calls.swap(tGrouped);
@@ -304,7 +314,11 @@ Result runGroupedCalls() {
     perComm[static_cast<size_t>(at - comms.begin())].push_back(i);
   }
   if (perComm.empty()) return zcollSuccess;
-  if (perComm.size() == 1) return launchGroupedCalls(calls, perComm[0]);
+  if (perComm.size() == 1 || onThreadsOwnStream(calls)) {
+    std::vector<size_t> all(calls.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    return launchGroupedCalls(calls, all);
+  }
   return launchPerComm(calls, perComm);
 }
 
