@@ -352,6 +352,11 @@ class CudaExecutor final : public Executor {
     return cuda::fromAcc(out, acc, dtype, op, nranks, n, stream_);
   }
 
+  Result scale(void* dst, const void* src, zcollDataType_t dtype, size_t n, const void* scalar,
+               bool scalarOnDevice) override {
+    return cuda::scale(dst, src, dtype, n, scalar, scalarOnDevice, stream_);
+  }
+
   Result quantize(const void* in, zcollDataType_t dtype, size_t n, const quant::QuantParams& p,
                   void* out) override {
     return quant::cuda::quantize(in, dtype, n, p, out, stream_);
@@ -393,6 +398,19 @@ class CudaExecutor final : public Executor {
     return zcollSuccess;
   }
   int device() const override { return device_; }
+
+  // The device's default memory pool, in the caller's stream order: no implicit synchronization
+  // (cudaMalloc/cudaFree would wait behind a wait a queued call holds; base/stream_holds.h).
+  Result allocOnStream(size_t bytes, void** out) override {
+    DeviceScope scope;
+    ZCOLL_CHECK(scope.enter(device_));
+    return cudaResult(cudaMallocAsync(out, bytes == 0 ? 1 : bytes, stream_), "cudaMallocAsync");
+  }
+  Result freeOnStream(void* p) override {
+    DeviceScope scope;
+    ZCOLL_CHECK(scope.enter(device_));
+    return cudaResult(cudaFreeAsync(p, stream_), "cudaFreeAsync");
+  }
 
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 #include "exec/reduce_math.h"
@@ -281,6 +282,28 @@ struct LaunchFromAcc {
   }
 };
 
+// One thread per element (grid-stride); the scalar from device memory when given, else the
+// value passed. in may be out.
+template <typename T>
+__global__ void scaleKernel(T* out, const T* in, size_t n, const T* scalarOnDevice, T scalar) {
+  const T s = scalarOnDevice != nullptr ? *scalarOnDevice : scalar;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride)
+    out[i] = redmath::scaleElement(in[i], s);
+}
+
+template <typename T>
+struct LaunchScale {
+  static void run(cudaStream_t s, void* out, const void* in, const void* scalar,
+                  bool scalarOnDevice, size_t n) {
+    T value{};
+    if (!scalarOnDevice) std::memcpy(&value, scalar, sizeof(T));
+    scaleKernel<T><<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<T*>(out), static_cast<const T*>(in), n,
+        scalarOnDevice ? static_cast<const T*>(scalar) : nullptr, value);
+  }
+};
+
 // Launches F<T> for dtype over n elements (nothing for n = 0) and checks the launch.
 template <template <typename> class F, typename... Args>
 Result launch(const char* what, zcollDataType_t dtype, size_t n, Args&&... args) {
@@ -308,6 +331,11 @@ Result combine(void* out, const void* a, const void* b, zcollDataType_t dtype, z
 Result fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
                size_t n, cudaStream_t stream) {
   return launch<LaunchFromAcc>("fromAcc", dtype, n, stream, out, acc, op, nranks);
+}
+
+Result scale(void* out, const void* in, zcollDataType_t dtype, size_t n, const void* scalar,
+             bool scalarOnDevice, cudaStream_t stream) {
+  return launch<LaunchScale>("scale", dtype, n, stream, out, in, scalar, scalarOnDevice);
 }
 
 }  // namespace cuda

@@ -21,6 +21,10 @@ Result combine(void* out, const void* a, const void* b, zcollDataType_t dtype, z
                int avgDivisor, size_t n, cudaStream_t stream);
 Result fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
                size_t n, cudaStream_t stream);
+// out[i] = in[i] * scalar (reduce_math.h scaleElement; out may be in): `scalar` one element of
+// dtype, read now from host memory, or with scalarOnDevice read from device memory by the kernel.
+Result scale(void* out, const void* in, zcollDataType_t dtype, size_t n, const void* scalar,
+             bool scalarOnDevice, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace zcoll

@@ -1,9 +1,10 @@
 // Collectives between zcollGroupStart and zcollGroupEnd (issue 34, item 9): kept, as NCCL
-// aggregates them, and run at the outermost zcollGroupEnd in call order, before the group's
-// point-to-point operations.
+// aggregates them, and run at the outermost zcollGroupEnd in call order (several comms'
+// concurrently), before the group's point-to-point operations.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "support/ranks.h"
@@ -40,6 +41,39 @@ TEST(GroupCollectives, RunAtGroupEndInCallOrderWithPointToPoint) {
     for (int r = 0; r < w; ++r) EXPECT_EQ(full[r * 1000 + 999], float(r)) << r;
     EXPECT_EQ(in[63], double(left));
   });
+}
+
+// One thread drives both ranks of a communicator in a group (NCCL's several GPUs per thread):
+// zcollGroupEnd runs each comm's collectives on a thread of its own, so they meet. The comms are
+// made by two threads (zcollCommInitRank blocks until both ranks joined), then used by one.
+TEST(GroupCollectives, OneThreadDrivesSeveralRanksInAGroup) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comms[2] = {nullptr, nullptr};
+  zcollResult_t inits[2] = {zcollInternalError, zcollInternalError};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { inits[r] = zcollCommInitRank(&comms[r], 2, id, r); });
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(inits[0], zcollSuccess) << zcollGetLastError(nullptr);
+  ASSERT_EQ(inits[1], zcollSuccess);
+  std::vector<float> x[2] = {std::vector<float>(500, 1.5f), std::vector<float>(500, 2.0f)};
+  std::vector<float> g[2] = {std::vector<float>(1000, -1), std::vector<float>(1000, -1)};
+  ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ZCOLL_EXPECT_OK(comms[r], zcollAllGather(x[r].data(), g[r].data(), 500, zcollFloat32,
+                                             comms[r], nullptr));
+    ZCOLL_EXPECT_OK(comms[r], zcollAllReduce(x[r].data(), x[r].data(), 500, zcollFloat32,
+                                             zcollSum, comms[r], nullptr));
+  }
+  ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(nullptr);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(x[r][499], 3.5f) << r;
+    EXPECT_EQ(g[r][0], 1.5f) << r;
+    EXPECT_EQ(g[r][999], 2.0f) << r;
+  }
+  EXPECT_EQ(zcollCommDestroy(comms[0]), zcollSuccess);
+  EXPECT_EQ(zcollCommDestroy(comms[1]), zcollSuccess);
 }
 
 TEST(GroupCollectives, ZeroppCollectiveInAGroupGivesTheSameBits) {

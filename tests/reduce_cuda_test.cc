@@ -1,5 +1,5 @@
 // CUDA reduction kernels (cuda/reduce_cuda.h) against the CPU kernels (src/exec/reduce_kernels.h),
-// byte for byte, for every dtype and reduction: 16-byte packs when the operands align, element by
+// byte for byte, for every dtype and reduction (and PreMulSum's scale): 16-byte packs when the operands align, element by
 // element when they cannot, every split of head / packs / tail (element offsets 0..3 per operand,
 // sizes around the pack sizes), and nothing written outside [0, n). Skipped without a device,
 // saying why; a launch without a device is a zcollCudaError (checked here too).
@@ -186,6 +186,29 @@ TEST(ReduceCuda, CombineByteIdentical) {
 }
 
 // Without a device a launch must fail loudly, never return success having done nothing.
+// NCCL's PreMulSum scaling (Executor::scale): the kernel against scaleBy, the scalar given by
+// value (host) and read by the kernel (device), out of place and in place.
+TEST(ReduceCuda, ScaleByteIdentical) {
+  SKIP_WITHOUT_GPU();
+  for (zcollDataType_t dt : kTypes) {
+    const size_t es = dtypeSize(dt);
+    const Bytes scalar = values(dt, 1, 99);
+    for (size_t n : kSizes) {
+      Bytes in = values(dt, n, 3 + static_cast<uint32_t>(n));
+      Bytes cpu(n * es, 0);
+      scaleBy(cpu.data(), in.data(), scalar.data(), dt, n);
+      for (bool onDevice : {false, true}) {
+        Region dscalar(es, 1, 0, scalar), din(es, n, 1, in), dout(es, n, 0, Bytes(n * es, 0));
+        const void* s = onDevice ? dscalar.p() : scalar.data();
+        ASSERT_EQ(cuda::scale(dout.p(), din.p(), dt, n, s, onDevice, nullptr), zcollSuccess);
+        ASSERT_EQ(dout.get(), dout.hostImage(cpu)) << "scale" << where(dt, onDevice, n, 0, 1, 0);
+        ASSERT_EQ(cuda::scale(din.p(), din.p(), dt, n, s, onDevice, nullptr), zcollSuccess);
+        ASSERT_EQ(din.get(), din.hostImage(cpu)) << "scale in place" << where(dt, onDevice, n, 1, 1, 0);
+      }
+    }
+  }
+}
+
 TEST(ReduceCuda, LaunchWithoutDeviceIsACudaError) {
   if (noDeviceReason().empty()) GTEST_SKIP() << "a device is present";
   alignas(16) static float buf[64];

@@ -470,6 +470,39 @@ ZCOLL_API zcollResult_t zcollCommNodeRank(const zcollComm_t comm, int* node);
 /* Index of this rank among the ranks of its node (by rank), and how many ranks its node has. */
 ZCOLL_API zcollResult_t zcollCommLocalRank(const zcollComm_t comm, int* localRank);
 ZCOLL_API zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize);
+/* The device this rank works on: its ordinal in this process (CUDA: the device that was current
+ * when the communicator was made, as NCCL binds a communicator to it; a child of split, shrink
+ * or grow keeps its parent's), or -1 when the rank has none (no device support, or the device was
+ * not yet initialized by the process at init). */
+ZCOLL_API zcollResult_t zcollCommDevice(const zcollComm_t comm, int* device);
+
+/* *device = the device that holds `ptr` (its ordinal in this process), or -1 for host memory
+ * (NULL, memory no device component claims, or any pointer without device support). */
+ZCOLL_API zcollResult_t zcollPointerGetDevice(const void* ptr, int* device);
+
+/* Local, stream-ordered operations on a communicator's device, for NCCL's PreMulSum (each
+ * rank's input multiplied by its scalar, then summed: libzcoll_nccl.so scales into scratch, then
+ * runs the Sum). They move nothing between ranks and are not collective; they are ordered on
+ * `stream` only (not with the comm's calls, which are ordered after them when issued later on
+ * the same stream), and return once enqueued there.
+ *
+ * zcollScale: dst[i] = src[i] * scalar for i < count, in place when dst == src (otherwise
+ * disjoint). Host buffers (stream NULL, done on return) or device buffers of comm's device.
+ * `scalar` is one element of datatype: in host memory, read before the call returns, or with
+ * scalarOnDevice = 1 in device memory, read when the work runs (device buffers only). The
+ * product is taken in the reduction's accumulator type and rounded once (16-bit floats through
+ * fp32; integers wrap), so host and device give the same bits.
+ * zcollMemAllocAsync / zcollMemFreeAsync: `size` bytes of comm's device memory allocated and
+ * freed in `stream`'s order (CUDA: cudaMallocAsync / cudaFreeAsync on stream; no implicit device
+ * synchronization): usable by work queued on stream after the allocation, given back once
+ * stream has run the work queued before the free. zcollUnsupported when comm's rank has no
+ * device. */
+ZCOLL_API zcollResult_t zcollScale(void* dst, const void* src, size_t count,
+                                   zcollDataType_t datatype, const void* scalar,
+                                   int scalarOnDevice, zcollComm_t comm, zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollMemAllocAsync(void** ptr, size_t size, zcollComm_t comm,
+                                           zcollStream_t stream);
+ZCOLL_API zcollResult_t zcollMemFreeAsync(void* ptr, zcollComm_t comm, zcollStream_t stream);
 
 /* Paths a byte can take. */
 typedef enum ZCOLL_ENUM_BASE {
@@ -589,13 +622,20 @@ ZCOLL_API zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t 
 /* Groups may nest; operations run at the outermost zcollGroupEnd. Per thread. As in NCCL, a
  * group holds point-to-point operations and collectives (the standard and the ZeRO++ ones, on
  * one or several communicators): each call is checked when made (an argument error is returned
- * then) and kept, touching no buffer; zcollGroupEnd runs the collectives one after the other in
- * call order, each as it would run outside a group (not fused, not concurrent), then posts every
- * point-to-point operation together. Buffers must stay valid until zcollGroupEnd has returned (on
- * device buffers: until the enqueued work has run). A call rejected inside the group makes
- * zcollGroupEnd run nothing of it and return that call's error. A collective that fails at
- * zcollGroupEnd stops the group: the operations after it are not run, and zcollGroupEnd returns
- * its error naming it. zcollBarrier, which blocks the calling thread, returns zcollInvalidUsage
+ * then) and kept, touching no buffer; zcollGroupEnd runs each communicator's collectives one
+ * after the other in call order, each as it would run outside a group (not fused), then posts
+ * every point-to-point operation together. The collectives of different communicators run
+ * concurrently, each communicator's on a thread of its own, so one thread may drive several
+ * ranks of one job in a group (NCCL's several GPUs per thread: one collective per rank's comm,
+ * which wait for each other), and calls on unrelated comms do not wait behind each other
+ * (except a group with a device call on cudaStreamPerThread, which names another stream on every
+ * thread: it runs on the calling thread, in call order).
+ * Buffers must stay valid until zcollGroupEnd has returned (on device buffers: until the
+ * enqueued work has run). A call rejected inside the group makes zcollGroupEnd run nothing of it
+ * and return that call's error. A collective that fails at zcollGroupEnd stops its
+ * communicator's part of the group: that comm's operations after it are not run (the point-to-
+ * point ones of the group neither), and zcollGroupEnd returns its error naming it (the first
+ * failing comm's, in the order the comms first appear in the group). zcollBarrier, which blocks the calling thread, returns zcollInvalidUsage
  * inside a group (the group is unaffected). */
 ZCOLL_API zcollResult_t zcollGroupStart(void);
 ZCOLL_API zcollResult_t zcollGroupEnd(void);

@@ -62,19 +62,20 @@ ncclResult_t secondaryFor(ncclComm_t comm, const Choice& c, const void* recvbuff
 }
 
 // The reducing collectives' input: the op resolved (a PreMulSum op to its sum), and the send
-// buffer pre-multiplied into `scratch` when the op asks (`in` then points there).
+// buffer pre-multiplied into scratch when the op asks (in() then points there; the scratch is
+// given back when this goes, after the collective is issued).
 struct ReducedInput {
+  ReducedInput(ncclComm_t comm, cudaStream_t stream) : scaled(comm, stream) {}
   ResolvedOp op;
-  std::vector<unsigned char> scratch;
-  const void* in = nullptr;
+  PreMultiplied scaled;
+  const void* in() const { return scaled.in(); }
 };
 
 ncclResult_t reducedInput(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, const void* sendbuff,
                           size_t count, const char* call, ReducedInput* out) {
   ncclResult_t r = resolveOp(comm, op, t, call, &out->op);
   if (r != ncclSuccess) return r;
-  out->in = sendbuff;
-  return preMultiply(out->op, sendbuff, count, t, call, &out->scratch, &out->in);
+  return out->scaled.prepare(out->op, sendbuff, count, t, call);
 }
 
 ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t t,
@@ -119,13 +120,13 @@ ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
                              : refuse(comm, "ncclReduceScatter on an FP8 datatype");
     });
   const size_t sendcount = recvcount * comm->nranks;
-  ReducedInput x;
+  ReducedInput x(comm, stream);
   if ((r = reducedInput(comm, op, t, sendbuff, sendcount, call, &x)) != ncclSuccess) return r;
   applyQuantizePolicy(CollKind::kReduceScatter, t, op, sendcount * typeSize(t), &c);
   if (c.algo == Algo::kQgz)
-    return done(comm, zcollQuantizedReduceScatter(x.in, recvbuff, recvcount, reducedType(t),
+    return done(comm, zcollQuantizedReduceScatter(x.in(), recvbuff, recvcount, reducedType(t),
                                                   x.op.op, &c.quant, comm->z, stream));
-  return done(comm, zcollReduceScatter(x.in, recvbuff, recvcount, reducedType(t), x.op.op,
+  return done(comm, zcollReduceScatter(x.in(), recvbuff, recvcount, reducedType(t), x.op.op,
                                        comm->z, stream));
 }
 
@@ -141,13 +142,13 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
       return f.allReduce ? f.allReduce(sendbuff, recvbuff, count, t, op, fc, stream)
                          : refuse(comm, "ncclAllReduce on an FP8 datatype");
     });
-  ReducedInput x;
+  ReducedInput x(comm, stream);
   if ((r = reducedInput(comm, op, t, sendbuff, count, call, &x)) != ncclSuccess) return r;
   applyQuantizePolicy(CollKind::kAllReduce, t, op, count * typeSize(t), &c);
   if (c.algo == Algo::kQuantizedAllReduce)
-    return done(comm, zcollQuantizedAllReduce(x.in, recvbuff, count, reducedType(t), x.op.op,
+    return done(comm, zcollQuantizedAllReduce(x.in(), recvbuff, count, reducedType(t), x.op.op,
                                               &c.quant, comm->z, stream));
-  return done(comm, zcollAllReduce(x.in, recvbuff, count, reducedType(t), x.op.op, comm->z,
+  return done(comm, zcollAllReduce(x.in(), recvbuff, count, reducedType(t), x.op.op, comm->z,
                                    stream));
 }
 
@@ -163,9 +164,9 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
       return f.reduce ? f.reduce(sendbuff, recvbuff, count, t, op, root, fc, stream)
                       : refuse(comm, "ncclReduce on an FP8 datatype");
     });
-  ReducedInput x;
+  ReducedInput x(comm, stream);
   if ((r = reducedInput(comm, op, t, sendbuff, count, call, &x)) != ncclSuccess) return r;
-  return done(comm, zcollReduce(x.in, recvbuff, count, reducedType(t), x.op.op, root, comm->z,
+  return done(comm, zcollReduce(x.in(), recvbuff, count, reducedType(t), x.op.op, root, comm->z,
                                 stream));
 }
 

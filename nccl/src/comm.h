@@ -26,9 +26,12 @@ struct ncclComm {
   std::mutex initMutex;  // joins initThread once
   std::string initError;
   std::mutex mutex;  // guards what follows
-  // PreMulSum operators: op ncclNumOps + i is ops[i] (scalar, datatype, live).
+  // PreMulSum operators: op ncclNumOps + i is ops[i]: the scalar's bytes (one element of the
+  // datatype) read at creation, or where it lives in device memory (ncclScalarDevice with device
+  // support: read when each call runs).
   struct PreMulOp {
-    double scalar;
+    unsigned char scalarBytes[8];
+    const void* deviceScalar;
     ncclDataType_t datatype;
     bool live;
   };

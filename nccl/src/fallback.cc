@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "errors.h"
+#include "groups.h"
 #include "log.h"
 
 namespace zcoll_nccl {
@@ -119,6 +120,15 @@ void makeFallbackComm(ncclComm_t comm) {
                           (api->getLastError ? api->getLastError(nullptr) : "");
   }
   logWarn("rank %d: no fallback NCCL communicator: %s", comm->rank, comm->fallbackError.c_str());
+}
+
+void makeChildFallbackComm(ncclComm_t child) {
+  if (child == nullptr || fallbackPath() == nullptr) return;
+  if (groupDepth() > 0) {
+    deferFallbackToGroupEnd(child);
+    return;
+  }
+  makeFallbackComm(child);
 }
 
 void destroyFallbackComm(ncclComm_t comm, bool abort) {

@@ -35,6 +35,15 @@ const FallbackApi* fallback(std::string* why);
 void makeFallbackComm(ncclComm_t comm);
 void destroyFallbackComm(ncclComm_t comm, bool abort);
 
+// The fallback communicator of a child of ncclCommSplit, ncclCommShrink or ncclCommGrow: made as
+// an init's is, from a fresh id over the child's zcoll comm, whose ranks all take part in the
+// call that made it. (Not the fallback's own split or shrink of the parent's fallback comm: that
+// needs the parent's fallback comm on every parent rank and healthy, which a shrink after a
+// failure cannot count on, and ncclCommShrink exists only from NCCL 2.27.) Inside a group (a
+// grouped ncclCommSplit) zcoll's broadcast would be grouped too, so it is made at the outermost
+// ncclGroupEnd, after the group's calls (groups.h).
+void makeChildFallbackComm(ncclComm_t child);
+
 // A call zcoll does not serve: forwarded to comm's fallback communicator when there is one,
 // else ncclInvalidUsage with a ncclGetLastError text naming `what` (and why no fallback).
 template <typename Call>

@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "errors.h"
+#include "fallback.h"
 
 using namespace zcoll_nccl;
 
@@ -51,6 +52,7 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqu
                                    rank, &child, config ? &zc : nullptr);
   if (zr != zcollSuccess) return fromZcoll(zr, comm ? comm->z : nullptr);
   ncclComm_t grown = adoptComm(child);
+  makeChildFallbackComm(grown);
   *newcomm = grown;
   return ncclSuccess;
 }

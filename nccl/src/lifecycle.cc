@@ -72,6 +72,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   *newcomm = nullptr;
   if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
   *newcomm = adoptComm(child);
+  makeChildFallbackComm(*newcomm);
   return ncclSuccess;
 }
 
@@ -92,6 +93,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   *newcomm = nullptr;
   if (zr != zcollSuccess) return fromZcoll(zr, comm->z);
   *newcomm = adoptComm(child);
+  makeChildFallbackComm(*newcomm);
   return ncclSuccess;
 }
 
@@ -141,12 +143,16 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   return fromZcoll(zcollCommUserRank(comm->z, rank), comm->z);
 }
 
-// zcoll does not tie a communicator to a device number it could report: 0 (docs/NCCL.md).
+// The device the comm works on (zcollCommDevice: the current device at init, as NCCL); 0 for a
+// rank without one (host buffers only: there is no device to name, and 0 is what programs that
+// call cudaSetDevice with it can use).
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   ncclResult_t r = readyComm(comm, "ncclCommCuDevice");
   if (r != ncclSuccess) return r;
   if (device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
-  *device = 0;
+  int ordinal = -1;
+  if ((r = fromZcoll(zcollCommDevice(comm->z, &ordinal), comm->z)) != ncclSuccess) return r;
+  *device = ordinal < 0 ? 0 : ordinal;
   return ncclSuccess;
 }
 

@@ -3,10 +3,13 @@
 // point-to-point operations together), and may hold inits (groups.h).
 #include <nccl.h>
 
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "comm.h"
 #include "errors.h"
+#include "fallback.h"
 #include "groups.h"
 #include "types.h"
 
@@ -16,6 +19,8 @@ namespace {
 
 thread_local int tDepth = 0;
 thread_local std::vector<ncclComm_t> tDeferredInits;
+thread_local std::vector<ncclComm_t> tDeferredFallbacks;
+thread_local std::vector<std::function<void()>> tReleases;
 
 ncclResult_t p2pChecks(ncclComm_t comm, ncclDataType_t t, const char* call) {
   ncclResult_t r = readyComm(comm, call);
@@ -38,11 +43,29 @@ ncclResult_t finishDeferredInits() {
   return first;
 }
 
+// What the group's calls needed until zcollGroupEnd issued them (releaseAtGroupEnd).
+void runReleases() {
+  std::vector<std::function<void()>> releases;
+  releases.swap(tReleases);
+  for (auto& release : releases) release();
+}
+
+// The fallback communicators of the children split inside the group that ended (fallback.h),
+// each rank in the order it made them, as every rank of a child made it in the same order.
+void finishDeferredFallbacks() {
+  std::vector<ncclComm_t> children;
+  children.swap(tDeferredFallbacks);
+  for (ncclComm_t c : children)
+    if (liveComm(c)) makeFallbackComm(c);
+}
+
 }  // namespace
 
 namespace zcoll_nccl {
 int groupDepth() { return tDepth; }
 void deferToGroupEnd(ncclComm_t comm) { tDeferredInits.push_back(comm); }
+void deferFallbackToGroupEnd(ncclComm_t child) { tDeferredFallbacks.push_back(child); }
+void releaseAtGroupEnd(std::function<void()> release) { tReleases.push_back(std::move(release)); }
 }  // namespace zcoll_nccl
 
 extern "C" {
@@ -74,6 +97,10 @@ ncclResult_t ncclGroupEnd() {
   --tDepth;
   ncclResult_t inits = tDepth == 0 ? finishDeferredInits() : ncclSuccess;
   zcollResult_t r = zcollGroupEnd();
+  if (tDepth == 0) {
+    runReleases();
+    finishDeferredFallbacks();
+  }
   if (r != zcollSuccess) return fromZcoll(r, nullptr);
   return inits;
 }

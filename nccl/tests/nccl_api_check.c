@@ -12,7 +12,8 @@
  *                            calls of floating types quantized, integer ones exact
  *   nccl_api_check fallback  with ZCOLL_NCCL_FALLBACK: an FP8 all-reduce (which zcoll does not
  *                            serve) is forwarded (expect "forwarded") or refused naming the
- *                            fallback (expect "refused")
+ *                            fallback (expect "refused"), on the comm and on children of
+ *                            split (also grouped) and shrink, each on a fallback comm its size
  * Exit 0 when every check passed; each failure prints "rank R: FAIL ...". */
 #include <math.h>
 #include <pthread.h>
@@ -188,6 +189,12 @@ static void collectives(ncclComm_t comm, zcollComm_t z, int rank, int n) {
   for (size_t i = 0; i < c; ++i) scaled[i] = in[i] * scalar;
   ZCOLL_OK(zcollAllReduce(scaled, b, c, zcollFloat32, zcollSum, z, NULL));
   CHECK(same(a, b, c * sizeof(float)), "PreMulSum all-reduce differs");
+  /* Inside a group zcoll runs the call at ncclGroupEnd: the scaled copy must live until then. */
+  memset(a, 0, c * sizeof(float));
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(in, a, c, ncclFloat32, pre, comm, NULL));
+  NCCL_OK(ncclGroupEnd());
+  CHECK(same(a, b, c * sizeof(float)), "PreMulSum all-reduce in a group differs");
   NCCL_OK(ncclRedOpDestroy(pre, comm));
   NCCL_FAILS(ncclInvalidArgument, "PreMulSum", ncclAllReduce(in, a, c, ncclFloat32, pre, comm, NULL));
 
@@ -319,6 +326,22 @@ static void oneThreadTwoRanks(void) {
   NCCL_OK(ncclCommUserRank(a, &ra));
   NCCL_OK(ncclCommUserRank(b, &rb));
   CHECK(ra == 0 && rb == 1, "grouped inits: ranks %d and %d", ra, rb);
+  /* Both ranks' collectives from this one thread in one group (NCCL's several GPUs per thread):
+   * zcoll runs each comm's calls on a thread of its own at ncclGroupEnd. */
+  float xa[8], xb[8], ya[8], yb[8], ga[16], gb[16];
+  for (int i = 0; i < 8; ++i) xa[i] = (float)i, xb[i] = (float)(10 * i);
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(xa, ya, 8, ncclFloat32, ncclSum, a, NULL));
+  NCCL_OK(ncclAllReduce(xb, yb, 8, ncclFloat32, ncclSum, b, NULL));
+  NCCL_OK(ncclAllGather(xa, ga, 8, ncclFloat32, a, NULL));
+  NCCL_OK(ncclAllGather(xb, gb, 8, ncclFloat32, b, NULL));
+  NCCL_OK(ncclGroupEnd());
+  for (int i = 0; i < 8; ++i) {
+    CHECK(ya[i] == (float)(11 * i) && yb[i] == ya[i], "one thread, two ranks: all-reduce [%d] = "
+          "%g, %g", i, (double)ya[i], (double)yb[i]);
+    CHECK(ga[i] == xa[i] && ga[8 + i] == xb[i] && gb[i] == xa[i] && gb[8 + i] == xb[i],
+          "one thread, two ranks: all-gather [%d]", i);
+  }
   NCCL_OK(ncclCommDestroy(a));
   NCCL_OK(ncclCommDestroy(b));
 }
@@ -511,15 +534,48 @@ static void policy(ncclComm_t comm, zcollComm_t z, int rank, int n) {
 
 /* ---- fallback: ZCOLL_NCCL_FALLBACK -------------------------------------------------------- */
 
-static void fallbackCheck(ncclComm_t comm, const char* expect) {
+/* An FP8 all-reduce (which zcoll does not serve) on `comm`: forwarded to the stand-in NCCL
+ * (fallback_stub.c), on a fallback communicator of `size` ranks where this one is `rank`, or
+ * refused naming the fallback. */
+static void fp8AllReduce(ncclComm_t comm, int size, int rank, const char* expect,
+                         const char* which) {
   uint8_t f8[16], out[16];
   memset(f8, 1, sizeof(f8));
   memset(out, 0, sizeof(out));
   if (strcmp(expect, "forwarded") == 0) {
     NCCL_OK(ncclAllReduce(f8, out, 16, ncclFloat8e4m3, ncclSum, comm, NULL));
-    CHECK(out[0] == 0x5a && out[15] == 0x5a, "the FP8 all-reduce did not reach the fallback");
+    CHECK(out[0] == 0x5a && out[15] == 0x5a, "the FP8 all-reduce on %s did not reach the fallback",
+          which);
+    CHECK(out[1] == size && out[2] == rank, "the FP8 all-reduce on %s ran on a fallback comm of "
+          "%d ranks as rank %d, not %d ranks as rank %d", which, out[1], out[2], size, rank);
   } else {
-    NCCL_FAILS(ncclInvalidUsage, "fallback", ncclAllReduce(f8, out, 16, ncclFloat8e4m3, ncclSum, comm, NULL));
+    NCCL_FAILS(ncclInvalidUsage, "fallback",
+               ncclAllReduce(f8, out, 16, ncclFloat8e4m3, ncclSum, comm, NULL));
+  }
+}
+
+/* The comm, and the children of split (also inside a group), shrink: each has a fallback
+ * communicator of its own ranks. */
+static void fallbackCheck(ncclComm_t comm, int rank, int n, const char* expect) {
+  fp8AllReduce(comm, n, rank, expect, "the comm");
+  ncclComm_t half = NULL;
+  NCCL_OK(ncclCommSplit(comm, rank % 2, rank, &half, NULL));
+  fp8AllReduce(half, n / 2, rank / 2, expect, "a split child");
+  NCCL_OK(ncclCommDestroy(half));
+
+  ncclComm_t pair = NULL;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclCommSplit(comm, rank / 2, rank, &pair, NULL));
+  NCCL_OK(ncclGroupEnd());
+  fp8AllReduce(pair, 2, rank % 2, expect, "a child split inside a group");
+  NCCL_OK(ncclCommDestroy(pair));
+
+  if (rank != n - 1) { /* the excluded rank does not call, as in NCCL */
+    int excluded = n - 1;
+    ncclComm_t small = NULL;
+    NCCL_OK(ncclCommShrink(comm, &excluded, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+    fp8AllReduce(small, n - 1, rank, expect, "a shrunk child");
+    NCCL_OK(ncclCommDestroy(small));
   }
 }
 
@@ -553,7 +609,7 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "policy") == 0) {
     policy(comm, z, gRank, n);
   } else if (strcmp(mode, "fallback") == 0) {
-    fallbackCheck(comm, argc > 2 ? argv[2] : "refused");
+    fallbackCheck(comm, gRank, n, argc > 2 ? argv[2] : "refused");
   }
   /* ncclCommAbort frees a comm at once and tells its peers it failed; on a comm of one rank
    * (a split by rank) no peer is left to see that. Then every rank is done before the destroy. */

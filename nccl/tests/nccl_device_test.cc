@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm.h"
+#include "types.h"
 #include "support/fake_device.h"
 #include "support/ranks.h"
 #include "support/values.h"
@@ -125,6 +126,103 @@ void everyCall(Rank& r) {
              [&](auto& p) { return zcollQuantizedAllGather(p[0], p[1], c, zcollFloat32, &q, z, nullptr); });
 }
 
+Bytes valuesOf(zcollDataType_t t, int rank, size_t n) {
+  Bytes b(n * test::typeSize(t));
+  for (size_t i = 0; i < n; ++i)
+    test::setElement(b.data(), t, i, test::inputValue(t, zcollSum, rank, 8, i) / 4);
+  return b;
+}
+
+// `in` times the scalar (held in `scalar`, one element of t), as NCCL's PreMulSum scales: one
+// rounding of the exact product (fp32 holds the product of two 16-bit floats exactly, double
+// that of two floats, so rounding the double product once is the same).
+Bytes scaledBy(const Bytes& in, zcollDataType_t t, const Bytes& scalar) {
+  Bytes out(in.size());
+  const double s = test::getElement(scalar.data(), t, 0);
+  for (size_t i = 0; i < in.size() / test::typeSize(t); ++i)
+    test::setElement(out.data(), t, i, test::getElement(in.data(), t, i) * s);
+  return out;
+}
+
+// PreMulSum on device buffers (the scalar in host memory or in device memory, the call alone or
+// in a group) leaves the bytes of the same call on host buffers and of zcoll's Sum on inputs the
+// test scaled itself: all-reduce and reduce-scatter, for the floating types.
+void preMulSum(Rank& r) {
+  const size_t c = 700;
+  const int w = r.n;
+  zcollComm_t z = r.z;
+  ncclComm_t comm = r.comm;
+  const ncclDataType_t types[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64};
+  for (ncclDataType_t nt : types) {
+    const zcollDataType_t t = static_cast<zcollDataType_t>(nt);
+    const size_t es = test::typeSize(t);
+    Bytes scalar(es);
+    test::setElement(scalar.data(), t, 0, 1.3 + 0.1 * r.rank);  // rounded into t
+    void* deviceScalar = r.arena.alloc(es);
+    r.arena.upload(deviceScalar, scalar);
+    for (bool onDevice : {false, true}) {
+      for (bool grouped : {false, true}) {
+        ncclRedOp_t op;
+        ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, onDevice ? deviceScalar : scalar.data(), nt,
+                                           onDevice ? ncclScalarDevice : ncclScalarHostImmediate,
+                                           comm), ncclSuccess) << ncclGetLastError(nullptr);
+        const std::string what = std::string("PreMulSum ") + zcoll_nccl::typeName(nt) +
+                                 (onDevice ? ", device scalar" : ", host scalar") +
+                                 (grouped ? ", in a group" : "");
+        auto inGroup = [&](const std::function<ncclResult_t()>& call) {
+          if (!grouped) return call();
+          ncclResult_t e = ncclGroupStart();
+          if (e == ncclSuccess) e = call();
+          ncclResult_t end = ncclGroupEnd();
+          return e != ncclSuccess ? e : end;
+        };
+        const Bytes in = valuesOf(t, r.rank, c), inW = valuesOf(t, r.rank, c * w);
+        const Bytes out(c * es), outW(c * w * es);
+        // The host side: NCCL's call on host buffers (the host scalar: a device one is not
+        // readable there), which must equal zcoll's Sum on the test's scaled input.
+        ncclRedOp_t hostOp;
+        ASSERT_EQ(ncclRedOpCreatePreMulSum(&hostOp, scalar.data(), nt, ncclScalarHostImmediate,
+                                           comm), ncclSuccess);
+        expectSame(r, {in, outW}, (what + " all-reduce").c_str(),
+                   [&](auto& p, cudaStream_t s) {
+                     return inGroup([&] { return ncclAllReduce(p[0], p[1], c, nt, op, comm, s); });
+                   },
+                   [&](auto& p) {
+                     EXPECT_EQ(ncclAllReduce(p[0], p[1], c, nt, hostOp, comm, nullptr), ncclSuccess)
+                         << ncclGetLastError(nullptr);
+                     Bytes ref(c * es), scaled = scaledBy(in, t, scalar);
+                     zcollResult_t e = zcollAllReduce(scaled.data(), ref.data(), c, t, zcollSum, z, nullptr);
+                     EXPECT_EQ(Bytes(static_cast<unsigned char*>(p[1]), static_cast<unsigned char*>(p[1]) + ref.size()), ref)
+                         << what << " all-reduce on host buffers differs from zcoll's Sum of the scaled input";
+                     return e;
+                   });
+        expectSame(r, {inW, out}, (what + " reduce-scatter").c_str(),
+                   [&](auto& p, cudaStream_t s) {
+                     return inGroup([&] { return ncclReduceScatter(p[0], p[1], c, nt, op, comm, s); });
+                   },
+                   [&](auto& p) {
+                     EXPECT_EQ(ncclReduceScatter(p[0], p[1], c, nt, hostOp, comm, nullptr), ncclSuccess)
+                         << ncclGetLastError(nullptr);
+                     Bytes ref(c * es), scaled = scaledBy(inW, t, scalar);
+                     zcollResult_t e = zcollReduceScatter(scaled.data(), ref.data(), c, t, zcollSum, z, nullptr);
+                     EXPECT_EQ(Bytes(static_cast<unsigned char*>(p[1]), static_cast<unsigned char*>(p[1]) + ref.size()), ref)
+                         << what << " reduce-scatter on host buffers differs from zcoll's Sum of the scaled input";
+                     return e;
+                   });
+        EXPECT_EQ(ncclRedOpDestroy(op, comm), ncclSuccess);
+        EXPECT_EQ(ncclRedOpDestroy(hostOp, comm), ncclSuccess);
+      }
+    }
+    // A device scalar cannot be read by the host path: host buffers refuse it, naming it.
+    ncclRedOp_t op;
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, deviceScalar, nt, ncclScalarDevice, comm), ncclSuccess);
+    Bytes hin = valuesOf(t, r.rank, c), hout(c * es);
+    EXPECT_EQ(ncclAllReduce(hin.data(), hout.data(), c, nt, op, comm, nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("ncclScalarDevice"), std::string::npos);
+    EXPECT_EQ(ncclRedOpDestroy(op, comm), ncclSuccess);
+  }
+}
+
 TEST(NcclDevice, EveryCallOnTheStandInDeviceGivesZcollsHostBytes) {
   FakeDevice device;
   runOwningRanks(RankSetup{4, 2}, [&](int rank, zcollComm_t z) {
@@ -133,16 +231,41 @@ TEST(NcclDevice, EveryCallOnTheStandInDeviceGivesZcollsHostBytes) {
     ncclComm_t comm = zcoll_nccl::adoptComm(z);
     Rank r{arena, comm, z, rank, 4};
     everyCall(r);
-    // PreMulSum scales on the host: refused on device buffers, naming the call.
-    float scalar = 0.5f;
-    ncclRedOp_t op;
-    ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm),
-              ncclSuccess);
-    void* d = arena.alloc(64);
-    EXPECT_EQ(ncclAllReduce(d, d, 16, ncclFloat32, op, comm,
-                            reinterpret_cast<cudaStream_t>(arena.handle())), ncclInvalidUsage);
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("PreMulSum"), std::string::npos);
+    preMulSum(r);
     EXPECT_EQ(zcollBarrier(z, nullptr), zcollSuccess);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+}
+
+// The stand-in's component, describing its device as ordinal 2 (the stand-in always says 0), so
+// ncclCommCuDevice shows it reports the communicator's device, not a constant.
+Result describeDeviceTwo(DeviceIdentity* out) {
+  Result r = test::fakeDescribeDevice(out);
+  out->ordinal = 2;
+  return r;
+}
+
+TEST(NcclDevice, CuDeviceIsTheDeviceTheCommWasMadeOnAndItsChildrens) {
+  FakeDevice device;
+  DeviceComponent onDeviceTwo = *deviceComponent();
+  onDeviceTwo.describeDevice = describeDeviceTwo;
+  setDeviceComponent(&onDeviceTwo);
+  runOwningRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t z) {
+    ncclComm_t comm = zcoll_nccl::adoptComm(z);
+    int dev = -1;
+    ASSERT_EQ(ncclCommCuDevice(comm, &dev), ncclSuccess);
+    EXPECT_EQ(dev, 2);
+    int zdev = -1;
+    EXPECT_EQ(zcollCommDevice(z, &zdev), zcollSuccess);
+    EXPECT_EQ(zdev, 2);
+    ncclComm_t child = nullptr;
+    ASSERT_EQ(ncclCommSplit(comm, 0, rank, &child, nullptr), ncclSuccess)
+        << ncclGetLastError(nullptr);
+    dev = -1;
+    ASSERT_EQ(ncclCommCuDevice(child, &dev), ncclSuccess);
+    EXPECT_EQ(dev, 2);
+    EXPECT_EQ(ncclCommCuDevice(comm, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
     EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
   });
 }

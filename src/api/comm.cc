@@ -342,6 +342,13 @@ zcollResult_t zcollCommLocalSize(const zcollComm_t comm, int* localSize) {
                [&] { *localSize = comm->layout.localSize(comm->rank); });
 }
 
+zcollResult_t zcollCommDevice(const zcollComm_t comm, int* device) {
+  return query(comm, device, "zcollCommDevice", [&] {
+    const DeviceIdentity& mine = comm->peers[comm->rank].device;
+    *device = mine.present ? mine.ordinal : -1;
+  });
+}
+
 zcollResult_t zcollCommGetStats(const zcollComm_t comm, zcollStats_t* stats) {
   return query(comm, stats, "zcollCommGetStats", [&]() -> Result {
     // Growable: a caller compiled against an older (smaller) struct gets the fields it has.

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -266,11 +267,11 @@ Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallD
   });
 }
 
-Result runGroupedCalls() {
-  std::vector<GroupedCall> calls;
-  calls.swap(tGrouped);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    GroupedCall& c = calls[i];
+// Launches calls[i] for i in `which` (call order), each pinned and checked as a call of its own;
+// stops at the first failure, saying which collective of the `total` it was.
+Result launchGroupedCalls(std::vector<GroupedCall>& calls, const std::vector<size_t>& which) {
+  for (size_t k = 0; k < which.size(); ++k) {
+    GroupedCall& c = calls[which[k]];
     CallExecutor ce;
     ce.exec = c.exec;
     ce.owned = std::move(c.owned);
@@ -279,14 +280,72 @@ Result runGroupedCalls() {
       return launchCall(c.comm, c.fn, ce, c.d, std::move(c.work), std::move(c.triggered));
     });
     if (r != zcollSuccess) {
-      char context[160];
+      char context[200];
       std::snprintf(context, sizeof(context),
-                    "zcollGroupEnd: collective %zu of %zu in the group (%s) failed; the %zu after "
-                    "it were not run", i + 1, calls.size(), c.fn, calls.size() - i - 1);
+                    "zcollGroupEnd: collective %zu of %zu in the group (%s, on %s) failed; the "
+                    "%zu after it on that communicator were not run", which[k] + 1, calls.size(),
+                    c.fn, c.comm->name.c_str(), which.size() - k - 1);
       return failWithContext(r, context);
     }
   }
   return zcollSuccess;
+}
+
+// Several communicators in one group: each one's calls on a thread of its own, concurrently (as
+// NCCL runs a group's operations on several communicators together), so one thread can drive
+// several ranks of one job (NCCL's several GPUs per thread), whose collectives wait for each
+// other, and calls on unrelated comms do not wait behind each other. The thread binds the
+// executor (CUDA: its device becomes current) first. The first failure, in the order the comms
+// first appear in the group, is the result, with its message.
+Result launchPerComm(std::vector<GroupedCall>& calls,
+                     const std::vector<std::vector<size_t>>& perComm) {
+  std::vector<Result> results(perComm.size(), zcollSuccess);
+  std::vector<std::string> messages(perComm.size());
+  std::vector<std::thread> threads;
+  for (size_t j = 0; j < perComm.size(); ++j)
+    threads.emplace_back([&, j] {
+      Result r = calls[perComm[j].front()].exec->bindThread();
+      if (r == zcollSuccess) r = launchGroupedCalls(calls, perComm[j]);
+      results[j] = r;
+      if (r != zcollSuccess) messages[j] = zcollGetLastError(nullptr);
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t j = 0; j < perComm.size(); ++j)
+    if (results[j] != zcollSuccess) return fail(results[j], "%s", messages[j].c_str());
+  return zcollSuccess;
+}
+
+// Whether a device call of the group is on the calling thread's own stream (CUDA:
+// cudaStreamPerThread), which names another stream on any other thread: such a group runs on the
+// caller's thread, in call order.
+bool onThreadsOwnStream(const std::vector<GroupedCall>& calls) {
+  uintptr_t key = 0;
+  for (const GroupedCall& c : calls)
+    if (c.exec->memKind() != MemKind::kHost && !c.exec->sharedStreamKey(&key)) return true;
+  return false;
+}
+
+Result runGroupedCalls() {
+  std::vector<GroupedCall> calls;
+  calls.swap(tGrouped);
+  std::vector<zcollComm*> comms;            // in order of first appearance
+  std::vector<std::vector<size_t>> perComm;  // each comm's calls, in call order
+  for (size_t i = 0; i < calls.size(); ++i) {
+    auto at = std::find(comms.begin(), comms.end(), calls[i].comm);
+    if (at == comms.end()) {
+      comms.push_back(calls[i].comm);
+      perComm.emplace_back();
+      at = comms.end() - 1;
+    }
+    perComm[static_cast<size_t>(at - comms.begin())].push_back(i);
+  }
+  if (perComm.empty()) return zcollSuccess;
+  if (perComm.size() == 1 || onThreadsOwnStream(calls)) {
+    std::vector<size_t> all(calls.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    return launchGroupedCalls(calls, all);
+  }
+  return launchPerComm(calls, perComm);
 }
 
 void dropGroupedCalls() { tGrouped.clear(); }

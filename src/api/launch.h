@@ -51,8 +51,10 @@ Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallD
 // Whether the calling thread is inside zcollGroupStart/End (api/p2p.cc).
 bool inGroup();
 // At the outermost zcollGroupEnd: launches the collectives the thread kept in the group, in call
-// order, each pinned and checked as a call of its own (host ones complete, device ones queued).
-// Stops at the first failure (the message says which collective; the rest are dropped).
+// order per communicator, each pinned and checked as a call of its own (host ones complete,
+// device ones queued); the calls of different communicators run concurrently, each comm's on a
+// thread of its own (so one thread may drive several ranks of one job, as NCCL allows). Stops a
+// comm's calls at its first failure (the message says which collective; the rest are dropped).
 Result runGroupedCalls();
 // Drops the kept collectives without running them (a group whose queueing failed).
 void dropGroupedCalls();

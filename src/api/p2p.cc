@@ -3,7 +3,8 @@
 //   they are queued (per thread) and all posted at the outermost zcollGroupEnd, then waited for
 //   together, so exchanges that would deadlock one by one (A sends to B while B sends to A)
 //   complete. Collectives called in a group are kept too (api/launch.h) and run at that
-//   zcollGroupEnd, in call order, before the point-to-point operations. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
+//   zcollGroupEnd, in call order per communicator (several comms' concurrently), before the
+//   point-to-point operations. Pairs match in call order: the n-th send from A to B meets B's n-th receive from A.
 //   Device buffers travel over the peer's device route (cuda_ipc or staged). Calls on device
 //   buffers of one comm return once enqueued, as collectives do (api/launch.h): they run on the
 //   comm's progress thread, and each stream is held until they are done. Otherwise (host

@@ -1,4 +1,4 @@
-// Executors: the data work of an algorithm step (copy, reduce, quantize, dequantize,
+// Executors: the data work of an algorithm step (copy, reduce, scale, quantize, dequantize,
 // dequantize-sum, dequantize-reduce-requantize), named by operation and carried out for one
 // memory kind, in the shape of UCC's executor (ec) component. Algorithms call these operations
 // through their Stage and never ask where the bytes live: the entry point picks the executor from
@@ -79,6 +79,13 @@ class Executor {
   virtual Result fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op,
                          int nranks, size_t n) = 0;
 
+  // dst[i] = src[i] * scalar for i < n (reduce_math.h scaleElement: in the accumulator type,
+  // rounded once), dst == src allowed: NCCL's PreMulSum (zcollScale). `scalar` is one element of
+  // dtype: in host memory, read before the call returns, or with scalarOnDevice in memory of
+  // this executor's kind, read when the operation runs.
+  virtual Result scale(void* dst, const void* src, zcollDataType_t dtype, size_t n,
+                       const void* scalar, bool scalarOnDevice) = 0;
+
   // Block quantization (quant/quant.h). Arrays of chunk pointers and destOrder are host memory,
   // read before the call returns.
   virtual Result quantize(const void* in, zcollDataType_t dtype, size_t n,
@@ -124,6 +131,12 @@ class Executor {
   // mapped, DeviceComponent::registerHostMemory): another rank's stream waits on it (waitValue),
   // the pair's half of a flag that only GPU work and the host set (src/trigger).
   virtual Result writeValue(uint32_t* word, uint32_t value);
+  // Memory of this executor's kind in its stream's order (CUDA: cudaMallocAsync/cudaFreeAsync on
+  // the stream, no implicit device synchronization): usable by operations issued on this stream
+  // after allocOnStream, given back once the stream has run everything issued before
+  // freeOnStream (zcollMemAllocAsync). Device executors implement them; the host refuses.
+  virtual Result allocOnStream(size_t bytes, void** out);
+  virtual Result freeOnStream(void* p);
   // A mark queued on this executor's stream now (CUDA: an event recorded): passed() once the
   // stream got past it, so past every wait queued before it (exec/wait_words.h).
   virtual Result markStream(std::shared_ptr<StreamMark>* out);

@@ -55,6 +55,13 @@ class HostExecutor final : public Executor {
     return zcollSuccess;
   }
 
+  Result scale(void* dst, const void* src, zcollDataType_t dtype, size_t n, const void* scalar,
+               bool scalarOnDevice) override {
+    (void)scalarOnDevice;  // host memory either way for the host
+    scaleBy(dst, src, scalar, dtype, n);
+    return zcollSuccess;
+  }
+
   Result quantize(const void* in, zcollDataType_t dtype, size_t n, const quant::QuantParams& p,
                   void* out) override {
     return quant::quantize(in, dtype, n, p, out);
@@ -89,6 +96,14 @@ const MemoryOps& hostMemory() {
 
 Result Executor::makeSideExecutor(std::unique_ptr<Executor>*) {
   return fail(zcollInternalError, "the %s executor has no stream to order work on", name());
+}
+
+Result Executor::allocOnStream(size_t, void**) {
+  return fail(zcollInternalError, "the %s executor has no stream to allocate in order on", name());
+}
+
+Result Executor::freeOnStream(void*) {
+  return fail(zcollInternalError, "the %s executor has no stream to free in order on", name());
 }
 
 Result Executor::markStream(std::shared_ptr<StreamMark>*) {

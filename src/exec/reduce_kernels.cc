@@ -100,6 +100,17 @@ template <typename T> struct FromAcc {
   }
 };
 
+template <typename T>
+struct ScaleBy {
+  static void run(void* out, const void* in, const void* scalar, size_t n) {
+    T* o = static_cast<T*>(out);
+    const T* x = static_cast<const T*>(in);
+    T s;
+    std::memcpy(&s, scalar, sizeof(T));
+    for (size_t i = 0; i < n; ++i) o[i] = redmath::scaleElement(x[i], s);
+  }
+};
+
 }  // namespace
 
 size_t accSize(zcollDataType_t dtype) { return isHalfType(dtype) ? 4 : dtypeSize(dtype); }
@@ -129,6 +140,10 @@ void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op,
     return;
   }
   redmath::dispatchDtype<FromAcc>(dtype, out, acc, op, nranks, n);
+}
+
+void scaleBy(void* out, const void* in, const void* scalar, zcollDataType_t dtype, size_t n) {
+  redmath::dispatchDtype<ScaleBy>(dtype, out, in, scalar, n);
 }
 
 }  // namespace zcoll

@@ -25,5 +25,7 @@ void combineInto(void* out, const void* a, const void* b, zcollDataType_t dtype,
 // out[i] = (dtype) acc[i], dividing by `nranks` first when op is Avg.
 void fromAcc(void* out, const void* acc, zcollDataType_t dtype, zcollRedOp_t op, int nranks,
              size_t n);
+// out[i] = in[i] * *scalar (one element of dtype; reduce_math.h scaleElement); out may be in.
+void scaleBy(void* out, const void* in, const void* scalar, zcollDataType_t dtype, size_t n);
 
 }  // namespace zcoll

@@ -60,6 +60,12 @@ template <typename T> ZCOLL_HD T divideStore(typename Acc<T>::type acc, typename
   return store<T>(static_cast<typename Acc<T>::type>(acc / divisor));
 }
 
+// in * scalar in the accumulator type, rounded to the storage type once (16-bit floats through
+// fp32; integers wrap): NCCL's PreMulSum scaling (Executor::scale).
+template <typename T> ZCOLL_HD T scaleElement(T in, T scalar) {
+  return store<T>(mul(load(in), load(scalar)));
+}
+
 // Run-time dtype -> storage type, for host-side dispatch (F<T>::run(args...)).
 template <template <typename> class F, typename... Args>
 void dispatchDtype(zcollDataType_t dtype, Args&&... args) {

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/process.h"
 #include "exec/device_component.h"
 #include "exec/executor.h"
@@ -75,6 +76,15 @@ class DeferredExecutor : public Executor {
   Result quantize(const void* in, zcollDataType_t dt, size_t n, const quant::QuantParams& p,
                   void* out) override {
     return defer([=](Executor& h) { return h.quantize(in, dt, n, p, out); });
+  }
+  // A host scalar is read now (the contract), a device one when the operation runs.
+  Result scale(void* dst, const void* src, zcollDataType_t dt, size_t n, const void* scalar,
+               bool scalarOnDevice) override {
+    uint64_t now = 0;  // the widest element
+    if (!scalarOnDevice) std::memcpy(&now, scalar, dtypeSize(dt));
+    return defer([=](Executor& h) {
+      return h.scale(dst, src, dt, n, scalarOnDevice ? scalar : &now, false);
+    });
   }
   Result quantizeChunks(const void* in, zcollDataType_t dt, size_t chunkElems, size_t nChunks,
                         const int* destOrder, const quant::QuantParams& p, void* out) override {
@@ -701,6 +711,19 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     static const MemoryOps ops{"fake-device", fakeStreamOrderedAlloc, fakeStreamOrderedRelease,
                                true};
     return ops;
+  }
+  // Stream-ordered memory (CUDA: cudaMallocAsync/cudaFreeAsync): from the arena now, back to it
+  // when the stream reaches the free.
+  Result allocOnStream(size_t bytes, void** out) override {
+    *out = arena_->alloc(bytes == 0 ? 1 : bytes);
+    return *out ? zcollSuccess : fail(zcollSystemError, "fake device arena full");
+  }
+  Result freeOnStream(void* p) override {
+    stream_->submit([p] {
+      fakeStreamOrderedRelease(p);
+      return zcollSuccess;
+    }, false);
+    return zcollSuccess;
   }
   // Bounded as CUDA's (Executor::limitWaits): gives up on an abort or past the timeout.
   Result flush() override {
