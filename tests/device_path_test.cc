@@ -1328,6 +1328,41 @@ TEST(DeviceExecutionModel, ACallOnAnotherDeviceThanTheCommsIsRefused) {
   });
 }
 
+// A stream under graph capture (cudaStreamBeginCapture) is refused by the entry point before
+// anything is recorded on it, in both device-call modes, for collectives and point to point; the
+// comm stays usable once the capture ends.
+void expectCaptureRefused(const char* mode) {
+  test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", mode);
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 256;
+    void* dev = arena.alloc(n * 4);
+    arena.upload(dev, floatBytes(n, 1.0f));
+    test::FakeStream* stream = arena.stream();
+    const uint64_t queuedBefore = stream->submittedCount();
+    stream->capturing = true;
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "captured into a CUDA graph",
+                      zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, arena.handle()));
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "zcollSend: the stream is being captured",
+                      zcollSend(dev, n, zcollFloat32, 1 - rank, comm, arena.handle()));
+    EXPECT_EQ(stream->submittedCount(), queuedBefore) << mode << ": nothing queued on the stream";
+    zcollResult_t async = zcollInternalError;
+    ASSERT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
+    EXPECT_EQ(async, zcollSuccess) << mode << ": a refused call does not break the comm";
+    stream->capturing = false;
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm,
+                                         arena.handle()));
+    EXPECT_EQ(arena.download(dev, n * 4), floatBytes(n, 2.0f)) << mode << ", rank " << rank;
+  });
+}
+
+TEST(DeviceExecutionModel, ACallOnACapturingStreamIsRefusedBeforeAnythingIsQueued) {
+  expectCaptureRefused("async");
+  expectCaptureRefused("sync");
+}
+
 TEST(DeviceExecutionModel, AHostOnlyJobNeverAsksTheDeviceAboutItsPointers) {
   // CUDA creates a context on device 0 for a pointer query in a process that never used it: a
   // host-only job on a GPU machine would get one per rank. The device component is asked only
