@@ -255,10 +255,25 @@ def scenario_non_default_stream(rank, world):
     assert torch.all(out == sum(0.5 * (r + 1) for r in range(world)))
 
 
+def scenario_graph_capture_refused(rank, world):
+    # zcoll's device calls cannot be captured: refused before anything is recorded on a stream,
+    # so the capture ends valid and the group works afterwards (python/README.md, CUDA tensors).
+    t = torch.ones(4, device="cuda")
+    dist.all_reduce(t)  # connects the group outside the capture
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="captured into a CUDA graph"):
+        with torch.cuda.graph(g):
+            t.mul_(2)  # captured, not run
+            dist.all_reduce(t)
+    torch.cuda.synchronize()
+    dist.all_reduce(t)
+    assert torch.all(t.cpu() == world * world)
+
+
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
              [scenario_collectives, scenario_stream_semantics, scenario_zeropp,
               scenario_mixed_devices_refused, scenario_init_before_set_device,
-              scenario_non_default_stream]}
+              scenario_non_default_stream, scenario_graph_capture_refused]}
 
 
 def _run(scenario, world, order="set_device_first"):
@@ -291,3 +306,7 @@ def test_cuda_device_bound_lazily_or_by_device_id(order):
 
 def test_cuda_non_default_stream_premul_sum():
     _run("non_default_stream", 2)
+
+
+def test_cuda_graph_capture_refused():
+    _run("graph_capture_refused", 2)
