@@ -474,9 +474,9 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::shrinkGroup(
   const bool abortFirst = shrinkFlags == kTorchShrinkAbort;
   zcollComm_t parent = hostComm();
   if (abortFirst) {
-    // The group's CUDA communicator (split from this one at its first CUDA collective) is not
+    // The group's CUDA communicator (split from this one at its first CUDA operation) is not
     // shrunk: it is ended now (its enqueued calls dropped, its peers told), and the new group
-    // connects its own at its first CUDA collective, as a new group does. With SHRINK_DEFAULT
+    // connects its own at its first CUDA operation, as a new group does. With SHRINK_DEFAULT
     // it is left to end with this group (destroy_process_group, which torch's shrink_group
     // calls once the new group exists).
     std::lock_guard<std::mutex> lock(closeMu_);
@@ -509,10 +509,10 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::shrinkGroup(
 
 void ZcollBackend::eagerConnectSingleDevice(at::Device device) {
   if (!device.is_cuda()) return;  // CPU tensors use the group's communicator
-  deviceComm(device, true);
+  deviceComm(device);
 }
 
-zcollComm_t ZcollBackend::deviceComm(c10::Device device, bool collective) {
+zcollComm_t ZcollBackend::deviceComm(c10::Device device) {
   std::lock_guard<std::mutex> lock(closeMu_);
   TORCH_CHECK_WITH(DistBackendError, !closed_.load(), "zcoll: the process group was ",
                    aborted_ ? "aborted" : "shut down", " (its communicator is gone)");
@@ -523,10 +523,6 @@ zcollComm_t ZcollBackend::deviceComm(c10::Device device, bool collective) {
                 ": one CUDA device per process and group, as ProcessGroupNCCL");
     return deviceComm_;
   }
-  TORCH_CHECK(collective, "zcoll: the first operation on CUDA tensors of a process group must be "
-              "a collective, which connects every rank to its device (point to point involves "
-              "two ranks only); issue a collective first, or pass device_id to "
-              "init_process_group");
   deviceComm_ = connectDevice(device);
   deviceIndex_ = device.index();
   deviceCallsReturnComplete_ = deviceCallsReturnCompleteFromEnv();
@@ -552,7 +548,9 @@ zcollComm_t ZcollBackend::connectDevice(c10::Device device) {
     MaybeReleaseGil noGil;  // collective over the group's communicator
     rc = zcollCommSplit(comm_, 0, rank_, &dc, &config);
   }
-  check(rc, comm_, "zcollCommSplit (connecting the group to its CUDA device)");
+  check(rc, comm_, "zcollCommSplit (connecting the group to its CUDA device: every rank of the "
+        "group connects at its first CUDA operation of any kind, or at init_process_group with "
+        "device_id, and waits for the others there)");
   return dc;
 #else
   TORCH_CHECK(false, "zcoll: CUDA device ", device, " requested, but this build of zcoll's torch "
@@ -600,7 +598,6 @@ c10::intrusive_ptr<Work> ZcollBackend::issue(OpType type, std::vector<at::Tensor
       batch_->device = device;
       batch_->work->addOutputs(outputs);
       batch_->inputs.insert(batch_->inputs.end(), inputs.begin(), inputs.end());
-      batch_->collective = batch_->collective || !p2p;
       batch_->jobs.push_back(std::move(job));
       if (!p2p) seq_.fetch_add(1);
       return batch_->work;
@@ -612,22 +609,20 @@ c10::intrusive_ptr<Work> ZcollBackend::issue(OpType type, std::vector<at::Tensor
   auto work = c10::make_intrusive<ZcollWork>(rank_, type, outputs, reaper_, timeout);
   std::vector<Job> jobs;
   jobs.push_back(std::move(job));
-  launch(work, std::move(jobs), device, !p2p, outputs, inputs);
+  launch(work, std::move(jobs), device, outputs, inputs);
   return work;
 }
 
 void ZcollBackend::launch(const c10::intrusive_ptr<ZcollWork>& work, std::vector<Job> jobs,
-                          c10::Device device, bool collective,
-                          const std::vector<at::Tensor>& outputs,
+                          c10::Device device, const std::vector<at::Tensor>& outputs,
                           const std::vector<at::Tensor>& inputs) {
   reaper_->sweep();
 #ifdef ZCOLL_TORCH_CUDA
   if (device.is_cuda()) {
-    launchCuda(work, jobs, device, collective, outputs, inputs);
+    launchCuda(work, jobs, device, outputs, inputs);
     return;
   }
 #else
-  (void)collective;
   (void)outputs;
   (void)inputs;
 #endif
@@ -680,13 +675,13 @@ void ZcollBackend::launchHost(const c10::intrusive_ptr<ZcollWork>& work,
 // jobs' copies and zcoll calls are enqueued there (zcoll returns once enqueued), the copies back
 // after them; the Work is complete on the host at once.
 void ZcollBackend::launchCuda(const c10::intrusive_ptr<ZcollWork>& work,
-                              const std::vector<Job>& jobs, c10::Device device, bool collective,
+                              const std::vector<Job>& jobs, c10::Device device,
                               const std::vector<at::Tensor>& outputs,
                               const std::vector<at::Tensor>& inputs) {
   checkNotCapturing(device, work->retrieveOpType());  // raises at once: nothing recorded
   std::exception_ptr error;
   try {
-    zcollComm_t comm = deviceComm(device, collective);
+    zcollComm_t comm = deviceComm(device);
     CudaPlace place = cudaPlace(device, outputs, inputs);
     work->addCudaPlace(place);
     Completion& completion = work->completion();
@@ -822,8 +817,7 @@ c10::intrusive_ptr<Work> ZcollBackend::endCoalescing() {
   }
   c10::Device device = batch.device.value_or(c10::Device(c10::kCPU));
   std::vector<at::Tensor> outputs = batch.work->completion().outputs;
-  // A batch connects a device only through a collective (it may hold point to point only).
-  launch(batch.work, std::move(batch.jobs), device, batch.collective, outputs, batch.inputs);
+  launch(batch.work, std::move(batch.jobs), device, outputs, batch.inputs);
   return batch.work;
 }
 

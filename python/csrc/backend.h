@@ -241,7 +241,6 @@ class ZcollBackend : public c10d::Backend {
     std::vector<Job> jobs;
     std::vector<at::Tensor> inputs;
     std::optional<c10::Device> device;
-    bool collective = false;  // holds a collective (may connect a device)
   };
 
   void initAfterComm();
@@ -269,12 +268,12 @@ class ZcollBackend : public c10d::Backend {
                                        bool p2p = false);
   // Runs `jobs` as one operation of `work` on `device`.
   void launch(const c10::intrusive_ptr<ZcollWork>& work, std::vector<Job> jobs,
-              c10::Device device, bool collective, const std::vector<at::Tensor>& outputs,
+              c10::Device device, const std::vector<at::Tensor>& outputs,
               const std::vector<at::Tensor>& inputs);
   void launchHost(const c10::intrusive_ptr<ZcollWork>& work, const std::vector<Job>& jobs);
 #ifdef ZCOLL_TORCH_CUDA
   void launchCuda(const c10::intrusive_ptr<ZcollWork>& work, const std::vector<Job>& jobs,
-                  c10::Device device, bool collective, const std::vector<at::Tensor>& outputs,
+                  c10::Device device, const std::vector<at::Tensor>& outputs,
                   const std::vector<at::Tensor>& inputs);
   CudaPlace cudaPlace(c10::Device device, const std::vector<at::Tensor>& outputs,
                       const std::vector<at::Tensor>& inputs);
@@ -285,10 +284,12 @@ class ZcollBackend : public c10d::Backend {
   // Waits for the group's streams (shutdown: its CUDA operations have run); errors ignored.
   void synchronizeStreams();
 #endif
-  // The communicator of CUDA operations: split from the group's at the first CUDA collective
-  // (or eagerConnectSingleDevice), with that device current: zcoll binds a communicator to the
-  // device current at its creation (python/README.md, "CUDA tensors").
-  zcollComm_t deviceComm(c10::Device device, bool collective);
+  // The communicator of CUDA operations: split from the group's at this rank's first CUDA
+  // operation of any kind (or eagerConnectSingleDevice), with that device current: zcoll binds a
+  // communicator to the device current at its creation (python/README.md, "CUDA tensors").
+  // Collective over the group: each rank takes part at its own first CUDA operation, so a
+  // first send meets the other ranks' first operations, whatever they are.
+  zcollComm_t deviceComm(c10::Device device);
   zcollComm_t connectDevice(c10::Device device);
   // A child communicator's config, named `name` (which must outlive the config's use).
   zcollConfig_t childConfig(const std::string& name, int* timeoutSec) const;
