@@ -162,10 +162,10 @@ void ZcollBackend::stopWatchdog() {
     watchdogStop_ = true;
   }
   watchdogWake_.notify_all();
-  if (watchdog_.joinable() && watchdog_.get_id() != std::this_thread::get_id()) {
-    MaybeReleaseGil noGil;  // it may be aborting the group, which may wait for a callback
-    watchdog_.join();
-  }
+  if (watchdog_.get_id() == std::this_thread::get_id()) return;  // it ends on its own
+  MaybeReleaseGil noGil;  // it may be aborting the group, which may wait for a callback
+  std::lock_guard<std::mutex> lock(watchdogJoinMu_);  // abort and shutdown on two threads
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 void ZcollBackend::watchdogLoop() {

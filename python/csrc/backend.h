@@ -330,6 +330,7 @@ class ZcollBackend : public c10d::Backend {
   int asyncHandling_ = 0;  // ZCOLL_TORCH_ASYNC_ERROR_HANDLING
   std::thread watchdog_;
   std::mutex watchdogMu_;
+  std::mutex watchdogJoinMu_;
   std::condition_variable watchdogWake_;
   bool watchdogStop_ = false;
   std::atomic<bool> hostErrorSeen_{false}, deviceErrorSeen_{false};  // reported by the watchdog
