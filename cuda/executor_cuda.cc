@@ -412,13 +412,17 @@ class CudaExecutor final : public Executor {
     return cudaResult(cudaFreeAsync(p, stream_), "cudaFreeAsync");
   }
 
-  Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
+  // cudaStreamIsCapturing: legal while the stream is captured (it queues nothing), any status
+  // but None (Active, or Invalidated by an earlier illegal call) counts as capturing.
+  Result isCapturing(bool* capturing) override {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     ZCOLL_CHECK(cudaResult(cudaStreamIsCapturing(stream_, &capture), "cudaStreamIsCapturing"));
-    if (capture != cudaStreamCaptureStatusNone)
-      return fail(zcollInvalidUsage, "the stream is being captured into a CUDA graph: zcoll calls "
-                  "cannot be captured (their work is launched by the progress thread as the "
-                  "network delivers; run them outside the capture)");
+    *capturing = capture != cudaStreamCaptureStatusNone;
+    return zcollSuccess;
+  }
+
+  // The caller's stream is not capturing: the entry point checked (api/launch.cc).
+  Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
     // Pooled streams and events belong to device_ (created with it current). The caller's
     // thread normally has it current already (makeCudaExecutor read it in the same call).
     DeviceScope scope;

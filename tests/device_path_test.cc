@@ -15,6 +15,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1328,6 +1329,41 @@ TEST(DeviceExecutionModel, ACallOnAnotherDeviceThanTheCommsIsRefused) {
   });
 }
 
+// A stream under graph capture (cudaStreamBeginCapture) is refused by the entry point before
+// anything is recorded on it, in both device-call modes, for collectives and point to point; the
+// comm stays usable once the capture ends.
+void expectCaptureRefused(const char* mode) {
+  test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", mode);
+  FakeDevice device;
+  runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
+    FakeDeviceArena arena;
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 256;
+    void* dev = arena.alloc(n * 4);
+    arena.upload(dev, floatBytes(n, 1.0f));
+    test::FakeStream* stream = arena.stream();
+    const uint64_t queuedBefore = stream->submittedCount();
+    stream->capturing = true;
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "captured into a CUDA graph",
+                      zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm, arena.handle()));
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "zcollSend: the stream is being captured",
+                      zcollSend(dev, n, zcollFloat32, 1 - rank, comm, arena.handle()));
+    EXPECT_EQ(stream->submittedCount(), queuedBefore) << mode << ": nothing queued on the stream";
+    zcollResult_t async = zcollInternalError;
+    ASSERT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
+    EXPECT_EQ(async, zcollSuccess) << mode << ": a refused call does not break the comm";
+    stream->capturing = false;
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(dev, dev, n, zcollFloat32, zcollSum, comm,
+                                         arena.handle()));
+    EXPECT_EQ(arena.download(dev, n * 4), floatBytes(n, 2.0f)) << mode << ", rank " << rank;
+  });
+}
+
+TEST(DeviceExecutionModel, ACallOnACapturingStreamIsRefusedBeforeAnythingIsQueued) {
+  expectCaptureRefused("async");
+  expectCaptureRefused("sync");
+}
+
 TEST(DeviceExecutionModel, AHostOnlyJobNeverAsksTheDeviceAboutItsPointers) {
   // CUDA creates a context on device 0 for a pointer query in a process that never used it: a
   // host-only job on a GPU machine would get one per rank. The device component is asked only
@@ -1404,10 +1440,51 @@ TEST(DeviceExecutionModel, TransfersWaitForAFenceOfTheCallsKernelsNotAFlush) {
 // Ranks are threads sharing the GPU: while one rank allocates or frees, another's queued calls
 // may hold their streams, and cudaMalloc/cudaFree synchronize the device implicitly (a deadlock:
 // base/stream_holds.h). So the test's own buffers are stream-ordered (cudaMallocAsync and
-// cudaFreeAsync on the rank's stream) and its copies run on that stream, never the legacy one.
+// cudaFreeAsync on the rank's stream) and its copies run on that stream, never the legacy one,
+// through pinned host memory: a copy to or from pageable memory synchronizes in ways the device
+// rule forbids (the GPU kit's hold probe: it waits behind another stream's hold), and pinning
+// memory synchronizes the device too, so the pinned blocks are made before any rank runs
+// (CudaDevicePath::SetUp), one per rank thread, and only handed out after.
+class PinnedBlocks {
+ public:
+  static constexpr size_t kBytes = size_t(1) << 20;  // each; the tests' buffers are < 100 KiB
+  static constexpr int kBlocks = 4;                  // the most ranks a layout below has
+  static bool make() {
+    std::lock_guard<std::mutex> lock(mu());
+    for (int i = static_cast<int>(idle().size()); i < kBlocks; ++i) {
+      void* p = nullptr;
+      if (cudaMallocHost(&p, kBytes) != cudaSuccess) return false;
+      idle().push_back(static_cast<unsigned char*>(p));
+    }
+    return true;
+  }
+  static unsigned char* take() {
+    std::lock_guard<std::mutex> lock(mu());
+    if (idle().empty()) return nullptr;
+    unsigned char* p = idle().back();
+    idle().pop_back();
+    return p;
+  }
+  static void giveBack(unsigned char* p) {
+    std::lock_guard<std::mutex> lock(mu());
+    if (p != nullptr) idle().push_back(p);
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<unsigned char*>& idle() {  // not in use; kept for the process's life (no free in a run)
+    static std::vector<unsigned char*> blocks;
+    return blocks;
+  }
+};
+
 class CudaMemory {
  public:
-  CudaMemory() {
+  CudaMemory() : pinned_(PinnedBlocks::take()) {
+    EXPECT_NE(pinned_, nullptr) << "more rank threads than pinned blocks (PinnedBlocks::kBlocks)";
     EXPECT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
   }
   zcollStream_t handle() const { return reinterpret_cast<zcollStream_t>(stream_); }
@@ -1416,6 +1493,7 @@ class CudaMemory {
     for (void* p : allocs_) cudaFreeAsync(p, stream_);
     (void)cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
+    PinnedBlocks::giveBack(pinned_);
   }
   void* alloc(size_t bytes) {
     void* p = nullptr;
@@ -1424,20 +1502,30 @@ class CudaMemory {
     allocs_.push_back(p);
     return p;
   }
+  // Through the pinned block, in the stream's order, then the stream synchronized.
   void upload(void* dev, const Bytes& h) {
-    EXPECT_EQ(cudaMemcpyAsync(dev, h.data(), h.size(), cudaMemcpyHostToDevice, stream_),
+    if (!fits(h.size())) return;
+    std::copy(h.begin(), h.end(), pinned_);
+    EXPECT_EQ(cudaMemcpyAsync(dev, pinned_, h.size(), cudaMemcpyHostToDevice, stream_),
               cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   }
+  // After the calls queued on the stream before it (a device call returns once enqueued).
   Bytes download(const void* dev, size_t bytes) {
-    Bytes h(bytes);
-    EXPECT_EQ(cudaMemcpyAsync(h.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_),
+    if (!fits(bytes)) return Bytes(bytes);
+    EXPECT_EQ(cudaMemcpyAsync(pinned_, dev, bytes, cudaMemcpyDeviceToHost, stream_),
               cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    return h;
+    return Bytes(pinned_, pinned_ + bytes);
   }
 
  private:
+  bool fits(size_t bytes) {
+    const bool ok = pinned_ != nullptr && bytes <= PinnedBlocks::kBytes;
+    EXPECT_TRUE(ok) << bytes << " bytes: no pinned block, or more than one holds";
+    return ok;
+  }
+  unsigned char* pinned_;
   std::vector<void*> allocs_;
   cudaStream_t stream_ = nullptr;
 };
@@ -1453,6 +1541,7 @@ class CudaDevicePath : public test::LayoutTest {
     // Comms take part in device routes only for a device the process has initialized when they
     // are created (zcoll.h), as NCCL binds a comm to the device set up before it.
     ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+    ASSERT_TRUE(PinnedBlocks::make()) << "cudaMallocHost of the pinned blocks failed";
   }
 };
 

@@ -77,9 +77,9 @@
  *  - The buffers of one call are all host or all device memory (zcollInvalidArgument
  *    otherwise), and every rank passes the same kind to a call (checked with
  *    ZCOLL_CHECK_CALLS=on, below).
- *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort and
- *    zcollCommRevoke are the calls that may be made from another thread while a collective is
- *    running.
+ *  - A communicator is used by one thread at a time (like NCCL). zcollCommAbort,
+ *    zcollCommRevoke and zcollCommGetAsyncError are the calls that may be made from another
+ *    thread while a collective is running (a watchdog polling the async error, as torch's).
  *  - After any error other than zcollInvalidArgument / zcollInvalidUsage detected before
  *    communication started (and after any failure of an enqueued device call), the
  *    communicator is in an error state: every further call returns that error (see

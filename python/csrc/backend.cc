@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #ifdef ZCOLL_TORCH_CUDA
@@ -112,6 +114,7 @@ ZcollBackend::ZcollBackend(const std::string& uniqueId, int rank, int size, int 
                            const std::string& commName)
     : Backend(rank, size), commName_(commName), timeoutSec_(timeoutSec) {
   TORCH_CHECK(uniqueId.size() == ZCOLL_UNIQUE_ID_BYTES, "zcoll: bad unique id size");
+  asyncHandling_ = asyncErrorHandlingFromEnv();  // alike on every rank, before any waits
   zcollUniqueId id;
   std::memcpy(id.internal, uniqueId.data(), ZCOLL_UNIQUE_ID_BYTES);
   zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
@@ -130,23 +133,117 @@ ZcollBackend::ZcollBackend(zcollComm_t comm, int rank, int size, int timeoutSec,
                            std::chrono::milliseconds workTimeout, const std::string& commName)
     : Backend(rank, size), comm_(comm), commName_(commName), timeoutSec_(timeoutSec) {
   if (workTimeout != ::kNoTimeout) workTimeoutMs_.store(workTimeout.count());
+  try {
+    asyncHandling_ = asyncErrorHandlingFromEnv();
+  } catch (...) {
+    zcollCommDestroy(comm_);
+    throw;
+  }
   initAfterComm();
 }
 
 void ZcollBackend::initAfterComm() {
   check(zcollCommNodeCount(comm_, &nodes_), comm_, "zcollCommNodeCount");
+  startWatchdog();
 }
 
-ZcollBackend::~ZcollBackend() { shutdown(); }
+ZcollBackend::~ZcollBackend() {
+  shutdown();
+  stopWatchdog();  // an abort from the watchdog itself left it to end on its own
+}
+
+// ---- the watchdog -------------------------------------------------------------------------
+
+void ZcollBackend::startWatchdog() { watchdog_ = std::thread([this] { watchdogLoop(); }); }
+
+void ZcollBackend::stopWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(watchdogMu_);
+    watchdogStop_ = true;
+  }
+  watchdogWake_.notify_all();
+  if (watchdog_.get_id() == std::this_thread::get_id()) return;  // it ends on its own
+  MaybeReleaseGil noGil;  // it may be aborting the group, which may wait for a callback
+  std::lock_guard<std::mutex> lock(watchdogJoinMu_);  // abort and shutdown on two threads
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void ZcollBackend::watchdogLoop() {
+  std::unique_lock<std::mutex> lock(watchdogMu_);
+  while (!watchdogWake_.wait_for(lock, kWatchdogInterval, [&] { return watchdogStop_; })) {
+    lock.unlock();
+    const bool goOn = watchdogLook();
+    lock.lock();
+    if (!goOn) break;
+  }
+}
+
+namespace {
+[[noreturn]] void endProcess(const std::string& comm) {
+  std::fprintf(stderr, "zcoll: watchdog: ending the process (ZCOLL_TORCH_ASYNC_ERROR_HANDLING): "
+               "the communicator %s failed\n", comm.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace
+
+// zcollCommGetAsyncError is an atomic read under the handle's pin (src/api/comm.cc), which any
+// thread may make; closeMu_ keeps the handles alive meanwhile.
+bool ZcollBackend::watchdogLook() {
+  zcollResult_t host = zcollSuccess, device = zcollSuccess;
+  {
+    std::lock_guard<std::mutex> lock(closeMu_);
+    if (closed_.load()) return false;
+    if (!hostErrorSeen_ && comm_ != nullptr) (void)zcollCommGetAsyncError(comm_, &host);
+    if (!deviceErrorSeen_ && deviceComm_ != nullptr)
+      (void)zcollCommGetAsyncError(deviceComm_, &device);
+  }
+  if (host == zcollSuccess && device == zcollSuccess) return true;
+  const std::string deviceName = commName_ + ":cuda";
+  if (device != zcollSuccess) {
+    deviceErrorSeen_ = true;
+    deviceWatch_->failOutstanding(asyncFailure(device, deviceName));
+  }
+  if (host != zcollSuccess) hostErrorSeen_ = true;
+  const std::string& which = host != zcollSuccess ? commName_ : deviceName;
+  const zcollResult_t rc = host != zcollSuccess ? host : device;
+  static const char* const kActions[] = {
+      "no handling (0): its Works and the next operation report it",
+      "tear down (1): aborting the process group, then ending the process",
+      "clean up only (2): aborting the process group",
+      "skip clean up (3): ending the process"};
+  TORCH_WARN("zcoll: watchdog: the communicator ", which, " failed: ", zcollGetErrorString(rc),
+             " (", static_cast<int>(rc), "); the group's Works outstanding on it fail; "
+             "ZCOLL_TORCH_ASYNC_ERROR_HANDLING=", asyncHandling_, ", ", kActions[asyncHandling_]);
+  switch (asyncHandling_) {
+    case 1:
+      abort();
+      endProcess(which);
+    case 2:
+      abort();
+      return false;
+    case 3:
+      endProcess(which);
+    default:
+      return true;  // goes on watching the other communicator
+  }
+}
 
 // Normal end (destroy_process_group calls it, then the destructor): what is issued runs first.
 // Without the GIL: a completion callback may need it to drop a Python-owned tensor.
 void ZcollBackend::shutdown() {
+  stopWatchdog();  // before closeMu_, which its look takes
   std::lock_guard<std::mutex> lock(closeMu_);
   if (closed_.exchange(true)) return;
   MaybeReleaseGil noGil;
   reaper_->drain();
-  if (deviceComm_) zcollCommDestroy(deviceComm_);
+  if (deviceComm_) {
+#ifdef ZCOLL_TORCH_CUDA
+    synchronizeStreams();  // the CUDA operations ran: what the communicator says is final
+#endif
+    deviceWatch_->detach(deviceWatch_->asyncError());
+    zcollCommDestroy(deviceComm_);
+  }
   if (comm_) zcollCommDestroy(comm_);  // runs the requests still queued first
   deviceComm_ = comm_ = nullptr;
 }
@@ -154,14 +251,29 @@ void ZcollBackend::shutdown() {
 // Ends every operation now: queued requests complete with zcollRemoteError, running ones return
 // it, peers see it.
 void ZcollBackend::abort() {
+  stopWatchdog();
   std::lock_guard<std::mutex> lock(closeMu_);
   if (closed_.exchange(true)) return;
   aborted_ = true;
   MaybeReleaseGil noGil;
+  deviceWatch_->detach(abortedFailure());
   if (deviceComm_) zcollCommAbort(deviceComm_);
   if (comm_) zcollCommAbort(comm_);
   reaper_->drain();
   deviceComm_ = comm_ = nullptr;
+}
+
+// What a CUDA operation not settled when its communicator is aborted fails with: its device work
+// is dropped or left undefined.
+std::exception_ptr ZcollBackend::abortedFailure() {
+  try {
+    TORCH_CHECK_WITH(DistBackendError, false, "zcoll: the group's CUDA communicator was aborted "
+                     "before this CUDA operation was known to have completed (its outputs are "
+                     "undefined)");
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
 }
 
 zcollComm_t ZcollBackend::hostComm() const {
@@ -362,14 +474,15 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::shrinkGroup(
   const bool abortFirst = shrinkFlags == kTorchShrinkAbort;
   zcollComm_t parent = hostComm();
   if (abortFirst) {
-    // The group's CUDA communicator (split from this one at its first CUDA collective) is not
+    // The group's CUDA communicator (split from this one at its first CUDA operation) is not
     // shrunk: it is ended now (its enqueued calls dropped, its peers told), and the new group
-    // connects its own at its first CUDA collective, as a new group does. With SHRINK_DEFAULT
+    // connects its own at its first CUDA operation, as a new group does. With SHRINK_DEFAULT
     // it is left to end with this group (destroy_process_group, which torch's shrink_group
     // calls once the new group exists).
     std::lock_guard<std::mutex> lock(closeMu_);
     if (deviceComm_) {
       MaybeReleaseGil noGil;
+      deviceWatch_->detach(abortedFailure());
       zcollCommAbort(deviceComm_);
       deviceComm_ = nullptr;
     }
@@ -396,10 +509,10 @@ c10::intrusive_ptr<c10d::Backend> ZcollBackend::shrinkGroup(
 
 void ZcollBackend::eagerConnectSingleDevice(at::Device device) {
   if (!device.is_cuda()) return;  // CPU tensors use the group's communicator
-  deviceComm(device, true);
+  deviceComm(device);
 }
 
-zcollComm_t ZcollBackend::deviceComm(c10::Device device, bool collective) {
+zcollComm_t ZcollBackend::deviceComm(c10::Device device) {
   std::lock_guard<std::mutex> lock(closeMu_);
   TORCH_CHECK_WITH(DistBackendError, !closed_.load(), "zcoll: the process group was ",
                    aborted_ ? "aborted" : "shut down", " (its communicator is gone)");
@@ -410,12 +523,11 @@ zcollComm_t ZcollBackend::deviceComm(c10::Device device, bool collective) {
                 ": one CUDA device per process and group, as ProcessGroupNCCL");
     return deviceComm_;
   }
-  TORCH_CHECK(collective, "zcoll: the first operation on CUDA tensors of a process group must be "
-              "a collective, which connects every rank to its device (point to point involves "
-              "two ranks only); issue a collective first, or pass device_id to "
-              "init_process_group");
   deviceComm_ = connectDevice(device);
   deviceIndex_ = device.index();
+  deviceCallsReturnComplete_ = deviceCallsReturnCompleteFromEnv();
+  deviceWatch_->attach(deviceComm_, commName_ + ":cuda");
+  deviceErrorSeen_ = false;  // a new CUDA communicator (after a SHRINK_ABORT): watched anew
   return deviceComm_;
 }
 
@@ -436,7 +548,9 @@ zcollComm_t ZcollBackend::connectDevice(c10::Device device) {
     MaybeReleaseGil noGil;  // collective over the group's communicator
     rc = zcollCommSplit(comm_, 0, rank_, &dc, &config);
   }
-  check(rc, comm_, "zcollCommSplit (connecting the group to its CUDA device)");
+  check(rc, comm_, "zcollCommSplit (connecting the group to its CUDA device: every rank of the "
+        "group connects at its first CUDA operation of any kind, or at init_process_group with "
+        "device_id, and waits for the others there)");
   return dc;
 #else
   TORCH_CHECK(false, "zcoll: CUDA device ", device, " requested, but this build of zcoll's torch "
@@ -484,7 +598,6 @@ c10::intrusive_ptr<Work> ZcollBackend::issue(OpType type, std::vector<at::Tensor
       batch_->device = device;
       batch_->work->addOutputs(outputs);
       batch_->inputs.insert(batch_->inputs.end(), inputs.begin(), inputs.end());
-      batch_->collective = batch_->collective || !p2p;
       batch_->jobs.push_back(std::move(job));
       if (!p2p) seq_.fetch_add(1);
       return batch_->work;
@@ -496,22 +609,20 @@ c10::intrusive_ptr<Work> ZcollBackend::issue(OpType type, std::vector<at::Tensor
   auto work = c10::make_intrusive<ZcollWork>(rank_, type, outputs, reaper_, timeout);
   std::vector<Job> jobs;
   jobs.push_back(std::move(job));
-  launch(work, std::move(jobs), device, !p2p, outputs, inputs);
+  launch(work, std::move(jobs), device, outputs, inputs);
   return work;
 }
 
 void ZcollBackend::launch(const c10::intrusive_ptr<ZcollWork>& work, std::vector<Job> jobs,
-                          c10::Device device, bool collective,
-                          const std::vector<at::Tensor>& outputs,
+                          c10::Device device, const std::vector<at::Tensor>& outputs,
                           const std::vector<at::Tensor>& inputs) {
   reaper_->sweep();
 #ifdef ZCOLL_TORCH_CUDA
   if (device.is_cuda()) {
-    launchCuda(work, jobs, device, collective, outputs, inputs);
+    launchCuda(work, jobs, device, outputs, inputs);
     return;
   }
 #else
-  (void)collective;
   (void)outputs;
   (void)inputs;
 #endif
@@ -564,12 +675,13 @@ void ZcollBackend::launchHost(const c10::intrusive_ptr<ZcollWork>& work,
 // jobs' copies and zcoll calls are enqueued there (zcoll returns once enqueued), the copies back
 // after them; the Work is complete on the host at once.
 void ZcollBackend::launchCuda(const c10::intrusive_ptr<ZcollWork>& work,
-                              const std::vector<Job>& jobs, c10::Device device, bool collective,
+                              const std::vector<Job>& jobs, c10::Device device,
                               const std::vector<at::Tensor>& outputs,
                               const std::vector<at::Tensor>& inputs) {
+  checkNotCapturing(device, work->retrieveOpType());  // raises at once: nothing recorded
   std::exception_ptr error;
   try {
-    zcollComm_t comm = deviceComm(device, collective);
+    zcollComm_t comm = deviceComm(device);
     CudaPlace place = cudaPlace(device, outputs, inputs);
     work->addCudaPlace(place);
     Completion& completion = work->completion();
@@ -598,6 +710,7 @@ void ZcollBackend::launchCuda(const c10::intrusive_ptr<ZcollWork>& work,
     for (auto& copy : completion.after) copy();  // on the stream, after the operation
     completion.after.clear();
     place.done->record(place.stream);
+    work->watchDevice(deviceWatch_, deviceCallsReturnComplete_);
   } catch (...) {
     error = std::current_exception();
   }
@@ -618,6 +731,52 @@ CudaPlace ZcollBackend::cudaPlace(c10::Device device, const std::vector<at::Tens
     }
   }
   return place;
+}
+
+namespace {
+// cudaStreamIsCapturing (legal on a capturing stream; it records nothing). The legacy default
+// stream answers cudaErrorStreamCaptureImplicit while another stream captures in global mode:
+// capturing too.
+bool isCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaError_t rc = cudaStreamIsCapturing(stream, &status);
+  if (rc == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  C10_CUDA_CHECK(rc);
+  return status != cudaStreamCaptureStatusNone;
+}
+}  // namespace
+
+// zcoll's device calls cannot be captured yet (zcoll.h): refused before the caller's stream or
+// the group's gets an event, a wait or a call, so the capture stays valid.
+void ZcollBackend::checkNotCapturing(c10::Device device, c10d::OpType type) {
+  const bool current = isCapturing(at::cuda::getCurrentCUDAStream(device.index()).stream());
+  std::optional<c10::cuda::CUDAStream> group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(device.index());
+    if (it != streams_.end()) group = it->second;
+  }
+  const bool own = group && isCapturing(group->stream());
+  TORCH_CHECK(!current && !own, "zcoll: ", c10d::opTypeToString(type), " on CUDA tensors while ",
+              current ? "the current stream" : "the process group's stream", " of ", device,
+              " is being captured into a CUDA graph: zcoll's device calls cannot be captured "
+              "yet; issue it outside the capture (torch.cuda.graph / make_graphed_callables). "
+              "Nothing was recorded on the stream");
+}
+
+// Errors ignored: at interpreter exit CUDA may be going already.
+void ZcollBackend::synchronizeStreams() {
+  std::vector<c10::cuda::CUDAStream> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& entry : streams_) streams.push_back(entry.second);
+  }
+  for (const auto& st : streams) {
+    if (cudaStreamSynchronize(st.stream()) != cudaSuccess) (void)cudaGetLastError();
+  }
 }
 
 // The group's stream on `device` (one per device, from torch's pool, as ProcessGroupNCCL).
@@ -658,8 +817,7 @@ c10::intrusive_ptr<Work> ZcollBackend::endCoalescing() {
   }
   c10::Device device = batch.device.value_or(c10::Device(c10::kCPU));
   std::vector<at::Tensor> outputs = batch.work->completion().outputs;
-  // A batch connects a device only through a collective (it may hold point to point only).
-  launch(batch.work, std::move(batch.jobs), device, batch.collective, outputs, batch.inputs);
+  launch(batch.work, std::move(batch.jobs), device, outputs, batch.inputs);
   return batch.work;
 }
 

@@ -10,11 +10,13 @@
 #include <torch/version.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "common.h"
 #include "work.h"
@@ -239,10 +241,23 @@ class ZcollBackend : public c10d::Backend {
     std::vector<Job> jobs;
     std::vector<at::Tensor> inputs;
     std::optional<c10::Device> device;
-    bool collective = false;  // holds a collective (may connect a device)
   };
 
   void initAfterComm();
+
+  // ---- the watchdog (python/README.md, "Failures and the watchdog") ----------------------
+  // A thread per group, as ProcessGroupNCCL's: every kWatchdogInterval it reads the
+  // communicators' async errors (zcollCommGetAsyncError). On one it reports it once, fails the
+  // group's outstanding CUDA Works (a failure of the CUDA communicator), and acts per
+  // ZCOLL_TORCH_ASYNC_ERROR_HANDLING (asyncHandling_): 0 nothing more, 1 abort the group then
+  // end the process, 2 abort the group, 3 end the process.
+  static constexpr std::chrono::milliseconds kWatchdogInterval{100};
+  void startWatchdog();
+  // Stops it and waits for it (not when called on the watchdog itself: it is ending then).
+  void stopWatchdog();
+  void watchdogLoop();
+  // One look; false once there is nothing more to watch (the group closed, or acted on).
+  bool watchdogLook();
   // Waits (without the GIL) until the last CPU operation issued on the group has completed;
   // they complete in submission order, so every one before it has too.
   void waitIssued();
@@ -253,25 +268,33 @@ class ZcollBackend : public c10d::Backend {
                                        bool p2p = false);
   // Runs `jobs` as one operation of `work` on `device`.
   void launch(const c10::intrusive_ptr<ZcollWork>& work, std::vector<Job> jobs,
-              c10::Device device, bool collective, const std::vector<at::Tensor>& outputs,
+              c10::Device device, const std::vector<at::Tensor>& outputs,
               const std::vector<at::Tensor>& inputs);
   void launchHost(const c10::intrusive_ptr<ZcollWork>& work, const std::vector<Job>& jobs);
 #ifdef ZCOLL_TORCH_CUDA
   void launchCuda(const c10::intrusive_ptr<ZcollWork>& work, const std::vector<Job>& jobs,
-                  c10::Device device, bool collective, const std::vector<at::Tensor>& outputs,
+                  c10::Device device, const std::vector<at::Tensor>& outputs,
                   const std::vector<at::Tensor>& inputs);
   CudaPlace cudaPlace(c10::Device device, const std::vector<at::Tensor>& outputs,
                       const std::vector<at::Tensor>& inputs);
   c10::cuda::CUDAStream streamOf(c10::Device device);
+  // Refuses (before anything is recorded) an operation while the caller's current stream or the
+  // group's stream of `device` is being captured into a CUDA graph.
+  void checkNotCapturing(c10::Device device, c10d::OpType type);
+  // Waits for the group's streams (shutdown: its CUDA operations have run); errors ignored.
+  void synchronizeStreams();
 #endif
-  // The communicator of CUDA operations: split from the group's at the first CUDA collective
-  // (or eagerConnectSingleDevice), with that device current: zcoll binds a communicator to the
-  // device current at its creation (python/README.md, "CUDA tensors").
-  zcollComm_t deviceComm(c10::Device device, bool collective);
+  // The communicator of CUDA operations: split from the group's at this rank's first CUDA
+  // operation of any kind (or eagerConnectSingleDevice), with that device current: zcoll binds a
+  // communicator to the device current at its creation (python/README.md, "CUDA tensors").
+  // Collective over the group: each rank takes part at its own first CUDA operation, so a
+  // first send meets the other ranks' first operations, whatever they are.
+  zcollComm_t deviceComm(c10::Device device);
   zcollComm_t connectDevice(c10::Device device);
   // A child communicator's config, named `name` (which must outlive the config's use).
   zcollConfig_t childConfig(const std::string& name, int* timeoutSec) const;
   zcollComm_t hostComm() const;
+  static std::exception_ptr abortedFailure();
 
   void checkGatherShapes(const at::Tensor& output, const at::Tensor& input, const char* what);
   void checkSecondary(const at::Tensor& secondary, const at::Tensor& input, const char* what);
@@ -300,6 +323,17 @@ class ZcollBackend : public c10d::Backend {
   std::mutex closeMu_;  // guards closing and the device communicator
   zcollComm_t deviceComm_ = nullptr;
   c10::DeviceIndex deviceIndex_ = -1;
+  // Whether the CUDA communicator's calls return complete (ZCOLL_DEVICE_CALLS, read when it is
+  // made, as zcoll reads it): their result is then the Works' outcome at once.
+  bool deviceCallsReturnComplete_ = true;
+  std::shared_ptr<DeviceWatch> deviceWatch_ = std::make_shared<DeviceWatch>();
+  int asyncHandling_ = 0;  // ZCOLL_TORCH_ASYNC_ERROR_HANDLING
+  std::thread watchdog_;
+  std::mutex watchdogMu_;
+  std::mutex watchdogJoinMu_;
+  std::condition_variable watchdogWake_;
+  bool watchdogStop_ = false;
+  std::atomic<bool> hostErrorSeen_{false}, deviceErrorSeen_{false};  // reported by the watchdog
 #ifdef ZCOLL_TORCH_CUDA
   std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams_;
 #endif

@@ -183,4 +183,20 @@ bool zcollTimeoutFromEnv() {
   return v != nullptr && *v != '\0';
 }
 
+int asyncErrorHandlingFromEnv() {
+  const char* v = std::getenv("ZCOLL_TORCH_ASYNC_ERROR_HANDLING");
+  if (v == nullptr || *v == '\0') return 0;
+  const std::string s(v);
+  TORCH_CHECK_VALUE(s == "0" || s == "1" || s == "2" || s == "3",
+                    "zcoll: ZCOLL_TORCH_ASYNC_ERROR_HANDLING=", s, " is not valid: 0 (the "
+                    "default: failed Works report it, the group stays for shrink_group), 1 (abort "
+                    "the group, then end the process), 2 (abort the group) or 3 (end the process)");
+  return s[0] - '0';
+}
+
+bool deviceCallsReturnCompleteFromEnv() {
+  const char* v = std::getenv("ZCOLL_DEVICE_CALLS");
+  return v == nullptr || *v == '\0' || std::string(v) != "async";
+}
+
 }  // namespace zcoll_torch

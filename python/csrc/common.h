@@ -62,6 +62,14 @@ c10::Device deviceOf(const std::vector<at::Tensor>& a, const std::vector<at::Ten
 // Whether ZCOLL_TIMEOUT is set: zcoll's own setting then governs every wait (python/README.md).
 bool zcollTimeoutFromEnv();
 
+// ZCOLL_TORCH_ASYNC_ERROR_HANDLING: 0 (unset or empty), 1, 2 or 3 (python/README.md, "Failures
+// and the watchdog"); a ValueError naming the variable for anything else.
+int asyncErrorHandlingFromEnv();
+
+// Whether zcoll's device calls on CUDA return complete: ZCOLL_DEVICE_CALLS unset, auto or sync
+// (zcoll.h: auto is sync on CUDA until queued calls have passed the GPU kit); async queues.
+bool deviceCallsReturnCompleteFromEnv();
+
 // Releases the GIL for its scope if this thread holds it (torch's bindings often released it
 // already). Every wait that zcoll's progress thread may have to end goes without the GIL: a
 // completion callback there may need it (to drop the last reference of a Python-owned tensor,

@@ -71,6 +71,80 @@ bool Completion::waitDone(std::chrono::milliseconds timeout) {
   return cv.wait_for(lock, timeout, [&] { return done; });
 }
 
+// ---- DeviceWatch ---------------------------------------------------------------------------
+
+std::exception_ptr asyncFailure(zcollResult_t rc, const std::string& name) {
+  try {
+    TORCH_CHECK_WITH(DistBackendError, false, "zcoll: the communicator ", name, " failed after "
+                     "operations were enqueued on it (zcollCommGetAsyncError): ",
+                     zcollGetErrorString(rc), " (", static_cast<int>(rc), "); its next operation "
+                     "raises zcoll's message");
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+void DeviceWatch::attach(zcollComm_t comm, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  comm_ = comm;
+  name_ = name;
+  detached_ = false;  // a new communicator after an abort (shrink_group): asked from now on
+  final_ = nullptr;
+}
+
+void DeviceWatch::track(const std::shared_ptr<DeviceOutcome>& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (detached_) {  // cannot happen: no operation is enqueued after the communicator went
+    outcome->settle(final_);
+    return;
+  }
+  auto gone = [](const std::weak_ptr<DeviceOutcome>& w) {
+    auto o = w.lock();
+    return o == nullptr || o->isSettled();
+  };
+  outstanding_.erase(std::remove_if(outstanding_.begin(), outstanding_.end(), gone),
+                     outstanding_.end());
+  outstanding_.push_back(outcome);
+}
+
+std::exception_ptr DeviceWatch::asyncErrorLocked() {
+  if (detached_ || comm_ == nullptr) return final_;
+  zcollResult_t async = zcollSuccess;
+  if (zcollCommGetAsyncError(comm_, &async) != zcollSuccess || async == zcollSuccess)
+    return nullptr;
+  return asyncFailure(async, name_);
+}
+
+std::exception_ptr DeviceWatch::asyncError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return asyncErrorLocked();
+}
+
+void DeviceWatch::settlePassed(DeviceOutcome& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome.settle(asyncErrorLocked());
+}
+
+void DeviceWatch::failOutstanding(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& w : outstanding_)
+    if (auto o = w.lock()) o->settle(error);
+  outstanding_.clear();
+}
+
+void DeviceWatch::detach(std::exception_ptr final) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& w : outstanding_)
+    if (auto o = w.lock()) o->settle(final);
+  outstanding_.clear();
+  final_ = final;
+  detached_ = true;
+  comm_ = nullptr;
+}
+
+// ---- ZcollWork ------------------------------------------------------------------------------
+
 ZcollWork::ZcollWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
                      std::shared_ptr<Reaper> reaper, std::chrono::milliseconds timeout)
     : Work(rank, type), completion_(std::make_shared<Completion>()),
@@ -97,21 +171,40 @@ bool ZcollWork::isCompleted() {
     if (completion_->error) return true;
   }
 #ifdef ZCOLL_TORCH_CUDA
-  for (const auto& place : places_) {
-    if (!place.done->query()) return false;
+  settleDevice();
+  if (deviceFailure()) return true;  // failed: complete, as ProcessGroupNCCL's
+  return devicePassed();
+#else
+  return true;
+#endif
+}
+
+// Complete without an error; for a CUDA operation, its device part settled as a success.
+bool ZcollWork::isSuccess() const {
+  {
+    std::lock_guard<std::mutex> lock(completion_->mu);
+    if (!completion_->done || completion_->error) return false;
+  }
+#ifdef ZCOLL_TORCH_CUDA
+  if (outcome_) {
+    settleDevice();
+    return outcome_->isSettled() && !outcome_->failure();
   }
 #endif
   return true;
 }
 
-bool ZcollWork::isSuccess() const {
-  std::lock_guard<std::mutex> lock(completion_->mu);
-  return completion_->done && !completion_->error;
-}
-
 std::exception_ptr ZcollWork::exception() const {
-  std::lock_guard<std::mutex> lock(completion_->mu);
-  return completion_->error;
+  {
+    std::lock_guard<std::mutex> lock(completion_->mu);
+    if (completion_->error) return completion_->error;
+  }
+#ifdef ZCOLL_TORCH_CUDA
+  settleDevice();
+  return deviceFailure();
+#else
+  return nullptr;
+#endif
 }
 
 void ZcollWork::addOutputs(const std::vector<at::Tensor>& more) {
@@ -127,6 +220,36 @@ void ZcollWork::addCudaPlace(const CudaPlace& place) {
   devices_.push_back(device);
   completion_->future = c10::make_intrusive<c10::ivalue::Future>(
       c10::ListType::create(c10::TensorType::get()), devices_);
+}
+
+void ZcollWork::watchDevice(const std::shared_ptr<DeviceWatch>& watch, bool returnedComplete) {
+  outcome_ = std::make_shared<DeviceOutcome>();
+  watch_ = watch;
+  if (returnedComplete) {
+    outcome_->settle(nullptr);  // the calls returned complete and succeeded
+  } else {
+    watch_->track(outcome_);
+  }
+}
+
+bool ZcollWork::devicePassed() const {
+  for (const auto& place : places_) {
+    if (!place.done->query()) return false;
+  }
+  return true;
+}
+
+void ZcollWork::settleDevice() const {
+  if (!outcome_ || outcome_->isSettled()) return;
+  if (devicePassed()) {
+    watch_->settlePassed(*outcome_);
+  } else if (std::exception_ptr error = watch_->asyncError()) {
+    outcome_->settle(error);
+  }
+}
+
+std::exception_ptr ZcollWork::deviceFailure() const {
+  return outcome_ ? outcome_->failure() : nullptr;
 }
 #endif
 
@@ -173,6 +296,8 @@ bool ZcollWork::wait(std::chrono::milliseconds timeout) {
                      " (the operation is not cancelled: it still runs in its turn; wait() "
                      "without a timeout waits for its end)");
   }
+  // A CUDA operation's failure known by now (settled, or its communicator reports an error)
+  // raises; otherwise the caller's current stream waits for its end.
   std::exception_ptr error = exception();
   if (error) std::rethrow_exception(error);
 #ifdef ZCOLL_TORCH_CUDA

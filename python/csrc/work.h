@@ -8,8 +8,13 @@
 // with valid outputs even if nobody waits.
 //
 // CUDA tensors: the operation is enqueued on the group's stream when it is issued (zcoll's
-// device calls return once enqueued), so the Work is complete on the host at once; wait() makes
-// the caller's current stream wait for the operation's end (ProcessGroupNCCL's semantics).
+// device calls return once enqueued, or complete with ZCOLL_DEVICE_CALLS=auto/sync), so the Work
+// is complete on the host at once; wait() makes the caller's current stream wait for the
+// operation's end (ProcessGroupNCCL's semantics). A queued call that fails once it runs breaks
+// the communicator (zcollCommGetAsyncError) and releases the stream: its Work's DeviceOutcome
+// settles as a failure once the communicator reports the error (the Work asked, or the group's
+// watchdog), and as a success once the call's done events have passed with the communicator
+// clear (zcoll breaks it before it releases the stream of a failed call).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -20,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #ifdef ZCOLL_TORCH_CUDA
@@ -69,6 +75,63 @@ struct Completion {
   bool waitDone(std::chrono::milliseconds timeout);
 };
 
+// How the device part of a CUDA operation went, settled once (the first settlement stands).
+struct DeviceOutcome {
+  std::mutex mu;
+  bool settled = false;
+  std::exception_ptr error;
+  void settle(std::exception_ptr failure) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (settled) return;
+    settled = true;
+    error = failure;
+  }
+  bool isSettled() {
+    std::lock_guard<std::mutex> lock(mu);
+    return settled;
+  }
+  std::exception_ptr failure() {
+    std::lock_guard<std::mutex> lock(mu);
+    return error;
+  }
+};
+
+// The group's CUDA communicator as its Works see it (one per backend, shared with its Works, so
+// a Work may outlive the backend): its async error, and the outcomes not yet settled. The
+// communicator is asked only while attached; the backend detaches it before destroying or
+// aborting it, settling what is left (and attaches the next one a SHRINK_ABORT leads to).
+// A failure zcollCommGetAsyncError reported on communicator `name`, as a DistBackendError. Only
+// the result's code and text: zcollGetLastError(comm) is not for a thread other than the one
+// using the communicator (the watchdog's), so zcoll's message comes with the next operation.
+std::exception_ptr asyncFailure(zcollResult_t rc, const std::string& name);
+
+class DeviceWatch {
+ public:
+  // `name`: the communicator's, for the message.
+  void attach(zcollComm_t comm, const std::string& name);
+  void track(const std::shared_ptr<DeviceOutcome>& outcome);
+  // The communicator's async error as the exception an outcome fails with (null while clear;
+  // after detach, the final one).
+  std::exception_ptr asyncError();
+  // For an operation whose done events have all passed: success unless the communicator has an
+  // error (a failed call breaks it before its stream is released).
+  void settlePassed(DeviceOutcome& outcome);
+  // Fails every outcome not yet settled (the watchdog saw `error`).
+  void failOutstanding(std::exception_ptr error);
+  // The communicator goes: what is not settled settles with `final` (null: success, for a
+  // shutdown once the group's streams are synchronized and the communicator was clear).
+  void detach(std::exception_ptr final);
+
+ private:
+  std::exception_ptr asyncErrorLocked();
+  std::mutex mu_;
+  zcollComm_t comm_ = nullptr;
+  std::string name_;
+  bool detached_ = false;
+  std::exception_ptr final_;
+  std::vector<std::weak_ptr<DeviceOutcome>> outstanding_;
+};
+
 #ifdef ZCOLL_TORCH_CUDA
 // Where a CUDA operation runs: the group's stream on the tensors' device, after `submitted`
 // (recorded on the caller's current stream when the operation was issued); `done` is recorded
@@ -107,6 +170,9 @@ class ZcollWork : public c10d::Work {
   // One CUDA operation of it: its future then completes on that device's stream (c10's
   // CUDA-aware future records events).
   void addCudaPlace(const CudaPlace& place);
+  // Once enqueued: the device part's outcome, known at once (`returnedComplete`: the zcoll calls
+  // returned complete, their result is the outcome) or settled later through `watch`.
+  void watchDevice(const std::shared_ptr<DeviceWatch>& watch, bool returnedComplete);
 #endif
 
   // The request that runs it; its callback completes this Work.
@@ -123,8 +189,17 @@ class ZcollWork : public c10d::Work {
   std::shared_ptr<Reaper> reaper_;
   std::chrono::milliseconds timeout_;
 #ifdef ZCOLL_TORCH_CUDA
+  // Whether every done event has passed (the device got past the operation).
+  bool devicePassed() const;
+  // Settles the device outcome if it can be now: passed (settlePassed), or the communicator
+  // reports an error (it may be this operation's: ProcessGroupNCCL's semantics).
+  void settleDevice() const;
+  // The device part's failure, once settled so (settleDevice first).
+  std::exception_ptr deviceFailure() const;
   std::vector<CudaPlace> places_;
   std::vector<c10::Device> devices_;
+  std::shared_ptr<DeviceOutcome> outcome_;
+  std::shared_ptr<DeviceWatch> watch_;
 #endif
 };
 

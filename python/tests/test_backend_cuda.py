@@ -255,10 +255,59 @@ def scenario_non_default_stream(rank, world):
     assert torch.all(out == sum(0.5 * (r + 1) for r in range(world)))
 
 
+def scenario_point_to_point_first(rank, world):
+    # The group's first CUDA operation on each rank is point to point (a ring of sends), a
+    # barrier before it: each rank's first CUDA operation connects the group to its device.
+    dist.barrier()
+    out = torch.empty(8, device="cuda")
+    send = torch.full((8,), float(rank), device="cuda")
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % world),
+           dist.P2POp(dist.irecv, out, (rank - 1) % world)]
+    if rank % 2:
+        ops.reverse()
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    assert torch.all(out.cpu() == float((rank - 1) % world))
+    if rank == 0:  # then a plain send / recv pair, then a collective
+        dist.send(send, 1)
+    elif rank == 1:
+        dist.recv(out, 0)
+        assert torch.all(out.cpu() == 0.0)
+    t = torch.ones(4, device="cuda")
+    dist.all_reduce(t)
+    assert torch.all(t.cpu() == world)
+
+
+def scenario_send_recv_first(rank, world):
+    # Nothing but a send and a recv as the group's first CUDA operations.
+    t = torch.full((4,), float(rank + 1), device="cuda")
+    if rank == 0:
+        dist.send(t, 1)
+    else:
+        dist.recv(t, 0)
+        assert torch.all(t.cpu() == 1.0)
+
+
+def scenario_graph_capture_refused(rank, world):
+    # zcoll's device calls cannot be captured: refused before anything is recorded on a stream,
+    # so the capture ends valid and the group works afterwards (python/README.md, CUDA tensors).
+    t = torch.ones(4, device="cuda")
+    dist.all_reduce(t)  # connects the group outside the capture
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="captured into a CUDA graph"):
+        with torch.cuda.graph(g):
+            t.mul_(2)  # captured, not run
+            dist.all_reduce(t)
+    torch.cuda.synchronize()
+    dist.all_reduce(t)
+    assert torch.all(t.cpu() == world * world)
+
+
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
              [scenario_collectives, scenario_stream_semantics, scenario_zeropp,
               scenario_mixed_devices_refused, scenario_init_before_set_device,
-              scenario_non_default_stream]}
+              scenario_non_default_stream, scenario_graph_capture_refused,
+              scenario_point_to_point_first, scenario_send_recv_first]}
 
 
 def _run(scenario, world, order="set_device_first"):
@@ -291,3 +340,13 @@ def test_cuda_device_bound_lazily_or_by_device_id(order):
 
 def test_cuda_non_default_stream_premul_sum():
     _run("non_default_stream", 2)
+
+
+def test_cuda_graph_capture_refused():
+    _run("graph_capture_refused", 2)
+
+
+@pytest.mark.parametrize("order", ["set_device_first", "init_first"])
+def test_cuda_point_to_point_as_the_first_operation(order):
+    _run("send_recv_first", 2, order)
+    _run("point_to_point_first", 3, order)

@@ -1,7 +1,8 @@
 """The Backend methods torch and FSDP2 call beyond the collectives (issue 31): PREMUL_SUM,
 supports_tensor_alloc / allocate_tensor, supports_splitting / split (dist.split_group, new_group
-splitting a group bound with device_id), abort / shutdown, get_error, set_timeout; and the
+splitting a group bound with device_id), abort / shutdown, get_error, set_timeout, the watchdog; and the
 request-based CPU path (issue 29): a future completes with valid outputs though nobody waits."""
+import faulthandler
 import os
 import tempfile
 import time
@@ -216,6 +217,82 @@ def test_shutdown_runs_issued_work():
     _run("shutdown", 2)
 
 
+# ---- failures and the watchdog (python/README.md, "Failures and the watchdog") ------------
+
+def _group_gone(b):
+    """Whether the group's communicator is gone (aborted), rather than broken."""
+    try:
+        b.allreduce([torch.ones(1)]).wait()
+    except dist.DistBackendError as e:
+        return "its communicator is gone" in str(e)
+    raise AssertionError("an operation on a failed group succeeded")
+
+
+def scenario_watchdog(rank, world):
+    # Rank 1 aborts while rank 0 has two operations outstanding: one running (waiting for rank
+    # 1), one queued behind it. Both Works fail; rank 0's watchdog sees the async error.
+    mode = os.environ["ZCOLL_TORCH_ASYNC_ERROR_HANDLING"]
+    b = _backend()
+    dist.all_reduce(torch.ones(4))
+    if rank == 1:
+        time.sleep(1)
+        dist.distributed_c10d._abort_process_group()
+        return
+    running = dist.all_reduce(torch.ones(1 << 16), async_op=True)
+    queued = dist.all_reduce(torch.ones(4), async_op=True)
+    for work in (running, queued):
+        with pytest.raises(dist.DistBackendError):
+            work.wait()
+        assert work.is_completed()
+        assert not work.is_success()
+        assert work.exception() is not None
+    if mode == "1":
+        faulthandler.disable()  # its abort() is expected: no Python stack dump
+        time.sleep(60)  # the watchdog ends this process first
+        raise AssertionError("the watchdog did not end the process")
+    deadline = time.monotonic() + 20
+    if mode == "2":  # the watchdog aborts the group within its interval
+        while not _group_gone(b):
+            assert time.monotonic() < deadline, "the watchdog did not abort the group"
+            time.sleep(0.05)
+    else:  # 0: the group stays (broken), for shrink_group
+        time.sleep(0.5)  # five intervals of the watchdog
+        assert not _group_gone(b)
+    assert not BACKEND_GET_ERROR or b.get_error() != ErrorType.SUCCESS
+
+
+@pytest.mark.parametrize("mode", ["0", "2"])
+def test_watchdog_sees_a_peer_abort(mode, monkeypatch, capfd):
+    monkeypatch.setenv("ZCOLL_TORCH_ASYNC_ERROR_HANDLING", mode)
+    _run("watchdog", 2)
+    err = capfd.readouterr().err
+    assert "zcoll: watchdog: the communicator torch:" in err, err[-2000:]
+    assert f"ZCOLL_TORCH_ASYNC_ERROR_HANDLING={mode}, " in err, err[-2000:]
+
+
+def test_watchdog_tear_down_ends_the_process(monkeypatch, capfd):
+    monkeypatch.setenv("ZCOLL_TORCH_ASYNC_ERROR_HANDLING", "1")
+    with pytest.raises(mp.ProcessExitedException) as ended:
+        _run("watchdog", 2)
+    assert ended.value.error_index == 0
+    assert ended.value.signal_name == "SIGABRT"
+    assert "zcoll: watchdog: ending the process" in capfd.readouterr().err
+
+
+def _init_refused_worker(rank, world, path):
+    import zcoll  # noqa: F401
+    with pytest.raises(ValueError, match="ZCOLL_TORCH_ASYNC_ERROR_HANDLING=5 is not valid"):
+        dist.init_process_group("zcoll", init_method=f"file://{path}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=60))
+
+
+def test_an_unknown_async_error_handling_is_refused(monkeypatch):
+    monkeypatch.setenv("ZCOLL_TORCH_ASYNC_ERROR_HANDLING", "5")
+    with tempfile.TemporaryDirectory() as d:
+        mp.start_processes(_init_refused_worker, args=(1, os.path.join(d, "store")), nprocs=1,
+                           join=True, start_method="fork")
+
+
 # ---- set_timeout --------------------------------------------------------------------------
 
 def scenario_set_timeout(rank, world):
@@ -290,4 +367,4 @@ def test_future_completes_without_wait():
 SCENARIOS = {f.__name__[len("scenario_"):]: f for f in
              [scenario_premul_sum, scenario_allocate_tensor, scenario_split_group,
               scenario_new_group_split, scenario_abort, scenario_shutdown, scenario_set_timeout,
-              scenario_set_timeout_env, scenario_future_without_wait]}
+              scenario_set_timeout_env, scenario_future_without_wait, scenario_watchdog]}

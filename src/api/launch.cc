@@ -245,6 +245,13 @@ Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn) {
                 "works on device %d (the current device when it was made); use a communicator "
                 "of device %d, as NCCL binds one to each device", fn, exec.device(), mine,
                 exec.device());
+  bool capturing = false;
+  ZCOLL_CHECK(exec.isCapturing(&capturing));
+  if (capturing)
+    return fail(zcollInvalidUsage, "%s: the stream is being captured into a CUDA graph: zcoll "
+                "calls cannot be captured (their work is launched by the progress thread as the "
+                "network delivers, or the stream is synchronized); run them outside the "
+                "capture", fn);
   exec.limitWaits(comm->deviceWaitLimits());
   return zcollSuccess;
 }

@@ -70,9 +70,10 @@ constexpr int kMaxDeviceCallsInFlight = 64;
 
 // A call on device buffers (executor `exec`) needs the comm's device routes, which exist when the
 // rank had an initialized device at init (core/init.cc): zcollUnsupported saying so otherwise;
-// and its buffers on the comm's device: zcollInvalidUsage naming both devices otherwise. Both
-// before anything moves (the comm stays usable). Then bounds the executor's waits by the comm's
-// abort and timeout (Executor::limitWaits).
+// and its buffers on the comm's device: zcollInvalidUsage naming both devices otherwise; and its
+// stream not under graph capture (Executor::isCapturing): zcollInvalidUsage naming the capture
+// otherwise. All before anything moves or is queued on the stream (the comm stays usable).
+// Then bounds the executor's waits by the comm's abort and timeout (Executor::limitWaits).
 Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn);
 
 // Queues `work` on the comm's progress thread for a call on device buffers whose executors

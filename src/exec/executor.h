@@ -153,6 +153,14 @@ class Executor {
   virtual Result bindThread() { return zcollSuccess; }
   // The device this executor works on (its ordinal in this process), -1 for the host.
   virtual int device() const { return -1; }
+  // Whether this executor's stream is being captured into a graph (CUDA: cudaStreamIsCapturing,
+  // which is legal on a capturing stream and records nothing on it). zcoll's device calls cannot
+  // be captured: the entry point (api/launch.h, checkDeviceCall) refuses them before it touches
+  // the stream. The host executor, which has no stream, never is.
+  virtual Result isCapturing(bool* capturing) {
+    *capturing = false;
+    return zcollSuccess;
+  }
   // Bounds flush(): it gives up once *limits.stop is set (the communicator is being aborted), or
   // after limits.timeoutMs, instead of waiting for a device that may never finish (a stream
   // behind work that never ends), leaving the work queued and setting *limits.abandoned: what

@@ -486,6 +486,9 @@ class FakeStream {
   explicit FakeStream(FakeDeviceArena* arena) : arena_(arena) {}
   ~FakeStream() { (void)synchronize(); }  // then own_ drains (nothing left) and joins
   FakeDeviceArena* arena() const { return arena_; }
+  // Set by a test: the stream is being captured into a graph (cudaStreamBeginCapture), as
+  // FakeDeviceExecutor::isCapturing reports it.
+  std::atomic<bool> capturing{false};
   // Queues `op`; with touchesDevice, `arena` (default: the stream's) is open while it runs.
   void submit(std::function<Result()> op, bool touchesDevice, FakeDeviceArena* arena = nullptr) {
     if (!FakeHardware::callerThread) ++FakeHardware::submitsOffCallers;
@@ -756,6 +759,10 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     return device_ >= 0 ? device_ : arena_ != nullptr ? arena_->device : 0;
   }
   void onDevice(int device) { device_ = device; }
+  Result isCapturing(bool* capturing) override {
+    *capturing = stream_->capturing.load();
+    return zcollSuccess;
+  }
   // Side executors made so far, by every fake executor (a call queued makes at least one).
   static inline std::atomic<int> sidesMade{0};
   Result makeSideExecutor(std::unique_ptr<Executor>* out) override {
