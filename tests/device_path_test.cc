@@ -279,7 +279,7 @@ TEST(DeviceCallsMode, AnUnknownSettingIsRefusedAtInit) {
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
   zcollComm_t comm = nullptr;
   EXPECT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollInvalidArgument);
-  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("use auto, async or sync"),
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("use auto, sync, stream or async"),
             std::string::npos) << zcollGetLastError(nullptr);
 }
 

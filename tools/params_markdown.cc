@@ -51,6 +51,12 @@ constexpr OtherVariable kOtherVariables[] = {
     {"`ZCOLL_CORE_REQUIREMENT`", "python/setup.py (building the torch backend)",
      "The zcoll-core requirement the torch package's metadata names, for a wheel meant for an "
      "index (e.g. `zcoll-core==0.1.0`). Default: zcoll-core from this checkout (`python/core`)."},
+    {"`ZCOLL_TORCH_ASYNC_ERROR_HANDLING`", "the torch backend's watchdog (python/README.md)",
+     "What the watchdog does once a group's communicator reports an asynchronous error (it always "
+     "warns once and fails the outstanding CUDA Works): `0` nothing more (default: the group "
+     "stays, for `shrink_group`), `1` abort the group and end the process, `2` abort the group, "
+     "`3` end the process; torch's TORCH_NCCL_ASYNC_ERROR_HANDLING values. Read at group "
+     "creation; anything else is a ValueError."},
     {"`ZCOLL_LIBRARY`", "zcoll.core (python/zcoll/core/_library.py)",
      "A libzcoll.so path that zcoll.core loads instead of the copy installed beside the package "
      "(zcoll-core's), e.g. `build/libzcoll.so` to test a build."},
