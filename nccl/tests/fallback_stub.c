@@ -34,14 +34,18 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   *comm = (ncclComm_t)c;
   return ncclSuccess;
 }
-ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+/* Destroy and abort share a static helper: under the sanitizers the stub is loaded without
+ * RTLD_DEEPBIND (nccl/src/fallback.cc), so a call from here to the exported ncclCommDestroy would
+ * bind to libzcoll_nccl.so's, which refuses the stub's handle and leaks it. */
+static ncclResult_t freeComm(ncclComm_t comm) {
   struct StubComm* c = stubComm(comm);
   if (c == NULL) return ncclInvalidArgument;
   c->magic = 0;
   free(c);
   return ncclSuccess;
 }
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return freeComm(comm); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return freeComm(comm); }
 ncclResult_t ncclAllReduce(const void* s, void* r, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   (void)s, (void)t, (void)op, (void)stream;
