@@ -1400,6 +1400,142 @@ TEST(DeviceExecutionModel, TransfersWaitForAFenceOfTheCallsKernelsNotAFlush) {
 }
 
 #ifdef ZCOLL_HAVE_CUDA
+// ---- The strict stand-in: streams share N hardware queues (issue 38) --------------------------
+// On a GPU, streams feed CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default), so with more
+// streams than queues work submitted later on another stream can sit behind a stream memory
+// wait that waits for it. The stand-in models that (FakeHardwareQueues); these tests check the
+// model, and that it catches the queued mode's hazard (the CUDA review's finding).
+
+// Streams made on the calling thread with CUDA_DEVICE_MAX_CONNECTIONS=`queues`: `count` of them,
+// on the queues round-robin after the legacy stream's (queue 0).
+std::vector<std::unique_ptr<test::FakeStream>> streamsOn(const FakeDeviceArena& arena, int count) {
+  std::vector<std::unique_ptr<test::FakeStream>> all;
+  for (int i = 0; i < count; ++i)
+    all.push_back(std::make_unique<test::FakeStream>(const_cast<FakeDeviceArena*>(&arena)));
+  return all;
+}
+
+// Whether `stream` ran what was queued on it within `ms`.
+bool ranWithin(test::FakeStream& stream, int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  Result error = zcollSuccess;
+  return stream.synchronizeUntil([&] { return std::chrono::steady_clock::now() > until; },
+                                 &error);
+}
+
+TEST(StrictStandIn, AWaitBlocksLaterWorkOfEveryStreamOfItsQueueAndNoOther) {
+  test::ScopedEnv queues("CUDA_DEVICE_MAX_CONNECTIONS", "2");
+  FakeDevice device;  // the legacy stream on queue 0, the next stream on 1, then 0, 1, ...
+  EXPECT_EQ(test::FakeHardwareQueues::count(), 2);
+  FakeDeviceArena arena;  // its own stream: queue 1
+  auto s = streamsOn(arena, 3);  // queues 0, 1, 0
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  s[0]->submitWait([flag] { return flag->load(); }, "the test's wait");
+  auto nothing = [] { return zcollSuccess; };
+  s[1]->submit(nothing, false);
+  s[2]->submit(nothing, false);
+  EXPECT_TRUE(ranWithin(*s[1], 2000)) << "another queue goes on";
+  EXPECT_FALSE(ranWithin(*s[2], 200)) << "later work on the wait's queue sits behind it";
+  *flag = true;
+  EXPECT_TRUE(ranWithin(*s[2], 2000));
+  EXPECT_EQ(s[0]->synchronize(), zcollSuccess);
+}
+
+TEST(StrictStandIn, TheDefaultIsEightQueuesAndOneKeepsEveryStreamInOneQueue) {
+  {
+    test::ScopedEnv unset("CUDA_DEVICE_MAX_CONNECTIONS", nullptr);
+    FakeDevice device;
+    EXPECT_EQ(test::FakeHardwareQueues::count(), 8);
+  }
+  test::ScopedEnv one("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+  FakeDevice device;
+  FakeDeviceArena arena;
+  auto s = streamsOn(arena, 2);
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  s[0]->submitWait([flag] { return flag->load(); }, "the test's wait");
+  s[1]->submit([] { return zcollSuccess; }, false);
+  EXPECT_FALSE(ranWithin(*s[1], 200)) << "one queue: every stream behind the wait";
+  *flag = true;
+  EXPECT_TRUE(ranWithin(*s[1], 2000));
+}
+
+TEST(StrictStandIn, AFullLaunchQueueBlocksTheSubmitterAndPastTheLimitIsAViolation) {
+  WaitLimit limit(300);
+  struct Depth {
+    int saved = test::FakeHardware::launchDepth.exchange(4);
+    ~Depth() { test::FakeHardware::launchDepth = saved; }
+  } depth;
+  FakeDevice device;
+  FakeDeviceArena arena;
+  auto s = streamsOn(arena, 1);
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  s[0]->submitWait([flag] { return flag->load(); }, "the test's wait");
+  for (int i = 0; i < 3; ++i) s[0]->submit([] { return zcollSuccess; }, false);  // 4 pending
+  EXPECT_EQ(test::FakeHardware::violations.load(), 0);
+  std::thread release([flag] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    *flag = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  s[0]->submit([] { return zcollSuccess; }, false);  // blocks until the wait ran
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  release.join();
+  EXPECT_EQ(s[0]->synchronize(), zcollSuccess);
+  EXPECT_EQ(test::FakeHardware::violations.load(), 0) << "released within the limit";
+  // A kernel that runs longer than the limit (not a wait: no violation of its own) and the queue
+  // full behind it: the next launch is one.
+  s[0]->submit([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    return zcollSuccess;
+  }, false);
+  for (int i = 0; i < 4; ++i) s[0]->submit([] { return zcollSuccess; }, false);
+  EXPECT_EQ(test::FakeHardware::violations.load(), 1);
+  EXPECT_NE(test::FakeHardware::lastViolation().find("full launch queue"), std::string::npos)
+      << test::FakeHardware::lastViolation();
+  EXPECT_EQ(s[0]->synchronize(), zcollSuccess);
+  test::FakeHardware::violations = 0;  // expected here
+}
+
+// The stand-in's violations while one rank runs `calls` all-reduces on device buffers, each
+// copying its input out of place on a side stream made for it, with ZCOLL_DEVICE_CALLS=`mode`,
+// CUDA_DEVICE_MAX_CONNECTIONS=2 (so the side streams come round to the caller's stream's
+// queue) and a short wait limit; forgotten afterwards (the caller checks them).
+int violationsOfCallsOnTwoQueues(const char* mode, int calls) {
+  test::ScopedEnv deviceCalls("ZCOLL_DEVICE_CALLS", mode);
+  test::ScopedEnv queues("CUDA_DEVICE_MAX_CONNECTIONS", "2");
+  WaitLimit limit(500);
+  FakeDevice device;
+  FakeDeviceArena arena;  // outlives the comm: calls of a broken comm may still run on it
+  runRanks(RankSetup{1, 1}, [&](int, zcollComm_t comm) {
+    FakeDeviceArena::Scope scope(&arena);
+    const size_t n = 256;
+    const Bytes in = floatBytes(n, 1.0f);
+    void* x = arena.alloc(in.size());
+    void* y = arena.alloc(in.size());
+    arena.upload(x, in);
+    for (int k = 0; k < calls; ++k)
+      (void)zcollAllReduce(x, y, n, zcollFloat32, zcollSum, comm, arena.handle());
+    (void)arena.stream()->synchronize();
+  });
+  (void)arena.stream()->synchronize();
+  const int seen = test::FakeHardware::violations.load();
+  test::FakeHardware::violations = 0;
+  return seen;
+}
+
+TEST(StrictStandIn, AsyncModeDeadlocksBehindLaterWork) {
+  // The queued (async) mode: the caller's stream waits on a word the progress thread stores
+  // after the call's side-stream work, submitted later. With more streams than hardware queues
+  // that work can sit behind the wait in the same queue: a deadlock on a GPU (issue 38's CUDA
+  // review), which the stand-in reports. Until the call's work is all submitted at call time,
+  // this test documents the hazard; the sync mode (auto on CUDA) queues no wait and is clean.
+  EXPECT_GT(violationsOfCallsOnTwoQueues("async", 4), 0)
+      << "the queued mode no longer waits for later work: make this test check it is clean";
+  EXPECT_NE(test::FakeHardware::lastViolation().find("stream memory wait"), std::string::npos)
+      << test::FakeHardware::lastViolation();
+  EXPECT_EQ(violationsOfCallsOnTwoQueues("sync", 4), 0) << test::FakeHardware::lastViolation();
+}
+
 // ---- The same on a GPU, with CUDA's device component (skipped without a GPU) ------------------
 // Ranks are threads sharing the GPU: while one rank allocates or frees, another's queued calls
 // may hold their streams, and cudaMalloc/cudaFree synchronize the device implicitly (a deadlock:
