@@ -224,7 +224,7 @@ void preMulSum(Rank& r) {
 }
 
 TEST(NcclDevice, EveryCallOnTheStandInDeviceGivesZcollsHostBytes) {
-  FakeDevice device;
+  FakeDevice device;  // like CUDA: its calls are synchronous
   runOwningRanks(RankSetup{4, 2}, [&](int rank, zcollComm_t z) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);

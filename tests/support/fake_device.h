@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -143,25 +144,41 @@ inline FakeDeviceArena* gSharedArena = nullptr;
 
 // What the stand-in models of the hardware and driver, process-wide (as CUDA's are):
 //  - the legacy default stream (NULL): one per process, shared by every thread;
-//  - hardware queues: by default each stream runs on its own; with CUDA_DEVICE_MAX_CONNECTIONS=1
-//    in the environment when a FakeDevice is made, every stream of the process feeds ONE queue,
-//    in submission order, and an operation that waits blocks everything queued after it, of any
-//    stream (what one hardware queue does; CUDA's warning on cuStreamWaitValue32: an order the
-//    scheduler cannot see may deadlock);
+//  - hardware queues (FakeHardwareQueues): N per process, N = CUDA_DEVICE_MAX_CONNECTIONS in
+//    the environment when a FakeDevice is made, else 8 (CUDA's default). Streams are assigned
+//    to them round-robin when made (the legacy stream too, again at each FakeDevice); a queue
+//    runs what its streams submit in submission order (FIFO), so an operation that waits blocks
+//    everything queued after it on that queue, of any stream. With more streams than queues,
+//    work submitted LATER on another stream can sit behind a stream memory wait that waits for
+//    it: a deadlock on a GPU (CUDA's warning on cuStreamWaitValue32: an order the scheduler
+//    cannot see may deadlock). N = 1: every stream of the process feeds one queue. The queued
+//    mode (ZCOLL_DEVICE_CALLS=async, and auto with Trust::kQueuedCalls) waits for later work,
+//    so its calls violate here once a side stream or copy lane comes round to the caller's
+//    queue; tests that check only results run like CUDA (Trust::kLikeCuda: auto is sync), and
+//    the queued mode's own tests ask explicitly for a queue per stream (FakeDevice::Queues::
+//    kOnePerStream: lenient, named as such);
 //  - waits (events, stream memory operations, host functions): an operation that waits longer
 //    than waitLimitMs is a deadlock on a GPU: it is recorded as a violation, fails its stream
 //    (sticky error) and lets the queue go on, so a test fails instead of hanging;
 //  - host functions: serialized process-wide (one driver thread runs them);
-//  - a limited queue depth: a stream takes at most queueDepth operations not yet run; submitting
-//    more blocks the submitting thread (as a full CUDA launch queue does), bounded by
+//  - limited queue depths: a stream takes at most queueDepth operations not yet run, and the
+//    process's launch queue (FakeLaunchQueue, shared by all its streams) at most launchDepth;
+//    submitting more blocks the submitting thread (as a full CUDA launch queue does), bounded by
 //    waitLimitMs (a violation past it).
+// Ranks are threads here, so the ranks of a test share the process's queues, as ranks that are
+// threads on one GPU do (the GPU kit's CudaDevicePath).
 struct FakeHardware {
+  static int initialWaitLimitMs() {
+    const char* v = std::getenv("ZCOLL_FAKE_WAIT_LIMIT_MS");
+    return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 20000;
+  }
   // Whether the stand-in device's stream memory waits are released (a wait's condition, while
   // its operation has not run to its end).
   using Released = std::function<bool()>;
-  static inline std::atomic<bool> singleQueue{false};
-  static inline std::atomic<int> waitLimitMs{20000};
-  static inline std::atomic<int> queueDepth{1024};
+  // ZCOLL_FAKE_WAIT_LIMIT_MS in the environment sets the initial limit (surveys of many tests).
+  static inline std::atomic<int> waitLimitMs{initialWaitLimitMs()};
+  static inline std::atomic<int> queueDepth{1024};   // per stream
+  static inline std::atomic<int> launchDepth{4096};  // per process (FakeLaunchQueue)
   // Every executor operation ("kernel") queued from now takes this long: work still running
   // when a transport would touch its buffers.
   static inline std::atomic<int> kernelDelayUs{0};
@@ -175,12 +192,15 @@ struct FakeHardware {
     std::lock_guard<std::mutex> lock(mu());
     return last();
   }
+  // Recorded (FakeDevice fails the test at its end) and said at once, on stderr: what follows
+  // a deadlock (a failed stream, a crash in an error path) shows after it.
   static void violation(const std::string& what) {
     {
       std::lock_guard<std::mutex> lock(mu());
       last() = what;
     }
     ++violations;
+    std::fprintf(stderr, "stand-in device violation: %s\n", what.c_str());
   }
   // Implicit synchronization (base/stream_holds.h): an allocation or free of device or pinned
   // memory, or an IPC open or close, synchronizes the device in CUDA, so issued while a stream
@@ -265,7 +285,8 @@ struct FakeOp {
   FakeDeviceArena* arena;  // opened while it runs; null: touches no device memory
 };
 
-// A hardware queue: a worker thread that runs operations in the order they were submitted.
+// A hardware queue: a worker thread that runs operations in the order they were submitted, one
+// at a time (an operation that waits blocks the ones behind it).
 class FakeQueue {
  public:
   FakeQueue() : worker_([this] { loop(); }) {}
@@ -280,21 +301,122 @@ class FakeQueue {
   void push(FakeOp op) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(op));
+    ++pushed_;
     changed_.notify_all();
   }
-  // The queue every stream feeds with CUDA_DEVICE_MAX_CONNECTIONS=1 (never destroyed).
-  static FakeQueue& single() {
-    static FakeQueue* q = new FakeQueue;
-    return *q;
+  // Waits until what was pushed so far has run, or `until` passed (false then).
+  bool drain(std::chrono::steady_clock::time_point until) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t target = pushed_;
+    return changed_.wait_until(lock, until, [&] { return ran_ >= target; });
   }
 
  private:
   void loop();
+  static void runOne(FakeOp op);
   std::mutex mu_;
   std::condition_variable changed_;
   std::deque<FakeOp> queue_;
+  uint64_t pushed_ = 0, ran_ = 0;
   bool stopping_ = false;
   std::thread worker_;  // last: started once the rest is ready
+};
+
+// The process's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): `count()` FIFO queues that
+// streams are assigned to round-robin when made. Queues are never destroyed (a stream made under
+// an earlier count keeps its queue); configure() sets the count for streams made from now and
+// starts the round robin again at queue 0.
+class FakeHardwareQueues {
+ public:
+  static constexpr int kDefault = 8;  // CUDA's default
+  // The count CUDA would use: CUDA_DEVICE_MAX_CONNECTIONS when set (1..32), else kDefault.
+  static int fromEnvironment() {
+    const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const int n = v != nullptr ? std::atoi(v) : 0;
+    return n >= 1 ? std::min(n, 32) : kDefault;
+  }
+  // n queues; 0: a queue of its own for every stream (FakeDevice::Queues::kOnePerStream).
+  static void configure(int n) {
+    std::lock_guard<std::mutex> lock(mu());
+    count_ = n;
+    next_ = 0;
+    while (static_cast<int>(all().size()) < n) all().push_back(new FakeQueue);
+  }
+  static int count() {
+    std::lock_guard<std::mutex> lock(mu());
+    return count_;
+  }
+  static std::string describe() {
+    const int n = count();
+    return n == 0 ? "a hardware queue per stream" : std::to_string(n) + " hardware queues";
+  }
+  // Waits until every queue ran what was submitted to it so far (the device synchronized), or
+  // waitLimitMs passed: a wait that failed may leave work of other streams behind it for a while.
+  static void drainAll() {
+    std::vector<FakeQueue*> queues;
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      queues = all();
+    }
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(FakeHardware::waitLimitMs.load());
+    for (FakeQueue* q : queues) (void)q->drain(until);
+  }
+  // The queue of a stream made now; null: the stream makes its own (count 0).
+  static FakeQueue* assign() {
+    std::lock_guard<std::mutex> lock(mu());
+    if (count_ == 0) return nullptr;
+    while (static_cast<int>(all().size()) < count_) all().push_back(new FakeQueue);
+    FakeQueue* q = all()[next_];
+    next_ = (next_ + 1) % count_;
+    return q;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<FakeQueue*>& all() {  // never destroyed, as the process's queues
+    static auto* a = new std::vector<FakeQueue*>;
+    return *a;
+  }
+  static inline int count_ = kDefault, next_ = 0;  // under mu()
+};
+
+// The process's launch queue: operations submitted on any of its streams and not yet run, at
+// most FakeHardware::launchDepth. A submission to a full one blocks the submitting thread until
+// an operation runs; past FakeHardware::waitLimitMs it is a violation (and goes on).
+class FakeLaunchQueue {
+ public:
+  static void enter() {
+    std::unique_lock<std::mutex> lock(mu());
+    const auto limit = std::chrono::milliseconds(FakeHardware::waitLimitMs.load());
+    if (!changed().wait_for(lock, limit,
+                            [] { return pending() < FakeHardware::launchDepth.load(); }))
+      FakeHardware::violation("a launch blocked on the process's full launch queue past the "
+                              "wait limit");
+    ++pending();
+  }
+  static void leave() {
+    std::lock_guard<std::mutex> lock(mu());
+    --pending();
+    changed().notify_all();
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::condition_variable& changed() {
+    static std::condition_variable c;
+    return c;
+  }
+  static int& pending() {  // under mu()
+    static int n = 0;
+    return n;
+  }
 };
 
 // A stand-in for device memory: an arena the CPU can touch only while one of its streams runs an
@@ -477,14 +599,20 @@ class FakeDeviceArena {
   std::unique_ptr<FakeStream> stream_;
 };
 
-// A stream: what is queued on it runs in order, on its own queue (a worker thread) or, with
-// FakeHardware::singleQueue, on the process's one queue. An operation that touches device memory
-// runs with its arena open; a failure is kept (sticky, as on a GPU) and the operations after it
-// still run, so waits queued behind it are released.
+// A stream: what is queued on it runs in order, on the hardware queue it was assigned when made
+// (FakeHardwareQueues), behind what other streams of that queue submitted before. An operation
+// that touches device memory runs with its arena open; a failure is kept (sticky, as on a GPU)
+// and the operations after it still run, so waits queued behind it are released.
 class FakeStream {
  public:
-  explicit FakeStream(FakeDeviceArena* arena) : arena_(arena) {}
-  ~FakeStream() { (void)synchronize(); }  // then own_ drains (nothing left) and joins
+  explicit FakeStream(FakeDeviceArena* arena)
+      : arena_(arena), queue_(FakeHardwareQueues::assign()) {
+    if (queue_ == nullptr) {  // a queue per stream
+      own_ = std::make_unique<FakeQueue>();
+      queue_ = own_.get();
+    }
+  }
+  ~FakeStream() { (void)synchronize(); }  // nothing of it left in its queue; own_ joins
   FakeDeviceArena* arena() const { return arena_; }
   // Set by a test: the stream is being captured into a graph (cudaStreamBeginCapture), as
   // FakeDeviceExecutor::isCapturing reports it.
@@ -502,13 +630,18 @@ class FakeStream {
         FakeHardware::violation("a launch blocked on a full stream queue past the wait limit");
       ++submitted_;
     }
-    FakeOp fop{this, std::move(op), touchesDevice ? (arena ? arena : arena_) : nullptr};
-    if (FakeHardware::singleQueue) {
-      FakeQueue::single().push(std::move(fop));
-    } else {
-      std::call_once(ownOnce_, [&] { own_ = std::make_unique<FakeQueue>(); });
-      own_->push(std::move(fop));
-    }
+    FakeLaunchQueue::enter();  // left once the operation ran (FakeQueue::runOne)
+    queue()->push({this, std::move(op), touchesDevice ? (arena ? arena : arena_) : nullptr});
+  }
+  // Moves the stream to the queue of a stream made now (the legacy stream, at each FakeDevice),
+  // when nothing of it is queued; else it stays where it is.
+  void reassign() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ran_ != submitted_) return;
+    queue_ = FakeHardwareQueues::assign();
+    if (queue_ != nullptr) return;
+    if (!own_) own_ = std::make_unique<FakeQueue>();  // a queue per stream
+    queue_ = own_.get();
   }
   // Queues an operation that waits until ready() (polled, sleeping in between): an event
   // wait, a stream memory wait, a host function's wait. Past FakeHardware::waitLimitMs it is a
@@ -521,8 +654,8 @@ class FakeStream {
       const auto limit = std::chrono::milliseconds(FakeHardware::waitLimitMs.load());
       while (!ready()) {
         if (std::chrono::steady_clock::now() - start > limit) {
-          FakeHardware::violation(what + " still waited after the wait limit" +
-                                  (FakeHardware::singleQueue ? " (one hardware queue)" : ""));
+          FakeHardware::violation(what + " still waited after the wait limit (" +
+                                  FakeHardwareQueues::describe() + ")");
           return zcollInternalError;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(500));
@@ -575,12 +708,16 @@ class FakeStream {
   }
 
  private:
+  FakeQueue* queue() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_;
+  }
   FakeDeviceArena* arena_;
   std::mutex mu_;
   std::condition_variable changed_;
   uint64_t submitted_ = 0, ran_ = 0;
   Result error_ = zcollSuccess;
-  std::once_flag ownOnce_;
+  FakeQueue* queue_;  // the process's (never destroyed), or own_
   std::unique_ptr<FakeQueue> own_;  // last: joined before the rest goes
 };
 
@@ -592,13 +729,23 @@ inline void FakeQueue::loop() {
     FakeOp op = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    FakeDeviceArena::Opened opened;
-    if (op.arena) opened = op.arena->open();
-    Result r = op.run();
-    if (op.arena) op.arena->close(opened);
-    op.stream->ran(r);
+    runOne(std::move(op));
     lock.lock();
+    ++ran_;
+    changed_.notify_all();
   }
+}
+
+// Runs `op` with its arena open, then tells its stream (which may be destroyed from then on:
+// the operation is gone before).
+inline void FakeQueue::runOne(FakeOp op) {
+  FakeDeviceArena::Opened opened;
+  if (op.arena) opened = op.arena->open();
+  Result r = op.run();
+  if (op.arena) op.arena->close(opened);
+  op.run = nullptr;
+  FakeLaunchQueue::leave();
+  op.stream->ran(r);
 }
 
 inline std::vector<std::unique_ptr<FakeStream>>& FakeHardware::retired() {
@@ -634,6 +781,10 @@ inline FakeDeviceArena::FakeDeviceArena() {
 }
 
 inline FakeDeviceArena::~FakeDeviceArena() {
+  // Freeing device memory synchronizes the device (as cudaFree does): what any stream queued
+  // before runs first, while copies into the arena still find it (holding) and open it. Behind
+  // a wait that failed (a violation), a shared hardware queue may still hold some.
+  FakeHardwareQueues::drainAll();
   {
     std::lock_guard<std::mutex> lock(registryMu());
     registry().erase(std::find(registry().begin(), registry().end(), this));
@@ -1147,11 +1298,20 @@ inline Result fakeMakeIpc(std::unique_ptr<DeviceIpc>* out) {
 class FakeDevice {
  public:
   // Whether the stand-in trusts calls queued on streams (DeviceComponent::queuedCallsTrusted):
-  // kQueuedCalls by default, to test the queued path; kLikeCuda as CUDA's component does.
+  // kQueuedCalls: ZCOLL_DEVICE_CALLS=auto queues them; kLikeCuda (the default), as CUDA's
+  // component does: auto runs calls synchronously.
   enum class Trust { kQueuedCalls, kLikeCuda };
-  explicit FakeDevice(Trust trust = Trust::kQueuedCalls) {
-    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    FakeHardware::singleQueue = connections != nullptr && std::strcmp(connections, "1") == 0;
+  // The hardware queues: kLikeCuda, CUDA_DEVICE_MAX_CONNECTIONS of them (8 unset), shared by
+  // the streams round-robin. kOnePerStream is NOT what a GPU does: a queue of its own for every
+  // stream hides issue 38's hazard (the queued mode's waits for later work, which deadlock with
+  // 8 queues: StrictStandIn.AsyncModeDeadlocksBehindLaterWork). Only for tests of the queued
+  // mode's other rules (ordering, holds, the wait words, streams shared or refused), which run
+  // nowhere else until a call's work is all submitted at call time.
+  enum class Queues { kLikeCuda, kOnePerStream };
+  explicit FakeDevice(Trust trust = Trust::kLikeCuda, Queues queues = Queues::kLikeCuda) {
+    FakeHardwareQueues::configure(
+        queues == Queues::kLikeCuda ? FakeHardwareQueues::fromEnvironment() : 0);
+    FakeHardware::legacyStream()->reassign();
     FakeHardware::violations = 0;
     FakeUse::inUse = true;
     FakeIpc::forgetMappings();
@@ -1162,7 +1322,7 @@ class FakeDevice {
     FakeHardware::dropRetired();
     EXPECT_EQ(FakeHardware::violations.load(), 0)
         << "the stand-in device saw what would deadlock a GPU: " << FakeHardware::lastViolation();
-    FakeHardware::singleQueue = false;
+    FakeHardwareQueues::configure(FakeHardwareQueues::kDefault);
     FakeUse::inUse = true;
     setDeviceComponent(nullptr);
     gSharedArena = nullptr;
