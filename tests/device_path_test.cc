@@ -1358,7 +1358,10 @@ TEST(DeviceExecutionModel, ACallOnAnotherDeviceThanTheCommsIsRefused) {
 // comm stays usable once the capture ends.
 void expectCaptureRefused(const char* mode) {
   test::ScopedEnv calls("ZCOLL_DEVICE_CALLS", mode);
-  FakeDevice device;
+  // The queued mode with a hardware queue per stream: with fewer it deadlocks (StrictStandIn).
+  const bool queued = std::string(mode) == "async";
+  FakeDevice device(FakeDevice::Trust::kQueuedCalls,
+                    queued ? FakeDevice::Queues::kOnePerStream : FakeDevice::Queues::kLikeCuda);
   runRanks(RankSetup{2, 1}, [&](int rank, zcollComm_t comm) {
     FakeDeviceArena arena;
     FakeDeviceArena::Scope scope(&arena);
@@ -1483,11 +1486,14 @@ bool ranWithin(test::FakeStream& stream, int ms) {
                                  &error);
 }
 
+// These tests set CUDA_DEVICE_MAX_CONNECTIONS themselves: the suite's runs at other counts
+// (ZCOLL_FAKE_HW_QUEUES, tests/CMakeLists.txt) do not apply to them.
 TEST(StrictStandIn, AWaitBlocksLaterWorkOfEveryStreamOfItsQueueAndNoOther) {
+  test::ScopedEnv suiteCount("ZCOLL_FAKE_HW_QUEUES", nullptr);
   test::ScopedEnv queues("CUDA_DEVICE_MAX_CONNECTIONS", "2");
-  FakeDevice device;  // the legacy stream on queue 0, the next stream on 1, then 0, 1, ...
+  FakeDevice device;  // streams get queues 0, 1, 0, ... of their device as they first submit
   EXPECT_EQ(test::FakeHardwareQueues::count(), 2);
-  FakeDeviceArena arena;  // its own stream: queue 1
+  FakeDeviceArena arena;  // its own stream submits nothing here: no queue
   auto s = streamsOn(arena, 3);  // queues 0, 1, 0
   auto flag = std::make_shared<std::atomic<bool>>(false);
   s[0]->submitWait([flag] { return flag->load(); }, "the test's wait");
@@ -1502,6 +1508,7 @@ TEST(StrictStandIn, AWaitBlocksLaterWorkOfEveryStreamOfItsQueueAndNoOther) {
 }
 
 TEST(StrictStandIn, TheDefaultIsEightQueuesAndOneKeepsEveryStreamInOneQueue) {
+  test::ScopedEnv suiteCount("ZCOLL_FAKE_HW_QUEUES", nullptr);
   {
     test::ScopedEnv unset("CUDA_DEVICE_MAX_CONNECTIONS", nullptr);
     FakeDevice device;
@@ -1560,39 +1567,67 @@ TEST(StrictStandIn, AFullLaunchQueueBlocksTheSubmitterAndPastTheLimitIsAViolatio
 // copying its input out of place on a side stream made for it, with ZCOLL_DEVICE_CALLS=`mode`,
 // CUDA_DEVICE_MAX_CONNECTIONS=2 (so the side streams come round to the caller's stream's
 // queue) and a short wait limit; forgotten afterwards (the caller checks them).
+// Violations the stand-in saw while 2 ranks of one process, each on a device of its own with 2
+// hardware queues (fewer than a call's streams: the caller's, side streams, copy lanes), made
+// `calls` all-reduces in `mode` on device buffers; the results are checked where none was seen.
 int violationsOfCallsOnTwoQueues(const char* mode, int calls) {
+  test::ScopedEnv suiteCount("ZCOLL_FAKE_HW_QUEUES", nullptr);
   test::ScopedEnv deviceCalls("ZCOLL_DEVICE_CALLS", mode);
   test::ScopedEnv queues("CUDA_DEVICE_MAX_CONNECTIONS", "2");
+  test::ScopedEnv window("ZCOLL_DEVICE_WINDOW_BYTES", "1048576");
   WaitLimit limit(500);
   FakeDevice device;
-  FakeDeviceArena arena;  // outlives the comm: calls of a broken comm may still run on it
-  runRanks(RankSetup{1, 1}, [&](int, zcollComm_t comm) {
-    FakeDeviceArena::Scope scope(&arena);
-    const size_t n = 256;
-    const Bytes in = floatBytes(n, 1.0f);
-    void* x = arena.alloc(in.size());
-    void* y = arena.alloc(in.size());
-    arena.upload(x, in);
-    for (int k = 0; k < calls; ++k)
-      (void)zcollAllReduce(x, y, n, zcollFloat32, zcollSum, comm, arena.handle());
-    (void)arena.stream()->synchronize();
-  });
-  (void)arena.stream()->synchronize();
+  FakeDeviceArena arenas[2];  // outlive the comm: calls of a broken comm may still run on them
+  std::atomic<bool> allCalled{true};
+  zcollUniqueId id;
+  EXPECT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank)
+    ranks.emplace_back([&, rank] {
+      FakeDeviceArena& arena = arenas[rank];
+      arena.device = rank;  // before init: the comm's device
+      FakeDeviceArena::Scope scope(&arena);
+      zcollComm_t comm = nullptr;
+      ASSERT_EQ(zcollCommInitRank(&comm, 2, id, rank), zcollSuccess) << zcollGetLastError(nullptr);
+      const size_t n = 256;
+      void* x = arena.alloc(n * 4);
+      void* y = arena.alloc(n * 4);
+      arena.upload(x, floatBytes(n, 1.0f));
+      bool called = true;  // false: failed after a violation (a peer's, maybe)
+      for (int k = 0; k < calls; ++k)
+        called &= zcollAllReduce(x, y, n, zcollFloat32, zcollSum, comm, arena.handle()) ==
+                  zcollSuccess;
+      zcollResult_t async = zcollSuccess;
+      called &= zcollCommGetAsyncError(comm, &async) == zcollSuccess && async == zcollSuccess;
+      if (!called) allCalled = false;
+      if (arena.stream()->synchronize() == zcollSuccess && called) {
+        EXPECT_EQ(arena.download(y, n * 4), floatBytes(n, 2.0f)) << mode << ", rank " << rank;
+      }
+      (void)zcollCommDestroy(comm);
+    });
+  for (auto& t : ranks) t.join();
+  for (auto& arena : arenas) (void)arena.stream()->synchronize();
   const int seen = test::FakeHardware::violations.load();
+  EXPECT_TRUE(seen > 0 || allCalled) << mode << ": a call failed, and no violation was seen";
   test::FakeHardware::violations = 0;
   return seen;
 }
 
-TEST(StrictStandIn, AsyncModeDeadlocksBehindLaterWork) {
+TEST(StrictStandIn, AsyncModeDeadlocksBehindLaterWorkAndStreamModeDoesNot) {
   // The queued (async) mode: the caller's stream waits on a word the progress thread stores
   // after the call's side-stream work, submitted later. With more streams than hardware queues
   // that work can sit behind the wait in the same queue: a deadlock on a GPU (issue 38's CUDA
-  // review), which the stand-in reports. Until the call's work is all submitted at call time,
-  // this test documents the hazard; the sync mode (auto on CUDA) queues no wait and is clean.
+  // review), which the stand-in reports. The stream mode (src/trigger) submits a call's work
+  // whole at call time, its waits released only by the peer's stream writes: clean, as is the
+  // sync mode (auto on CUDA), which queues no wait.
   EXPECT_GT(violationsOfCallsOnTwoQueues("async", 4), 0)
       << "the queued mode no longer waits for later work: make this test check it is clean";
   EXPECT_NE(test::FakeHardware::lastViolation().find("stream memory wait"), std::string::npos)
       << test::FakeHardware::lastViolation();
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued;
+  EXPECT_EQ(violationsOfCallsOnTwoQueues("stream", 4), 0) << test::FakeHardware::lastViolation();
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued, waitsBefore)
+      << "the stream mode's calls queued their waits on the stream (not run synchronously)";
   EXPECT_EQ(violationsOfCallsOnTwoQueues("sync", 4), 0) << test::FakeHardware::lastViolation();
 }
 

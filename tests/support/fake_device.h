@@ -322,16 +322,21 @@ class FakeQueue {
   std::thread worker_;  // last: started once the rest is ready
 };
 
-// The process's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): `count()` FIFO queues that
-// streams are assigned to round-robin when made. Queues are never destroyed (a stream made under
-// an earlier count keeps its queue); configure() sets the count for streams made from now and
-// starts the round robin again at queue 0.
+// The hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): `count()` FIFO queues per device (each GPU
+// has its own, as each CUDA context does), which a device's streams are assigned to round-robin
+// when they first submit. Queues are never destroyed (a stream assigned under an earlier count
+// keeps its queue); configure() sets the count for streams assigned from now and starts every
+// device's round robin again at queue 0.
 class FakeHardwareQueues {
  public:
   static constexpr int kDefault = 8;  // CUDA's default
   // The count CUDA would use: CUDA_DEVICE_MAX_CONNECTIONS when set (1..32), else kDefault.
+  // ZCOLL_FAKE_HW_QUEUES, when set, overrides it for the stand-in only (zcoll itself reads
+  // CUDA_DEVICE_MAX_CONNECTIONS: =1 turns its queued mode off): the suite runs at 1, 2 and 8
+  // queues with zcoll's behaviour unchanged (tests/CMakeLists.txt).
   static int fromEnvironment() {
-    const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const char* v = std::getenv("ZCOLL_FAKE_HW_QUEUES");
+    if (v == nullptr) v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     const int n = v != nullptr ? std::atoi(v) : 0;
     return n >= 1 ? std::min(n, 32) : kDefault;
   }
@@ -339,8 +344,7 @@ class FakeHardwareQueues {
   static void configure(int n) {
     std::lock_guard<std::mutex> lock(mu());
     count_ = n;
-    next_ = 0;
-    while (static_cast<int>(all().size()) < n) all().push_back(new FakeQueue);
+    for (auto& [device, pool] : pools()) pool.next = 0;
   }
   static int count() {
     std::lock_guard<std::mutex> lock(mu());
@@ -356,20 +360,22 @@ class FakeHardwareQueues {
     std::vector<FakeQueue*> queues;
     {
       std::lock_guard<std::mutex> lock(mu());
-      queues = all();
+      for (auto& [device, pool] : pools())
+        queues.insert(queues.end(), pool.queues.begin(), pool.queues.end());
     }
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(FakeHardware::waitLimitMs.load());
     for (FakeQueue* q : queues) (void)q->drain(until);
   }
-  // The queue of a stream made now; null: the stream makes its own (count 0).
-  static FakeQueue* assign() {
+  // The queue of a stream of `device` that submits for the first time; null: the stream makes
+  // its own (count 0).
+  static FakeQueue* assign(int device) {
     std::lock_guard<std::mutex> lock(mu());
     if (count_ == 0) return nullptr;
-    while (static_cast<int>(all().size()) < count_) all().push_back(new FakeQueue);
-    FakeQueue* q = all()[next_];
-    next_ = (next_ + 1) % count_;
-    return q;
+    Pool& pool = pools()[device];
+    while (static_cast<int>(pool.queues.size()) < count_) pool.queues.push_back(new FakeQueue);
+    pool.next %= count_;
+    return pool.queues[pool.next++];
   }
 
  private:
@@ -377,11 +383,15 @@ class FakeHardwareQueues {
     static std::mutex m;
     return m;
   }
-  static std::vector<FakeQueue*>& all() {  // never destroyed, as the process's queues
-    static auto* a = new std::vector<FakeQueue*>;
-    return *a;
+  struct Pool {
+    std::vector<FakeQueue*> queues;  // never destroyed, as a device's queues
+    int next = 0;                    // the queue the device's next stream gets
+  };
+  static std::map<int, Pool>& pools() {  // by device ordinal; never destroyed
+    static auto* p = new std::map<int, Pool>;
+    return *p;
   }
-  static inline int count_ = kDefault, next_ = 0;  // under mu()
+  static inline int count_ = kDefault;  // under mu()
 };
 
 // The process's launch queue: operations submitted on any of its streams and not yet run, at
@@ -605,13 +615,7 @@ class FakeDeviceArena {
 // and the operations after it still run, so waits queued behind it are released.
 class FakeStream {
  public:
-  explicit FakeStream(FakeDeviceArena* arena)
-      : arena_(arena), queue_(FakeHardwareQueues::assign()) {
-    if (queue_ == nullptr) {  // a queue per stream
-      own_ = std::make_unique<FakeQueue>();
-      queue_ = own_.get();
-    }
-  }
+  explicit FakeStream(FakeDeviceArena* arena) : arena_(arena) {}
   ~FakeStream() { (void)synchronize(); }  // nothing of it left in its queue; own_ joins
   FakeDeviceArena* arena() const { return arena_; }
   // Set by a test: the stream is being captured into a graph (cudaStreamBeginCapture), as
@@ -633,15 +637,11 @@ class FakeStream {
     FakeLaunchQueue::enter();  // left once the operation ran (FakeQueue::runOne)
     queue()->push({this, std::move(op), touchesDevice ? (arena ? arena : arena_) : nullptr});
   }
-  // Moves the stream to the queue of a stream made now (the legacy stream, at each FakeDevice),
-  // when nothing of it is queued; else it stays where it is.
+  // Lets the stream be assigned a queue again at its next submission (the legacy stream, at
+  // each FakeDevice), when nothing of it is queued; else it stays where it is.
   void reassign() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ran_ != submitted_) return;
-    queue_ = FakeHardwareQueues::assign();
-    if (queue_ != nullptr) return;
-    if (!own_) own_ = std::make_unique<FakeQueue>();  // a queue per stream
-    queue_ = own_.get();
+    if (ran_ == submitted_) queue_ = nullptr;
   }
   // Queues an operation that waits until ready() (polled, sleeping in between): an event
   // wait, a stream memory wait, a host function's wait. Past FakeHardware::waitLimitMs it is a
@@ -708,8 +708,17 @@ class FakeStream {
   }
 
  private:
+  // The stream's hardware queue, assigned at its first submission (when a test has set its
+  // arena's device): its device's next one, or a queue of its own (count 0). The legacy stream
+  // (no arena) is device 0's.
   FakeQueue* queue() {
     std::lock_guard<std::mutex> lock(mu_);
+    if (queue_ != nullptr) return queue_;
+    queue_ = FakeHardwareQueues::assign(arena_ != nullptr ? arena_->device : 0);
+    if (queue_ == nullptr) {
+      if (!own_) own_ = std::make_unique<FakeQueue>();
+      queue_ = own_.get();
+    }
     return queue_;
   }
   FakeDeviceArena* arena_;
@@ -717,7 +726,7 @@ class FakeStream {
   std::condition_variable changed_;
   uint64_t submitted_ = 0, ran_ = 0;
   Result error_ = zcollSuccess;
-  FakeQueue* queue_;  // the process's (never destroyed), or own_
+  FakeQueue* queue_ = nullptr;  // its device's (never destroyed) or own_; null until it submits
   std::unique_ptr<FakeQueue> own_;  // last: joined before the rest goes
 };
 
