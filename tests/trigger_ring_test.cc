@@ -145,6 +145,42 @@ TEST(TriggeredCalls, AllGatherReduceScatterAndAllReduceGiveTheHostBytes) {
       << "the calls queued no stream memory wait: they did not run triggered";
 }
 
+TEST(TriggeredCalls, QuantizedAllGatherGivesTheHostBytes) {
+  // qwZ in gather steps of whole blocks: the host path's bits (each shard quantized once with
+  // its global element offset, the owner's copy dequantized too) at INT8 and INT4, symmetric and
+  // not, nearest and stochastic; 800017 fp32 elements take 3 steps of a 1 MiB window at INT8.
+  const int n = 3;
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    struct Case {
+      zcollDataType_t dtype;
+      size_t count;
+      int bits, blockSize, mode, rounding;
+    } cases[] = {{zcollFloat32, 800017, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven},
+                 {zcollBfloat16, 120001, 4, 128, zcollQuantAsymmetric, zcollRoundStochastic},
+                 {zcollFloat16, 5, 8, 32, zcollQuantSymmetric, zcollRoundStochastic}};
+    for (const Case& c : cases) {
+      zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+      q.bits = c.bits;
+      q.blockSize = c.blockSize;
+      q.mode = c.mode;
+      q.rounding = c.rounding;
+      q.seed = 7;
+      const size_t es = dtypeSize(c.dtype);
+      auto qwz = [&](const void* s, void* r, zcollStream_t st) {
+        return zcollQuantizedAllGather(s, r, c.count, c.dtype, &q, e.comm, st);
+      };
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, c.count, c.dtype), c.count * n * es, qwz,
+                                    "qwZ");
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, c.count * n, c.dtype), c.count * n * es,
+                                    qwz, "qwZ in place", true, e.rank * c.count * es);
+    }
+  });
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "the calls queued no stream memory wait: they did not run triggered";
+}
+
 TEST(TriggeredCalls, CallsOnTwoStreamsOfARankRunInCallOrder) {
   onOwnDevices(2, [&](RankEnv& e) {
     test::FakeStream other(&e.arena);

@@ -9,6 +9,7 @@
 #include "base/dtype.h"
 #include "coll/zeropp_allgather.h"
 #include "coll/zeropp_config.h"
+#include "trigger/collectives.h"
 
 using namespace zcoll;
 
@@ -71,9 +72,16 @@ zcollResult_t zcollQuantizedAllGather(const void* sendbuff, void* recvbuff, size
     addQuantSettings(&d, qs.inter, 0, 0);
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = &qs;
-    return launchCall(comm, fn, ce, d,
-                      algorithmWork(comm, CollKind::kQuantizedAllGather, a,
-                                    sendcount * dtypeSize(datatype)));
+    const size_t bytes = sendcount * dtypeSize(datatype);
+    TriggeredWork onRing;  // owns a copy of the settings: a grouped call runs at zcollGroupEnd
+    if (bytes > 0)
+      onRing = [a, qs](TriggerRing& ring, Executor& ex) {
+        CollArgs args = a;
+        args.quant = &qs;
+        return triggeredQuantizedAllGather(ring, ex, args);
+      };
+    return launchCall(comm, fn, ce, d, algorithmWork(comm, CollKind::kQuantizedAllGather, a, bytes),
+                      onRing);
   });
 }
 

@@ -13,6 +13,9 @@ namespace zcoll {
 Result triggeredAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a);
 // One reduce step per piece of each rank's chunk (trigger/steps.h: reducePieceElems).
 Result triggeredReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// qwZ (zcollQuantizedAllGather, a.quant->inter): quantized gather steps of whole blocks; the
+// bits of coll/qwz_allgather.cc.
+Result triggeredQuantizedAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a);
 // Reduce-scatter of ceil(count / n)-element segments, each reduce step followed by the gather
 // step of its reduced pieces: every rank ends with the owners' bits.
 Result triggeredAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a);

@@ -22,6 +22,30 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
   return ring.finish(ex, s);
 }
 
+Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
+                           zcollDataType_t dtype, size_t elems, const quant::QuantParams& p,
+                           const std::vector<char*>& out) {
+  const int me = ring.me();
+  uint64_t s = 0;
+  ZCOLL_CHECK(ring.begin(ex, &s));
+  ZCOLL_CHECK(ex.quantize(mine, dtype, elems, p, ring.mySlot(s)));
+  ZCOLL_CHECK(ring.publish(ex, s));
+  ZCOLL_CHECK(ex.dequantize(ring.mySlot(s), elems, p, out[me], dtype));  // after: may be `mine`
+  for (int r = 0; r < ring.nranks(); ++r) {
+    if (r == me) continue;
+    ZCOLL_CHECK(ring.await(ex, r, s));
+    ZCOLL_CHECK(ex.dequantize(ring.peerSlot(r, s), elems, p, out[r], dtype));
+  }
+  return ring.finish(ex, s);
+}
+
+size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p) {
+  const size_t block = static_cast<size_t>(p.blockSize);
+  size_t blocks = ring.slotBytes() / std::max<size_t>(1, quant::quantizedBytes(block, p));
+  while (blocks > 0 && quant::quantizedBytes(blocks * block, p) > ring.slotBytes()) --blocks;
+  return blocks * block;
+}
+
 size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype) {
   const size_t bySlot = ring.slotBytes() / (size_t(ring.nranks()) * dtypeSize(dtype));
   const size_t byAcc = ring.accBytes() / accSize(dtype);

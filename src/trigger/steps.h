@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "quant/quant.h"
 #include "trigger/ring.h"
 
 namespace zcoll {
@@ -22,6 +23,17 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
 Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollRedOp_t op,
                   const std::vector<const char*>& toRank, const std::vector<size_t>& count,
                   char* out);
+
+// One gather step of quantized pieces (qwZ, coll/qwz_allgather.cc): this rank's `elems`
+// elements at `mine` quantized with `p` into its slot, then every rank's piece, its own too,
+// dequantized from its slot to out[p], so every rank holds the same bits. Every rank's piece has
+// `elems` elements; its codes must fit a slot (quantizedPieceElems).
+Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
+                           zcollDataType_t dtype, size_t elems, const quant::QuantParams& p,
+                           const std::vector<char*>& out);
+
+// The most elements (whole blocks of `p`) whose codes fit a slot of `ring`; 0 when none does.
+size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p);
 
 // The most elements of `dtype` a reduce step takes per rank on `ring` (a multiple of 64).
 size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype);
