@@ -5,9 +5,9 @@ held out) trained on 4 CPU ranks as 2 emulated nodes (ZCOLL_HOSTID, as tools/zco
 no rate limit, parity does not need one).
 
     python3 perf/ddp/train_parity.py --config exact|int8|int4ef|int4 [--steps 300] [--seed 0]
-    python3 perf/ddp/train_parity.py --config int4|int4ef --block 4096 ...   # another block size
+    python3 perf/ddp/train_parity.py --config int4|int4ef --block 4096 [--optim sgd] ...
     python3 perf/ddp/train_parity.py --config hsdp_exact|hsdp_int8|hsdp_int4ef ...
-    python3 perf/ddp/parity_report.py          # the Markdown table of results/*.json
+    python3 perf/ddp/parity_report.py          # the Markdown tables of results/*.json
 
 DDP configs (DistributedDataParallel on the zcoll backend): exact (DDP's own all-reduce), int8
 (zcoll.ddp.quantized_allreduce_hook, INT8 both hops and the gather, error feedback), int4ef
@@ -21,9 +21,12 @@ the nodes through set_all_reduce_hook: hsdp_exact (dist.all_reduce AVG), hsdp_in
 (zcoll.get_stats) are recorded.
 --block B sets the quantized configs' elements per scale (zcoll's default 256 without it; a
 multiple of 32 in [32, 4096]): round-to-nearest with large blocks zeroes a block's small entries
-every step, the bias that error feedback removes (perf/RESULTS.md section 10.2).
-Each run writes results/<config>[_block<B>][_steps<N>]_seed<seed>.json (_steps only when not
-300): training loss per step (mean over ranks), the held-out loss, and whether every replica ends
+every step, a bias that error feedback removes when the optimizer is linear in the gradients.
+--optim sgd trains with SGD (momentum 0.9, lr 0.1) instead of AdamW (lr 2e-3); --lr overrides.
+With SGD at block 4096 feedback brings INT4 back to the exact loss; with AdamW it does not
+(perf/RESULTS.md section 10.2).
+Each run writes results/<config>[_block<B>][_sgd][_lr<lr>][_steps<N>]_seed<seed>.json (only the
+settings that differ from block 256, AdamW at its default lr, 300 steps): training loss per step (mean over ranks), the held-out loss, and whether every replica ends
 with bit-identical parameters.
 """
 import argparse
