@@ -5,8 +5,9 @@ held out) trained on 4 CPU ranks as 2 emulated nodes (ZCOLL_HOSTID, as tools/zco
 no rate limit, parity does not need one).
 
     python3 perf/ddp/train_parity.py --config exact|int8|int4ef|int4 [--steps 300] [--seed 0]
+    python3 perf/ddp/train_parity.py --config int4|int4ef --block 4096 [--optim sgd] ...
     python3 perf/ddp/train_parity.py --config hsdp_exact|hsdp_int8|hsdp_int4ef ...
-    python3 perf/ddp/parity_report.py          # the Markdown table of results/*.json
+    python3 perf/ddp/parity_report.py          # the Markdown tables of results/*.json
 
 DDP configs (DistributedDataParallel on the zcoll backend): exact (DDP's own all-reduce), int8
 (zcoll.ddp.quantized_allreduce_hook, INT8 both hops and the gather, error feedback), int4ef
@@ -18,8 +19,15 @@ HSDP configs: fully_shard on the node's 2 ranks (mesh["shard"]), the replicate a
 the nodes through set_all_reduce_hook: hsdp_exact (dist.all_reduce AVG), hsdp_int8, hsdp_int4ef
 (zcoll.fsdp.quantized_replicate_all_reduce); the replicate group's bytes sent to other nodes
 (zcoll.get_stats) are recorded.
-Each run writes results/<config>_seed<seed>.json: training loss per step (mean over ranks), the
-held-out loss, and whether every replica ends with bit-identical parameters.
+--block B sets the quantized configs' elements per scale (zcoll's default 256 without it; a
+multiple of 32 in [32, 4096]): round-to-nearest with large blocks zeroes a block's small entries
+every step, a bias that error feedback removes when the optimizer is linear in the gradients.
+--optim sgd trains with SGD (momentum 0.9, lr 0.1) instead of AdamW (lr 2e-3); --lr overrides.
+With SGD at block 4096 feedback brings INT4 back to the exact loss; with AdamW it does not
+(perf/RESULTS.md section 10.2).
+Each run writes results/<config>[_block<B>][_sgd][_lr<lr>][_steps<N>]_seed<seed>.json (only the
+settings that differ from block 256, AdamW at its default lr, 300 steps): training loss per step (mean over ranks), the held-out loss, and whether every replica ends
+with bit-identical parameters.
 """
 import argparse
 import json
@@ -43,19 +51,28 @@ DDP_QUANT = {"int8": dict(bits=8, intra_bits=8, error_feedback=True),
              "int4": dict(bits=4, intra_bits=8, error_feedback=False)}
 HSDP_QUANT = {"hsdp_int8": DDP_QUANT["int8"], "hsdp_int4ef": DDP_QUANT["int4ef"]}
 CONFIGS = ["exact", "exact_gloo", *DDP_QUANT, "hsdp_exact", *HSDP_QUANT]
+DEFAULT_LR = {"adamw": 2e-3, "sgd": 0.1}
 
 
-def wrap_ddp(model, config):
+def quant_settings(args):
+    """The config's quantization settings, with --block when given."""
+    quant = dict(DDP_QUANT.get(args.config) or HSDP_QUANT[args.config])
+    if args.block is not None:
+        quant["block_size"] = args.block
+    return quant
+
+
+def wrap_ddp(model, args):
     from torch.nn.parallel import DistributedDataParallel
     import zcoll.ddp
     ddp = DistributedDataParallel(model)
-    if config in DDP_QUANT:
-        state = zcoll.ddp.QuantizedAllReduceState(start_iter=0, **DDP_QUANT[config])
+    if args.config in DDP_QUANT:
+        state = zcoll.ddp.QuantizedAllReduceState(start_iter=0, **quant_settings(args))
         ddp.register_comm_hook(state, zcoll.ddp.quantized_allreduce_hook)
     return ddp, None
 
 
-def wrap_hsdp(model, config):
+def wrap_hsdp(model, args):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     import zcoll.fsdp
@@ -64,8 +81,8 @@ def wrap_hsdp(model, config):
         fully_shard(b, mesh=mesh["shard"])
     fully_shard(model, mesh=mesh["shard"])
     group = mesh["replicate"].get_group()
-    if config in HSDP_QUANT:
-        zcoll.fsdp.quantized_replicate_all_reduce(model, group, **HSDP_QUANT[config])
+    if args.config in HSDP_QUANT:
+        zcoll.fsdp.quantized_replicate_all_reduce(model, group, **quant_settings(args))
     else:
         def exact(reduce_output):
             dist.all_reduce(reduce_output, op=dist.ReduceOp.AVG, group=group)
@@ -95,6 +112,13 @@ def replicas_identical(model):
     return bool(same.item())
 
 
+def make_optimizer(model, args):
+    """AdamW (the default) or SGD with momentum 0.9, both without weight decay."""
+    if args.optim == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    return torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+
+
 def worker(rank, path, args, out):
     torch.set_num_threads(1)
     os.environ["ZCOLL_HOSTID"] = f"node{rank // LOCAL}"
@@ -106,10 +130,10 @@ def worker(rank, path, args, out):
     torch.manual_seed(args.seed)
     model = GPT(args.d, args.layers, args.heads, args.ctx)
     wrap = wrap_hsdp if args.config.startswith("hsdp") else wrap_ddp
-    model, rgroup = wrap(model, args.config)
+    model, rgroup = wrap(model, args)
     if rgroup is not None:
         zcoll.reset_stats(rgroup)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    opt = make_optimizer(model, args)
     gen = torch.Generator().manual_seed(1000 * args.seed + rank)
     losses = []
     t0 = time.perf_counter()
@@ -155,6 +179,17 @@ def heldout(model, held, rank, args):
     return total.item()
 
 
+def result_name(args):
+    """<config>[_block<B>][_sgd][_lr<lr>][_steps<N>]_seed<seed>.json: the settings that differ
+    from the defaults of the first results (block 256, AdamW at its DEFAULT_LR, 300 steps) are in
+    the name."""
+    block = "" if args.block is None else f"_block{args.block}"
+    optim = "" if args.optim == "adamw" else f"_{args.optim}"
+    lr = "" if args.lr == DEFAULT_LR[args.optim] else f"_lr{args.lr:g}"
+    steps = "" if args.steps == 300 else f"_steps{args.steps}"
+    return f"{args.config}{block}{optim}{lr}{steps}_seed{args.seed}.json"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--config", required=True, choices=CONFIGS)
@@ -165,12 +200,20 @@ def main():
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--ctx", type=int, default=64)
     p.add_argument("--bsz", type=int, default=8)
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--optim", choices=sorted(DEFAULT_LR), default="adamw")
+    p.add_argument("--lr", type=float, help="learning rate (default: the optimizer's in DEFAULT_LR)")
     p.add_argument("--eval-batches", type=int, default=16)
-    p.add_argument("--out", help="JSON file (default perf/ddp/results/<config>_seed<seed>.json)")
+    p.add_argument("--block", type=int,
+                   help="elements per quantization block of the quantized configs (default 256)")
+    p.add_argument("--out", help="JSON file (default perf/ddp/results/"
+                                 "<config>[_block<B>][_steps<N>]_seed<seed>.json)")
     args = p.parse_args()
+    if args.lr is None:
+        args.lr = DEFAULT_LR[args.optim]
+    if args.block is not None and args.config not in DDP_QUANT and args.config not in HSDP_QUANT:
+        p.error(f"--block applies to the quantized configs, not {args.config}")
     args.out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                        f"{args.config}_seed{args.seed}.json")
+                                        result_name(args))
     os.environ.setdefault("ZCOLL_SOCKET_IFNAME", "lo")
     os.environ.setdefault("UCX_NET_DEVICES", "lo")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
