@@ -181,6 +181,48 @@ TEST(TriggeredCalls, QuantizedAllGatherGivesTheHostBytes) {
       << "the calls queued no stream memory wait: they did not run triggered";
 }
 
+TEST(TriggeredCalls, QuantizedReduceScatterGivesTheHostBytes) {
+  // qgZ inside a node in quantized reduce steps of whole blocks: the host path's bits (each
+  // chunk quantized once at the intra-node bits, fp32 sums in rank order, scaled, rounded once)
+  // at 8, 4 and 16 intra bits, Sum and Avg, in place; 300007 fp32 elements take 3 steps of a
+  // 1 MiB window at INT8.
+  const int n = 3;
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    struct Case {
+      zcollDataType_t dtype;
+      size_t count;
+      int intraBits, blockSize, mode, rounding;
+      zcollRedOp_t op;
+    } cases[] = {
+        {zcollFloat32, 300007, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum},
+        {zcollBfloat16, 50001, 4, 64, zcollQuantAsymmetric, zcollRoundStochastic, zcollAvg},
+        {zcollFloat16, 7, 16, 32, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum}};
+    for (const Case& c : cases) {
+      zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+      q.bits = 8;
+      q.intraBits = c.intraBits;
+      q.blockSize = c.blockSize;
+      q.mode = c.mode;
+      q.rounding = c.rounding;
+      q.seed = 11;
+      const size_t es = dtypeSize(c.dtype);
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, c.count * n, c.dtype), c.count * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollQuantizedReduceScatter(s, r, c.count, c.dtype, c.op, &q, e.comm, st);
+          }, "qgZ");
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, c.count * n, c.dtype), c.count * n * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollQuantizedReduceScatter(s, static_cast<char*>(r) + e.rank * c.count * es,
+                                               c.count, c.dtype, c.op, &q, e.comm, st);
+          }, "qgZ in place", true);
+    }
+  });
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "the calls queued no stream memory wait: they did not run triggered";
+}
+
 TEST(TriggeredCalls, CallsOnTwoStreamsOfARankRunInCallOrder) {
   onOwnDevices(2, [&](RankEnv& e) {
     test::FakeStream other(&e.arena);

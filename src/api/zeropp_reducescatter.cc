@@ -2,6 +2,7 @@
 // would fix them), resolves the quantization settings and the pipeline depth, then runs the
 // hierarchical algorithm, or the flat one when nodes hold unequal rank counts.
 #include <cstddef>
+#include <string>
 
 #include "api/call_check.h"
 #include "api/guard.h"
@@ -10,6 +11,8 @@
 #include "base/dtype.h"
 #include "base/log.h"
 #include "coll/qgz.h"
+#include "coll/zeropp_config.h"
+#include "trigger/collectives.h"
 
 using namespace zcoll;
 
@@ -33,6 +36,24 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
   ZCOLL_CHECK(checkCallMemory(count ? send : nullptr, count ? recv : nullptr, stream, fn, ce));
   const size_t bytes = count * dtypeSize(dtype);
   return checkScatterInPlace(send, recv, bytes, comm->rank, comm->nranks, fn);
+}
+
+// The call as a stream-triggered collective (api/launch.h) when the comm has a ring and the
+// algorithm selected is a two-hop one (a forced flat one quantizes at other bits); it owns a
+// copy of the settings (a grouped call runs at zcollGroupEnd).
+TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, size_t bytes,
+                     const Executor& exec) {
+  const Algorithm* algo = nullptr;
+  if (!comm->trigger || bytes == 0 ||
+      selectAlgorithm(comm, CollKind::kQuantizedReduceScatter, bytes, exec.memKind(), &algo) !=
+          zcollSuccess ||
+      std::string(algo->name).rfind("two_hop", 0) != 0)
+    return {};
+  return [args, quant = *args.quant](TriggerRing& ring, Executor& ex) {
+    CollArgs a = args;
+    a.quant = &quant;
+    return triggeredQuantizedReduceScatter(ring, ex, a);
+  };
 }
 
 }  // namespace
@@ -59,9 +80,10 @@ zcollResult_t zcollQuantizedReduceScatter(const void* sendbuff, void* recvbuff, 
     CollArgs args{sendbuff, recvbuff, recvcount, datatype, op, -1};
     args.quant = &a.quant;
     args.pipelineDepth = a.pipelineDepth;
+    const size_t bytes = recvcount * dtypeSize(datatype);
     return launchCall(comm, fn, ce, d,
-                      algorithmWork(comm, CollKind::kQuantizedReduceScatter, args,
-                                    recvcount * dtypeSize(datatype)));
+                      algorithmWork(comm, CollKind::kQuantizedReduceScatter, args, bytes),
+                      onRing(comm, args, bytes, *ce.exec));
   });
 }
 

@@ -16,6 +16,9 @@ Result triggeredReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a
 // qwZ (zcollQuantizedAllGather, a.quant->inter): quantized gather steps of whole blocks; the
 // bits of coll/qwz_allgather.cc.
 Result triggeredQuantizedAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// qgZ inside one node (zcollQuantizedReduceScatter, a.quant->intra): quantized reduce steps of
+// whole blocks; the bits of coll/qgz_reducescatter.cc's two_hop algorithms on one node.
+Result triggeredQuantizedReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a);
 // Reduce-scatter of ceil(count / n)-element segments, each reduce step followed by the gather
 // step of its reduced pieces: every rank ends with the owners' bits.
 Result triggeredAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a);

@@ -39,10 +39,31 @@ Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
   return ring.finish(ex, s);
 }
 
-size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p) {
+Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, size_t elems,
+                           const std::vector<const char*>& toRank,
+                           const std::vector<quant::QuantParams>& params, float scale,
+                           char* out) {
+  const int me = ring.me(), n = ring.nranks();
+  const size_t part = quant::quantizedBytes(elems, params[me]);
+  uint64_t s = 0;
+  ZCOLL_CHECK(ring.begin(ex, &s));
+  for (int d = 0; d < n; ++d)
+    ZCOLL_CHECK(ex.quantize(toRank[d], dtype, elems, params[d], ring.mySlot(s) + d * part));
+  ZCOLL_CHECK(ring.publish(ex, s));
+  std::vector<const void*> parts(n);
+  for (int r = 0; r < n; ++r) {
+    if (r != me) ZCOLL_CHECK(ring.await(ex, r, s));
+    parts[r] = (r == me ? ring.mySlot(s) : ring.peerSlot(r, s)) + me * part;
+  }
+  ZCOLL_CHECK(ex.dequantizeSum(parts.data(), n, elems, params[me], scale, out, dtype));
+  return ring.finish(ex, s);
+}
+
+size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts) {
   const size_t block = static_cast<size_t>(p.blockSize);
-  size_t blocks = ring.slotBytes() / std::max<size_t>(1, quant::quantizedBytes(block, p));
-  while (blocks > 0 && quant::quantizedBytes(blocks * block, p) > ring.slotBytes()) --blocks;
+  const size_t room = ring.slotBytes() / static_cast<size_t>(std::max(1, parts));
+  size_t blocks = room / std::max<size_t>(1, quant::quantizedBytes(block, p));
+  while (blocks > 0 && quant::quantizedBytes(blocks * block, p) > room) --blocks;
   return blocks * block;
 }
 

@@ -32,8 +32,18 @@ Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
                            zcollDataType_t dtype, size_t elems, const quant::QuantParams& p,
                            const std::vector<char*>& out);
 
-// The most elements (whole blocks of `p`) whose codes fit a slot of `ring`; 0 when none does.
-size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p);
+// One reduce step of quantized pieces (qgZ inside a node, coll/qgz_reducescatter.cc with one
+// node): for every rank d, toRank[d] (`elems` elements) quantized with params[d] into part d of
+// this rank's slot; then the parts every rank made for this one, its own too, dequantized and
+// summed in fp32 in rank order, times `scale`, rounded once to `out`. Every part's codes must fit
+// (quantizedPieceElems with `parts` = ranks).
+Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, size_t elems,
+                           const std::vector<const char*>& toRank,
+                           const std::vector<quant::QuantParams>& params, float scale, char* out);
+
+// The most elements (whole blocks of `p`) whose codes, `parts` times, fit a slot of `ring`; 0
+// when none do.
+size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts = 1);
 
 // The most elements of `dtype` a reduce step takes per rank on `ring` (a multiple of 64).
 size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype);
