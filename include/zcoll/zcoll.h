@@ -36,7 +36,8 @@
  *    allows to deadlock when streams share a hardware queue; it is not the default there until
  *    the model that submits a call's whole device work at call time has passed the GPU kit.
  *    That model is ZCOLL_DEVICE_CALLS=stream (not yet run on a GPU): zcollAllGather,
- *    zcollReduceScatter, zcollAllReduce and zcollQuantizedAllGather on device buffers enqueue
+ *    zcollReduceScatter, zcollAllReduce, zcollQuantizedAllGather and zcollQuantizedReduceScatter
+ *    (its two-hop algorithms) on device buffers enqueue
  *    their whole device work on `stream` (copies, reduction and (de)quantization kernels, stream
  *    memory writes and waits on flags that only the
  *    peers' GPU work sets) and return; work queued on `stream` after the call sees its result,

@@ -60,7 +60,7 @@ const std::vector<ParamDesc> kParams = {
      "streams share a hardware queue (not yet run on a GPU; a warning says so). "
      "sync: it returns once complete, its stream synchronized, with no wait queued on any "
      "stream. auto: sync on CUDA, async on a device that trusts queued calls (the tests' "
-     "stand-in). stream: all-gather, reduce-scatter, all-reduce and qwZ's quantized all-gather on "
+     "stand-in). stream: all-gather, reduce-scatter, all-reduce, qwZ and qgZ on "
      "device buffers are "
      "submitted whole on the caller's stream at call time (copies, reduction kernels and stream "
      "memory writes/waits on flags that only peers' GPU work sets) and return once submitted, "
