@@ -192,12 +192,27 @@ struct FakeHardware {
     std::lock_guard<std::mutex> lock(mu());
     return last();
   }
+  // Whether a violation since the last forgetViolations() said `what`: one deadlock shows as
+  // several violations (the held wait, then the work queued behind it), found in any order.
+  static bool violationSeen(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu());
+    for (const std::string& v : seen())
+      if (v.find(what) != std::string::npos) return true;
+    return false;
+  }
+  static void forgetViolations() {
+    std::lock_guard<std::mutex> lock(mu());
+    seen().clear();
+    last().clear();
+    violations = 0;
+  }
   // Recorded (FakeDevice fails the test at its end) and said at once, on stderr: what follows
   // a deadlock (a failed stream, a crash in an error path) shows after it.
   static void violation(const std::string& what) {
     {
       std::lock_guard<std::mutex> lock(mu());
       last() = what;
+      if (seen().size() < 256) seen().push_back(what);
     }
     ++violations;
     std::fprintf(stderr, "stand-in device violation: %s\n", what.c_str());
@@ -253,6 +268,10 @@ struct FakeHardware {
   static std::string& last() {
     static std::string s;
     return s;
+  }
+  static std::vector<std::string>& seen() {
+    static std::vector<std::string> v;
+    return v;
   }
   static std::vector<std::unique_ptr<FakeStream>>& retired();
   static std::mutex& heldMu() {
