@@ -223,6 +223,92 @@ TEST(TriggeredCalls, QuantizedReduceScatterGivesTheHostBytes) {
       << "the calls queued no stream memory wait: they did not run triggered";
 }
 
+TEST(TriggeredCalls, QuantizedAllReduceGivesTheHostBytes) {
+  // zcollQuantizedAllReduce inside a node: qgZ's steps on the W chunks, the owners' quantized
+  // gather, the tail exact (count % W elements): the host path's bits; below the size at which
+  // it quantizes (256 KiB), the exact all-reduce's. 300002 fp32 elements: 100000-element chunks
+  // (each 1 step per phase at INT8 in a 1 MiB window), a 2-element tail.
+  const int n = 3;
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    struct Case {
+      zcollDataType_t dtype;
+      size_t count;
+      int bits, intraBits, blockSize, mode, rounding;
+      zcollRedOp_t op;
+    } cases[] = {
+        {zcollFloat32, 300002, 8, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum},
+        {zcollBfloat16, 400001, 4, 4, 64, zcollQuantAsymmetric, zcollRoundStochastic, zcollAvg},
+        {zcollFloat16, 7, 8, 8, 32, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum}};
+    for (const Case& c : cases) {
+      zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+      q.bits = c.bits;
+      q.intraBits = c.intraBits;
+      q.blockSize = c.blockSize;
+      q.mode = c.mode;
+      q.rounding = c.rounding;
+      q.seed = 13;
+      const size_t bytes = c.count * dtypeSize(c.dtype);
+      auto qar = [&](const void* s, void* r, zcollStream_t st) {
+        return zcollQuantizedAllReduce(s, r, c.count, c.dtype, c.op, &q, e.comm, st);
+      };
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, c.count, c.dtype), bytes, qar,
+                                    "quantized all-reduce");
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, c.count, c.dtype), bytes, qar,
+                                    "quantized all-reduce in place", true);
+    }
+  });
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "the calls queued no stream memory wait: they did not run triggered";
+}
+
+TEST(TriggeredCalls, QuantizedAllReduceKeepsTheHostsErrorFeedback) {
+  // With residuals: two calls in a row, each compared with the host's, output and residuals
+  // (the first quantization's and the owner's, coll/quantized_allreduce.h). 450000 fp32
+  // elements: 150000-element chunks, 3 steps per phase (a piece's fp32 values fit the 256 KiB
+  // accumulator).
+  const int n = 3;
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    const size_t count = 450000;
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.bits = 4;
+    q.intraBits = 4;
+    q.rounding = zcollRoundStochastic;
+    q.seed = 5;
+    size_t resBytes = 0;
+    ASSERT_EQ(zcollQuantizedAllReduceResidualSize(count, zcollFloat32, &q, e.comm, &resBytes),
+              zcollSuccess);
+    ASSERT_EQ(resBytes, (count + count / n) * sizeof(float));
+    const Bytes in = inputOf(e.rank, count, zcollFloat32);
+    Bytes hostOut(in.size()), hostRes(resBytes, 0);
+    char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
+    char* devOut = static_cast<char*>(e.arena.alloc(in.size()));
+    char* devRes = static_cast<char*>(e.arena.alloc(resBytes));
+    e.arena.upload(devIn, in);
+    e.arena.upload(devRes, hostRes);
+    for (int call = 0; call < 2; ++call) {
+      ASSERT_EQ(zcollQuantizedAllReduceWithResidual(in.data(), hostOut.data(), count,
+                    zcollFloat32, zcollSum, &q, hostRes.data(), resBytes, e.comm, nullptr),
+                zcollSuccess) << zcollGetLastError(e.comm);
+      auto kernel = std::make_shared<Gate>();
+      e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+      const zcollResult_t r = zcollQuantizedAllReduceWithResidual(devIn, devOut, count,
+          zcollFloat32, zcollSum, &q, devRes, resBytes, e.comm, e.arena.handle());
+      EXPECT_FALSE(e.arena.stream()->idle()) << "the call waited for its stream";
+      kernel->open(zcollSuccess);
+      ASSERT_EQ(r, zcollSuccess) << zcollGetLastError(e.comm);
+      EXPECT_EQ(e.arena.download(devOut, in.size()), hostOut) << "call " << call;
+      EXPECT_EQ(e.arena.download(devRes, resBytes), hostRes) << "residuals after call " << call;
+    }
+    EXPECT_NE(hostRes, Bytes(resBytes, 0)) << "the residuals kept nothing";
+  });
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "the calls queued no stream memory wait: they did not run triggered";
+}
+
 TEST(TriggeredCalls, CallsOnTwoStreamsOfARankRunInCallOrder) {
   onOwnDevices(2, [&](RankEnv& e) {
     test::FakeStream other(&e.arena);

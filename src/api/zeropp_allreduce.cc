@@ -4,6 +4,7 @@
 // pipeline depth for one chunk, then runs the default algorithm for the size (exact below the
 // threshold, collectives.cc).
 #include <cstddef>
+#include <string>
 
 #include "api/call_check.h"
 #include "api/guard.h"
@@ -12,6 +13,7 @@
 #include "base/dtype.h"
 #include "coll/qgz.h"
 #include "coll/quantized_allreduce.h"
+#include "trigger/collectives.h"
 
 using namespace zcoll;
 
@@ -67,6 +69,28 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
   return checkOverlap(send, bytes, recv, bytes, fn, "in place only when sendbuff == recvbuff");
 }
 
+// The call as a stream-triggered collective (api/launch.h) when the comm has a ring: the exact
+// algorithm as zcollAllReduce's, qgz_then_qwz when qgZ picks a two-hop algorithm for the chunks
+// (a forced flat one quantizes at other bits). It owns a copy of the settings (a grouped call
+// runs at zcollGroupEnd).
+TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, const QuantSettings& qs,
+                     size_t bytes, const Executor& exec) {
+  const Algorithm* algo = nullptr;
+  if (!comm->trigger || bytes == 0 ||
+      selectAlgorithm(comm, CollKind::kQuantizedAllReduce, bytes, exec.memKind(), &algo) !=
+          zcollSuccess)
+    return {};
+  if (std::string(algo->name) == "exact")
+    return [args](TriggerRing& ring, Executor& ex) { return triggeredAllReduce(ring, ex, args); };
+  const size_t chunkBytes = qarSplit(comm, args.count).chunk * dtypeSize(args.dtype);
+  if (chunkBytes > 0 && !qgzPicksTwoHop(comm, chunkBytes, exec.memKind())) return {};
+  return [args, qs](TriggerRing& ring, Executor& ex) {
+    CollArgs a = args;
+    a.quant = &qs;
+    return triggeredQuantizedAllReduce(ring, ex, a);
+  };
+}
+
 zcollResult_t quantizedAllReduce(const char* fn, const void* send, void* recv, size_t count,
                                  zcollDataType_t dtype, zcollRedOp_t op,
                                  const zcollQuantConfig_t* quant, const Residual& res,
@@ -90,9 +114,10 @@ zcollResult_t quantizedAllReduce(const char* fn, const void* send, void* recv, s
       args.partialResidual = split.partialElems ? r + split.firstElems : nullptr;
       args.ownerResidual = r + split.firstElems + split.partialElems;
     }
+    const size_t bytes = count * dtypeSize(dtype);
     return launchCall(comm, fn, ce, d,
-                      algorithmWork(comm, CollKind::kQuantizedAllReduce, args,
-                                    count * dtypeSize(dtype)));
+                      algorithmWork(comm, CollKind::kQuantizedAllReduce, args, bytes),
+                      onRing(comm, args, qs, bytes, *ce.exec));
   });
 }
 

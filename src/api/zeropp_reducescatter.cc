@@ -43,12 +43,7 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
 // copy of the settings (a grouped call runs at zcollGroupEnd).
 TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, size_t bytes,
                      const Executor& exec) {
-  const Algorithm* algo = nullptr;
-  if (!comm->trigger || bytes == 0 ||
-      selectAlgorithm(comm, CollKind::kQuantizedReduceScatter, bytes, exec.memKind(), &algo) !=
-          zcollSuccess ||
-      std::string(algo->name).rfind("two_hop", 0) != 0)
-    return {};
+  if (!comm->trigger || bytes == 0 || !qgzPicksTwoHop(comm, bytes, exec.memKind())) return {};
   return [args, quant = *args.quant](TriggerRing& ring, Executor& ex) {
     CollArgs a = args;
     a.quant = &quant;

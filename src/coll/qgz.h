@@ -35,6 +35,10 @@ inline QgzArgs qgzArgsOf(const CollArgs& a) {
   return q;
 }
 
+// Whether qgZ picks one of its two-hop algorithms for `bytes` per rank (what a stream-triggered
+// qgZ computes; a forced or uneven-node `flat` quantizes at other bits).
+bool qgzPicksTwoHop(const zcollComm* comm, size_t bytes, MemKind mem);
+
 // Default pipeline depth (docs/ZEROPP.md "qgZ", measured in perf/LOG.md): pieces of at least
 // 64K elements per chunk, at most 4 of them.
 inline int qgzDefaultDepth(size_t count) {

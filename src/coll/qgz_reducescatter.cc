@@ -18,6 +18,7 @@
 //   so a region is rewritten (piece k+2) only once every peer is done with it; a last token
 //   releases the windows. No quantized byte is copied inside the node; the bits are the same.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "base/dtype.h"
@@ -292,6 +293,13 @@ Result quantizedReduceScatterTwoHopShmRead(zcollComm* comm, const CollArgs& a) {
   QgzArgs args = qgzArgsOf(a);
   args.shmRead = true;
   return qgzHierarchical(comm, args);
+}
+
+bool qgzPicksTwoHop(const zcollComm* comm, size_t bytes, MemKind mem) {
+  const Algorithm* algo = nullptr;
+  return selectAlgorithm(comm, CollKind::kQuantizedReduceScatter, bytes, mem, &algo) ==
+             zcollSuccess &&
+         std::string(algo->name).rfind("two_hop", 0) == 0;
 }
 
 }  // namespace zcoll

@@ -16,9 +16,20 @@ Result triggeredReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a
 // qwZ (zcollQuantizedAllGather, a.quant->inter): quantized gather steps of whole blocks; the
 // bits of coll/qwz_allgather.cc.
 Result triggeredQuantizedAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// The gather qwZ and the quantized all-reduce end with: this rank's `count` elements at `mine`
+// quantized once with `p` (element k of rank r numbered indexBase + r * count + k for
+// stochastic rounding) and every rank's dequantized codes, the owner's too, to
+// recv + r * count elements; with `residual` (count fp32) the owner keeps error feedback.
+Result triggeredQuantizedGather(TriggerRing& ring, Executor& ex, const char* mine, size_t count,
+                                zcollDataType_t dtype, const quant::QuantParams& p,
+                                uint64_t indexBase, char* recv, float* residual);
 // qgZ inside one node (zcollQuantizedReduceScatter, a.quant->intra): quantized reduce steps of
 // whole blocks; the bits of coll/qgz_reducescatter.cc's two_hop algorithms on one node.
 Result triggeredQuantizedReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// zcollQuantizedAllReduce inside one node, coll/quantized_allreduce.cc's qgz_then_qwz bits:
+// qgZ's steps on the W chunks (a.firstResidual: error feedback), the gather of the reduced
+// chunks (a.ownerResidual), the tail of count % W elements all-reduced exactly.
+Result triggeredQuantizedAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a);
 // Reduce-scatter of ceil(count / n)-element segments, each reduce step followed by the gather
 // step of its reduced pieces: every rank ends with the owners' bits.
 Result triggeredAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a);

@@ -12,24 +12,33 @@
 
 namespace zcoll {
 
-Result triggeredQuantizedAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a) {
+Result triggeredQuantizedGather(TriggerRing& ring, Executor& ex, const char* mine, size_t count,
+                                zcollDataType_t dtype, const quant::QuantParams& p,
+                                uint64_t indexBase, char* recv, float* residual) {
   const int n = ring.nranks(), me = ring.me();
-  const size_t es = dtypeSize(a.dtype);
-  const quant::QuantParams& p = a.quant->inter;
-  const size_t piece = quantizedPieceElems(ring, p);
+  const size_t es = dtypeSize(dtype);
+  const size_t piece = quantizedPieceElems(ring, p, 1, residual != nullptr);
   if (piece == 0)
-    return fail(zcollInternalError, "qwZ on the trigger ring: a block of %d elements at %d bits "
-                "does not fit a %zu-byte window slot", p.blockSize, p.bits, ring.slotBytes());
-  const char* send = static_cast<const char*>(a.send);
-  char* recv = static_cast<char*>(a.recv);
-  for (size_t at = 0; at < a.count; at += piece) {
-    const size_t len = std::min(piece, a.count - at);
-    quant::QuantParams mine = p;
-    mine.elementOffset = static_cast<uint64_t>(me) * a.count + at;  // as the host's, per element
+    return fail(zcollInternalError, "a quantized gather on the trigger ring: a block of %d "
+                "elements at %d bits does not fit a %zu-byte window slot%s", p.blockSize, p.bits,
+                ring.slotBytes(), residual ? " (or in fp32 its accumulator)" : "");
+  for (size_t at = 0; at < count; at += piece) {
+    const size_t len = std::min(piece, count - at);
+    quant::QuantParams mineParams = p;
+    mineParams.elementOffset = indexBase + static_cast<uint64_t>(me) * count + at;
     std::vector<char*> out(n);
-    for (int r = 0; r < n; ++r) out[r] = recv + (r * a.count + at) * es;
-    ZCOLL_CHECK(quantizedGatherStep(ring, ex, send + at * es, a.dtype, len, mine, out));
+    for (int r = 0; r < n; ++r) out[r] = recv + (r * count + at) * es;
+    ZCOLL_CHECK(quantizedGatherStep(ring, ex, mine + at * es, dtype, len, mineParams, out,
+                                    residual ? residual + at : nullptr));
   }
+  return zcollSuccess;
+}
+
+Result triggeredQuantizedAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a) {
+  // The host's stochastic-rounding index of an element: its index in the gathered output.
+  ZCOLL_CHECK(triggeredQuantizedGather(ring, ex, static_cast<const char*>(a.send), a.count,
+                                       a.dtype, a.quant->inter, 0, static_cast<char*>(a.recv),
+                                       nullptr));
   return ring.noteStream(ex);
 }
 

@@ -3,9 +3,24 @@
 #include <algorithm>
 
 #include "base/dtype.h"
+#include "coll/feedback.h"
 #include "exec/reduce_kernels.h"
 
 namespace zcoll {
+
+namespace {
+
+// `elems` elements at `in` quantized with `p` to `codes`; with `residual`, keeping error
+// feedback (coll/feedback.h), the fp32 values in the ring's accumulator (stream-ordered: a step
+// of this rank uses it at a time).
+Result quantizeInto(TriggerRing& ring, Executor& ex, const char* in, zcollDataType_t dtype,
+                    size_t elems, const quant::QuantParams& p, float* residual, char* codes) {
+  if (residual == nullptr) return ex.quantize(in, dtype, elems, p, codes);
+  return quantizeWithFeedback(ex, in, dtype, elems, p, residual,
+                              reinterpret_cast<float*>(ring.acc()), codes);
+}
+
+}  // namespace
 
 Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
                   const std::vector<size_t>& bytes, const std::vector<char*>& out) {
@@ -24,11 +39,11 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
 
 Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
                            zcollDataType_t dtype, size_t elems, const quant::QuantParams& p,
-                           const std::vector<char*>& out) {
+                           const std::vector<char*>& out, float* residual) {
   const int me = ring.me();
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
-  ZCOLL_CHECK(ex.quantize(mine, dtype, elems, p, ring.mySlot(s)));
+  ZCOLL_CHECK(quantizeInto(ring, ex, mine, dtype, elems, p, residual, ring.mySlot(s)));
   ZCOLL_CHECK(ring.publish(ex, s));
   ZCOLL_CHECK(ex.dequantize(ring.mySlot(s), elems, p, out[me], dtype));  // after: may be `mine`
   for (int r = 0; r < ring.nranks(); ++r) {
@@ -42,13 +57,15 @@ Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
 Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, size_t elems,
                            const std::vector<const char*>& toRank,
                            const std::vector<quant::QuantParams>& params, float scale,
-                           char* out) {
+                           char* out, const std::vector<float*>& residuals) {
   const int me = ring.me(), n = ring.nranks();
   const size_t part = quant::quantizedBytes(elems, params[me]);
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
   for (int d = 0; d < n; ++d)
-    ZCOLL_CHECK(ex.quantize(toRank[d], dtype, elems, params[d], ring.mySlot(s) + d * part));
+    ZCOLL_CHECK(quantizeInto(ring, ex, toRank[d], dtype, elems, params[d],
+                             residuals.empty() ? nullptr : residuals[d],
+                             ring.mySlot(s) + d * part));
   ZCOLL_CHECK(ring.publish(ex, s));
   std::vector<const void*> parts(n);
   for (int r = 0; r < n; ++r) {
@@ -59,11 +76,13 @@ Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtyp
   return ring.finish(ex, s);
 }
 
-size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts) {
+size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts,
+                           bool feedback) {
   const size_t block = static_cast<size_t>(p.blockSize);
   const size_t room = ring.slotBytes() / static_cast<size_t>(std::max(1, parts));
   size_t blocks = room / std::max<size_t>(1, quant::quantizedBytes(block, p));
   while (blocks > 0 && quant::quantizedBytes(blocks * block, p) > room) --blocks;
+  if (feedback) blocks = std::min(blocks, ring.accBytes() / sizeof(float) / block);
   return blocks * block;
 }
 

@@ -27,23 +27,27 @@ Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollR
 // One gather step of quantized pieces (qwZ, coll/qwz_allgather.cc): this rank's `elems`
 // elements at `mine` quantized with `p` into its slot, then every rank's piece, its own too,
 // dequantized from its slot to out[p], so every rank holds the same bits. Every rank's piece has
-// `elems` elements; its codes must fit a slot (quantizedPieceElems).
+// `elems` elements; its codes must fit a slot (quantizedPieceElems). With `residual` (`elems`
+// fp32), the quantization keeps error feedback (coll/feedback.h), in the ring's accumulator.
 Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
                            zcollDataType_t dtype, size_t elems, const quant::QuantParams& p,
-                           const std::vector<char*>& out);
+                           const std::vector<char*>& out, float* residual = nullptr);
 
 // One reduce step of quantized pieces (qgZ inside a node, coll/qgz_reducescatter.cc with one
 // node): for every rank d, toRank[d] (`elems` elements) quantized with params[d] into part d of
 // this rank's slot; then the parts every rank made for this one, its own too, dequantized and
 // summed in fp32 in rank order, times `scale`, rounded once to `out`. Every part's codes must fit
-// (quantizedPieceElems with `parts` = ranks).
+// (quantizedPieceElems with `parts` = ranks). With `residuals` (one per rank d, `elems` fp32
+// each), every quantization keeps error feedback, in the ring's accumulator.
 Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, size_t elems,
                            const std::vector<const char*>& toRank,
-                           const std::vector<quant::QuantParams>& params, float scale, char* out);
+                           const std::vector<quant::QuantParams>& params, float scale, char* out,
+                           const std::vector<float*>& residuals = {});
 
-// The most elements (whole blocks of `p`) whose codes, `parts` times, fit a slot of `ring`; 0
-// when none do.
-size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts = 1);
+// The most elements (whole blocks of `p`) whose codes, `parts` times, fit a slot of `ring`, and
+// with `feedback` whose fp32 values fit its accumulator; 0 when none do.
+size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts = 1,
+                           bool feedback = false);
 
 // The most elements of `dtype` a reduce step takes per rank on `ring` (a multiple of 64).
 size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype);
