@@ -223,6 +223,59 @@ TEST(TriggeredCalls, QuantizedReduceScatterGivesTheHostBytes) {
       << "the calls queued no stream memory wait: they did not run triggered";
 }
 
+TEST(TriggeredCalls, HierarchicalAllGatherAndItsBackwardGiveTheHostBytes) {
+  // hpZ inside a node: the forward call (exact, and quantized as qwZ) gives the host path's
+  // output and secondary shard, and the backward call from the device's secondaries gives the
+  // host's output; each returns with its stream still blocked by earlier work.
+  const int n = 3;
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.bits = 4;
+    q.blockSize = 128;
+    q.rounding = zcollRoundStochastic;
+    q.seed = 3;
+    for (const zcollQuantConfig_t* quant : {static_cast<const zcollQuantConfig_t*>(nullptr),
+                                            static_cast<const zcollQuantConfig_t*>(&q)}) {
+      const char* what = quant ? "hpZ quantized" : "hpZ exact";
+      const size_t count = 300001;
+      const zcollDataType_t t = zcollBfloat16;
+      const size_t es = dtypeSize(t);
+      size_t secCount = 0;
+      ASSERT_EQ(zcollSecondaryShardCount(e.comm, count, &secCount), zcollSuccess);
+      ASSERT_EQ(secCount, count) << "one node: the secondary is one shard";
+      const Bytes in = inputOf(e.rank, count, t);
+      Bytes hostOut(count * n * es), hostSec(count * es), hostBack(count * n * es);
+      ASSERT_EQ(zcollAllGatherHier(in.data(), hostOut.data(), hostSec.data(), count, t, quant,
+                                   e.comm, nullptr), zcollSuccess) << zcollGetLastError(e.comm);
+      ASSERT_EQ(zcollAllGatherFromSecondary(hostSec.data(), hostBack.data(), count, t, e.comm,
+                                            nullptr), zcollSuccess) << zcollGetLastError(e.comm);
+      char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
+      char* devOut = static_cast<char*>(e.arena.alloc(hostOut.size()));
+      char* devSec = static_cast<char*>(e.arena.alloc(hostSec.size()));
+      char* devBack = static_cast<char*>(e.arena.alloc(hostBack.size()));
+      e.arena.upload(devIn, in);
+      auto kernel = std::make_shared<Gate>();
+      e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+      const zcollResult_t forward =
+          zcollAllGatherHier(devIn, devOut, devSec, count, t, quant, e.comm, e.arena.handle());
+      const zcollResult_t backward =
+          zcollAllGatherFromSecondary(devSec, devBack, count, t, e.comm, e.arena.handle());
+      EXPECT_FALSE(e.arena.stream()->idle()) << what << ": the calls waited for their stream";
+      kernel->open(zcollSuccess);
+      ASSERT_EQ(forward, zcollSuccess) << what << ": " << zcollGetLastError(e.comm);
+      ASSERT_EQ(backward, zcollSuccess) << what << ": " << zcollGetLastError(e.comm);
+      EXPECT_EQ(e.arena.download(devOut, hostOut.size()), hostOut) << what << ", rank " << e.rank;
+      EXPECT_EQ(e.arena.download(devSec, hostSec.size()), hostSec) << what << " secondary";
+      EXPECT_EQ(e.arena.download(devBack, hostBack.size()), hostBack) << what << " backward";
+      EXPECT_EQ(hostBack, hostOut) << what << ": the backward call's bits are the forward's";
+    }
+  });
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "the calls queued no stream memory wait: they did not run triggered";
+}
+
 TEST(TriggeredCalls, QuantizedAllReduceGivesTheHostBytes) {
   // zcollQuantizedAllReduce inside a node: qgZ's steps on the W chunks, the owners' quantized
   // gather, the tail exact (count % W elements): the host path's bits; below the size at which

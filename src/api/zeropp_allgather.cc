@@ -118,9 +118,16 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     CollArgs a{sendbuff, recvbuff, sendcount, datatype, zcollSum, -1};
     a.quant = quant != nullptr ? &qs : nullptr;
     a.secondary = secondary;
-    return launchCall(
-        comm, fn, ce, d,
-        algorithmWork(comm, CollKind::kAllGatherHier, a, sendcount * dtypeSize(datatype)));
+    const size_t bytes = sendcount * dtypeSize(datatype);
+    TriggeredWork onRing;  // owns a copy of the settings: a grouped call runs at zcollGroupEnd
+    if (bytes > 0)
+      onRing = [a, qs, quantized = quant != nullptr](TriggerRing& ring, Executor& ex) {
+        CollArgs args = a;
+        args.quant = quantized ? &qs : nullptr;
+        return triggeredAllGatherHier(ring, ex, args);
+      };
+    return launchCall(comm, fn, ce, d, algorithmWork(comm, CollKind::kAllGatherHier, a, bytes),
+                      onRing);
   });
 }
 
@@ -139,10 +146,13 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
     ZCOLL_CHECK(checkOverlap(secondary, secElems * es, recvbuff, sendcount * comm->nranks * es, fn,
                              "secondary must not overlap recvbuff"));
     const CallDescriptor d = describeCall(CollKind::kAllGatherFromSecondary, datatype, sendcount);
+    const CollArgs a{secondary, recvbuff, sendcount, datatype, zcollSum, -1};
+    TriggeredWork onRing;  // one node: the secondaries are the shards, gathered exactly
+    if (sendcount > 0)
+      onRing = [a](TriggerRing& ring, Executor& ex) { return triggeredAllGather(ring, ex, a); };
     return launchCall(comm, fn, ce, d,
-                      algorithmWork(comm, CollKind::kAllGatherFromSecondary,
-                                    {secondary, recvbuff, sendcount, datatype, zcollSum, -1},
-                                    sendcount * es));
+                      algorithmWork(comm, CollKind::kAllGatherFromSecondary, a, sendcount * es),
+                      onRing);
   });
 }
 

@@ -26,6 +26,11 @@ Result triggeredQuantizedGather(TriggerRing& ring, Executor& ex, const char* min
 // qgZ inside one node (zcollQuantizedReduceScatter, a.quant->intra): quantized reduce steps of
 // whole blocks; the bits of coll/qgz_reducescatter.cc's two_hop algorithms on one node.
 Result triggeredQuantizedReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// hpZ's forward call (zcollAllGatherHier) inside one node: the shards gathered (qwZ's steps
+// when a.quant is set) and this rank's secondary shard (a.secondary, unless NULL) a copy of its
+// own gathered shard: the bits of coll/hpz_allgather.cc with one node. The backward call
+// (zcollAllGatherFromSecondary) is triggeredAllGather of the secondaries.
+Result triggeredAllGatherHier(TriggerRing& ring, Executor& ex, const CollArgs& a);
 // zcollQuantizedAllReduce inside one node, coll/quantized_allreduce.cc's qgz_then_qwz bits:
 // qgZ's steps on the W chunks (a.firstResidual: error feedback), the gather of the reduced
 // chunks (a.ownerResidual), the tail of count % W elements all-reduced exactly.
