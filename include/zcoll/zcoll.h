@@ -36,8 +36,9 @@
  *    allows to deadlock when streams share a hardware queue; it is not the default there until
  *    the model that submits a call's whole device work at call time has passed the GPU kit.
  *    That model is ZCOLL_DEVICE_CALLS=stream (not yet run on a GPU): zcollAllGather,
- *    zcollReduceScatter, zcollAllReduce, zcollQuantizedAllGather and zcollQuantizedReduceScatter
- *    (its two-hop algorithms) on device buffers enqueue
+ *    zcollReduceScatter, zcollAllReduce, zcollQuantizedAllGather, zcollAllGatherHier,
+ *    zcollAllGatherFromSecondary, zcollQuantizedReduceScatter (its two-hop algorithms) and
+ *    zcollQuantizedAllReduce (with or without residuals) on device buffers enqueue
  *    their whole device work on `stream` (copies, reduction and (de)quantization kernels, stream
  *    memory writes and waits on flags that only the
  *    peers' GPU work sets) and return; work queued on `stream` after the call sees its result,
