@@ -462,6 +462,24 @@ void everyCollective(Ctx& c, size_t n) {
           return zcollQuantizedReduceScatter(p[0], p[0] + off(bf, r * n), n, bf, zcollAvg, &g4p,
                                              comm, s);
         });
+
+  // The quantized all-reduce of W*n + 1 elements (W chunks and a tail; exact below 256 KiB):
+  // INT8 in place; INT4 with error feedback, the residuals (zeros at first) compared too.
+  const size_t qn = W * n + 1;
+  check(c, "quantized all-reduce INT8 fp32 sum in place" + at, {in(f32, qn)},
+        [&](const Ptrs& p, auto s) {
+          return zcollQuantizedAllReduce(p[0], p[0], qn, f32, zcollSum, &q8, comm, s);
+        });
+  size_t resBytes = 0;
+  if (zcollQuantizedAllReduceResidualSize(qn, bf, &g4, comm, &resBytes) != zcollSuccess) {
+    reportFailure(c, "zcollQuantizedAllReduceResidualSize" + at, zcollInternalError);
+    return;
+  }
+  check(c, "quantized all-reduce INT4 bf16 avg with residuals" + at,
+        {in(bf, qn), out(bf, qn), Bytes(resBytes, 0)}, [&](const Ptrs& p, auto s) {
+          return zcollQuantizedAllReduceWithResidual(p[0], p[1], qn, bf, zcollAvg, &g4, p[2],
+                                                     resBytes, comm, s);
+        });
 }
 
 // ---- A peer that leaves -------------------------------------------------------------------------
