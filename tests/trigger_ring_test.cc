@@ -67,6 +67,36 @@ void onOwnDevices(int n, const std::function<void(RankEnv&)>& body, bool sameDev
       << "a thread other than a caller's submitted work to a stream (the progress thread?)";
 }
 
+// onOwnDevices for calls that must run on the ring: every rank has one, and the calls queued
+// stream memory waits (they did not run synchronously).
+void onRingTriggered(int n, const std::function<void(RankEnv&)>& body) {
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    body(e);
+  });
+  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "the calls queued no stream memory wait: they did not run triggered";
+}
+
+// One quantized call's settings in the tests below (intraBits 0: the call's default).
+struct QuantCase {
+  zcollDataType_t dtype;
+  size_t count;
+  int bits, intraBits, blockSize, mode, rounding;
+  zcollRedOp_t op;
+  zcollQuantConfig_t config(uint64_t seed) const {
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.bits = bits;
+    q.intraBits = intraBits;
+    q.blockSize = blockSize;
+    q.mode = mode;
+    q.rounding = rounding;
+    q.seed = seed;
+    return q;
+  }
+};
+
 Bytes inputOf(int rank, size_t elems, zcollDataType_t t) {
   Bytes b(elems * dtypeSize(t));
   for (size_t i = 0; i < elems; ++i)
@@ -103,9 +133,7 @@ void expectTriggeredGivesHostBytes(RankEnv& e, const Bytes& in, size_t outBytes,
 
 TEST(TriggeredCalls, AllGatherReduceScatterAndAllReduceGiveTheHostBytes) {
   const int n = 3;
-  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
-  onOwnDevices(n, [&](RankEnv& e) {
-    EXPECT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+  onRingTriggered(n, [&](RankEnv& e) {
     zcollComm_t comm = e.comm;
     for (zcollDataType_t t : {zcollFloat32, zcollBfloat16}) {
       const size_t es = dtypeSize(t);
@@ -141,8 +169,6 @@ TEST(TriggeredCalls, AllGatherReduceScatterAndAllReduceGiveTheHostBytes) {
             }, "all-reduce in place", true);
     }
   });
-  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
-      << "the calls queued no stream memory wait: they did not run triggered";
 }
 
 TEST(TriggeredCalls, QuantizedAllGatherGivesTheHostBytes) {
@@ -150,23 +176,13 @@ TEST(TriggeredCalls, QuantizedAllGatherGivesTheHostBytes) {
   // its global element offset, the owner's copy dequantized too) at INT8 and INT4, symmetric and
   // not, nearest and stochastic; 800017 fp32 elements take 3 steps of a 1 MiB window at INT8.
   const int n = 3;
-  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
-  onOwnDevices(n, [&](RankEnv& e) {
-    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
-    struct Case {
-      zcollDataType_t dtype;
-      size_t count;
-      int bits, blockSize, mode, rounding;
-    } cases[] = {{zcollFloat32, 800017, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven},
-                 {zcollBfloat16, 120001, 4, 128, zcollQuantAsymmetric, zcollRoundStochastic},
-                 {zcollFloat16, 5, 8, 32, zcollQuantSymmetric, zcollRoundStochastic}};
-    for (const Case& c : cases) {
-      zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
-      q.bits = c.bits;
-      q.blockSize = c.blockSize;
-      q.mode = c.mode;
-      q.rounding = c.rounding;
-      q.seed = 7;
+  onRingTriggered(n, [&](RankEnv& e) {
+    const QuantCase cases[] = {
+        {zcollFloat32, 800017, 8, 0, 256, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum},
+        {zcollBfloat16, 120001, 4, 0, 128, zcollQuantAsymmetric, zcollRoundStochastic, zcollSum},
+        {zcollFloat16, 5, 8, 0, 32, zcollQuantSymmetric, zcollRoundStochastic, zcollSum}};
+    for (const QuantCase& c : cases) {
+      const zcollQuantConfig_t q = c.config(7);
       const size_t es = dtypeSize(c.dtype);
       auto qwz = [&](const void* s, void* r, zcollStream_t st) {
         return zcollQuantizedAllGather(s, r, c.count, c.dtype, &q, e.comm, st);
@@ -177,8 +193,6 @@ TEST(TriggeredCalls, QuantizedAllGatherGivesTheHostBytes) {
                                     qwz, "qwZ in place", true, e.rank * c.count * es);
     }
   });
-  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
-      << "the calls queued no stream memory wait: they did not run triggered";
 }
 
 TEST(TriggeredCalls, QuantizedReduceScatterGivesTheHostBytes) {
@@ -187,26 +201,13 @@ TEST(TriggeredCalls, QuantizedReduceScatterGivesTheHostBytes) {
   // at 8, 4 and 16 intra bits, Sum and Avg, in place; 300007 fp32 elements take 3 steps of a
   // 1 MiB window at INT8.
   const int n = 3;
-  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
-  onOwnDevices(n, [&](RankEnv& e) {
-    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
-    struct Case {
-      zcollDataType_t dtype;
-      size_t count;
-      int intraBits, blockSize, mode, rounding;
-      zcollRedOp_t op;
-    } cases[] = {
-        {zcollFloat32, 300007, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum},
-        {zcollBfloat16, 50001, 4, 64, zcollQuantAsymmetric, zcollRoundStochastic, zcollAvg},
-        {zcollFloat16, 7, 16, 32, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum}};
-    for (const Case& c : cases) {
-      zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
-      q.bits = 8;
-      q.intraBits = c.intraBits;
-      q.blockSize = c.blockSize;
-      q.mode = c.mode;
-      q.rounding = c.rounding;
-      q.seed = 11;
+  onRingTriggered(n, [&](RankEnv& e) {
+    const QuantCase cases[] = {
+        {zcollFloat32, 300007, 8, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum},
+        {zcollBfloat16, 50001, 8, 4, 64, zcollQuantAsymmetric, zcollRoundStochastic, zcollAvg},
+        {zcollFloat16, 7, 8, 16, 32, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum}};
+    for (const QuantCase& c : cases) {
+      const zcollQuantConfig_t q = c.config(11);
       const size_t es = dtypeSize(c.dtype);
       expectTriggeredGivesHostBytes(e, inputOf(e.rank, c.count * n, c.dtype), c.count * es,
           [&](const void* s, void* r, zcollStream_t st) {
@@ -219,8 +220,6 @@ TEST(TriggeredCalls, QuantizedReduceScatterGivesTheHostBytes) {
           }, "qgZ in place", true);
     }
   });
-  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
-      << "the calls queued no stream memory wait: they did not run triggered";
 }
 
 TEST(TriggeredCalls, HierarchicalAllGatherAndItsBackwardGiveTheHostBytes) {
@@ -228,9 +227,7 @@ TEST(TriggeredCalls, HierarchicalAllGatherAndItsBackwardGiveTheHostBytes) {
   // output and secondary shard, and the backward call from the device's secondaries gives the
   // host's output; each returns with its stream still blocked by earlier work.
   const int n = 3;
-  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
-  onOwnDevices(n, [&](RankEnv& e) {
-    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+  onRingTriggered(n, [&](RankEnv& e) {
     zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
     q.bits = 4;
     q.blockSize = 128;
@@ -272,8 +269,6 @@ TEST(TriggeredCalls, HierarchicalAllGatherAndItsBackwardGiveTheHostBytes) {
       EXPECT_EQ(hostBack, hostOut) << what << ": the backward call's bits are the forward's";
     }
   });
-  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
-      << "the calls queued no stream memory wait: they did not run triggered";
 }
 
 TEST(TriggeredCalls, QuantizedAllReduceGivesTheHostBytes) {
@@ -282,26 +277,13 @@ TEST(TriggeredCalls, QuantizedAllReduceGivesTheHostBytes) {
   // it quantizes (256 KiB), the exact all-reduce's. 300002 fp32 elements: 100000-element chunks
   // (each 1 step per phase at INT8 in a 1 MiB window), a 2-element tail.
   const int n = 3;
-  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
-  onOwnDevices(n, [&](RankEnv& e) {
-    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
-    struct Case {
-      zcollDataType_t dtype;
-      size_t count;
-      int bits, intraBits, blockSize, mode, rounding;
-      zcollRedOp_t op;
-    } cases[] = {
+  onRingTriggered(n, [&](RankEnv& e) {
+    const QuantCase cases[] = {
         {zcollFloat32, 300002, 8, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum},
         {zcollBfloat16, 400001, 4, 4, 64, zcollQuantAsymmetric, zcollRoundStochastic, zcollAvg},
         {zcollFloat16, 7, 8, 8, 32, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum}};
-    for (const Case& c : cases) {
-      zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
-      q.bits = c.bits;
-      q.intraBits = c.intraBits;
-      q.blockSize = c.blockSize;
-      q.mode = c.mode;
-      q.rounding = c.rounding;
-      q.seed = 13;
+    for (const QuantCase& c : cases) {
+      const zcollQuantConfig_t q = c.config(13);
       const size_t bytes = c.count * dtypeSize(c.dtype);
       auto qar = [&](const void* s, void* r, zcollStream_t st) {
         return zcollQuantizedAllReduce(s, r, c.count, c.dtype, c.op, &q, e.comm, st);
@@ -312,8 +294,6 @@ TEST(TriggeredCalls, QuantizedAllReduceGivesTheHostBytes) {
                                     "quantized all-reduce in place", true);
     }
   });
-  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
-      << "the calls queued no stream memory wait: they did not run triggered";
 }
 
 TEST(TriggeredCalls, QuantizedAllReduceKeepsTheHostsErrorFeedback) {
@@ -322,9 +302,7 @@ TEST(TriggeredCalls, QuantizedAllReduceKeepsTheHostsErrorFeedback) {
   // elements: 150000-element chunks, 3 steps per phase (a piece's fp32 values fit the 256 KiB
   // accumulator).
   const int n = 3;
-  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
-  onOwnDevices(n, [&](RankEnv& e) {
-    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+  onRingTriggered(n, [&](RankEnv& e) {
     const size_t count = 450000;
     zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
     q.bits = 4;
@@ -358,8 +336,6 @@ TEST(TriggeredCalls, QuantizedAllReduceKeepsTheHostsErrorFeedback) {
     }
     EXPECT_NE(hostRes, Bytes(resBytes, 0)) << "the residuals kept nothing";
   });
-  EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
-      << "the calls queued no stream memory wait: they did not run triggered";
 }
 
 TEST(TriggeredCalls, CallsOnTwoStreamsOfARankRunInCallOrder) {
