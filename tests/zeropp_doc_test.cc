@@ -69,7 +69,7 @@ TEST(ZeroppDoc, HpzReadInPlaceBytesAreTheStructuresSent) {
   EXPECT_EQ(number(got[1]), kRangeFixedBytes);
   EXPECT_EQ(number(got[2]), zcoll::ShmTransport::kHandleBytes);
   EXPECT_EQ(number(got[3]), kDeviceRangeBytes);
-  EXPECT_EQ(number(got[4]), zcoll::CudaIpcTransport::kHandleBytes);
+  EXPECT_EQ(number(got[4]), zcoll::CudaIpcPeerMemory::kHandleBytes);
   EXPECT_EQ(number(got[5]), kTokenBytes);
   // The worked example: 2x2, fp32, C = 1: N*C*es of shards and the notices, to L-1 = 1 peer.
   got = find(page, "At 2x2 with fp32 and C = 1 that is (\\d+) bytes per rank \\((\\d+) of "

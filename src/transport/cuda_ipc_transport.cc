@@ -99,7 +99,7 @@ CudaIpcTransport::CudaIpcTransport(std::unique_ptr<DeviceIpc> ipc, int maxPath, 
       maxPath_(maxPath),
       userBuffers_(userBuffers),
       copyWaitMs_(copyWaitMs),
-      windowRequested_(windowBytes) {}
+      memory_(ipc_.get(), windowBytes, copyWaitMs) {}
 
 Result CudaIpcTransport::create(std::unique_ptr<DeviceIpc> ipc, int maxPath, bool userBuffers,
                                 int copyWaitMs, std::unique_ptr<CudaIpcTransport>* out,
@@ -193,8 +193,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   });
   for (PeerSlots& ps : slots_)
     if (ps.peerMapped) ps.area = nullptr;  // kept
-  for (char by : windowMappedBy_)
-    if (by) windowKept_ = true;
+  for (int r = 0; r < static_cast<int>(slots_.size()); ++r) memory_.peerMayStillMap(r);
   freeOwnSlots();
 }
 
@@ -344,11 +343,9 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
   // Round 2: the pairs trade the handles of the slots each made for the other (and of their
   // windows), and map them.
   slots_.assign(n, PeerSlots{});
-  peerWindow_.assign(n, nullptr);
-  peerWindowBytes_.assign(n, 0);
   if (ipc_ != nullptr) ZCOLL_CHECK(makeSlots(a, pairs));
   if (ipc_ != nullptr && std::find(pairs.begin(), pairs.end(), 1) != pairs.end())
-    ZCOLL_CHECK(makeWindow(a));
+    ZCOLL_CHECK(memory_.makeWindow(a.commName, a.rank));
   std::vector<char> mapped(n, 0);
   ZCOLL_CHECK(tradeHandles(a, pairs, &mapped));
   // Round 3: whether each side mapped the other's slots, and its window.
@@ -356,12 +353,11 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
   std::vector<std::string> flags(n);
   for (int r = 0; r < n; ++r)
     flags[r] = std::string{static_cast<char>(mapped[r] ? 1 : 0),
-                           static_cast<char>(peerWindow_[r] != nullptr ? 1 : 0)};
+                           static_cast<char>(memory_.mapsWindowOf(r) ? 1 : 0)};
   ZCOLL_CHECK(a.exchange(pairs, 2, flags, &theirs));
-  windowMappedBy_.assign(n, 0);
   for (int r = 0; r < n; ++r)
     if (pairs[r]) {
-      windowMappedBy_[r] = theirs[r][1] == 1;
+      memory_.setWindowMappedBy(r, n, theirs[r][1] == 1);
       theirs[r].resize(1);
     }
   agreed_.assign(n, 0);
@@ -384,53 +380,29 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
   aborting_ = a.aborting;
   pids_ = a.pids;
   rank_ = a.rank;
-  ZCOLL_CHECK(tradePairs(a, trades));
+  // Round 4: the node's rows of pairs and windows (CudaIpcPeerMemory::tradeRows).
+  ZCOLL_CHECK(memory_.tradeRows(a, trades, agreed_));
   connected_ = true;
   return zcollSuccess;
 }
 
-// This rank's window, once it has a pair: allocated and exported while no stream is held. A
-// window that cannot be made is no error: the peers then exchange what they would have read.
-Result CudaIpcTransport::makeWindow(const ConnectArgs& a) {
-  if (windowRequested_ == 0) return zcollSuccess;
-  return streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: allocating its window", [&]() -> Result {
-    void* w = nullptr;
-    Result r = ipc_->allocShared(windowRequested_, &w);
-    if (r == zcollSuccess) r = ipc_->exportRange(w, windowRequested_, &windowHandle_);
-    if (r != zcollSuccess) {
-      ZCOLL_WARN(LogSubsys::kNet, "%s rank %d: no cuda_ipc window of %zu bytes: %s",
-                 a.commName, a.rank, windowRequested_, zcollGetLastError(nullptr));
-      if (w != nullptr) ipc_->freeShared(w);
-      windowHandle_ = IpcHandle{};
-      return zcollSuccess;
-    }
-    window_ = w;
-    windowBytes_ = windowRequested_;
-    return zcollSuccess;
-  });
-}
-
-// Round 2 of connect: each pair trades {slots handle, window handle, window bytes} and maps the
-// peer's slots (*mapped) and window (peerWindow_).
+// Round 2 of connect: each pair trades {slots handle, window offer} and maps the peer's slots
+// (*mapped) and window (memory_).
 Result CudaIpcTransport::tradeHandles(const ConnectArgs& a, const std::vector<char>& pairs,
                                       std::vector<char>* mapped) {
   const int n = static_cast<int>(pairs.size());
-  constexpr size_t kBytes = 2 * sizeof(IpcHandle) + sizeof(uint64_t);
+  constexpr size_t kBytes = sizeof(IpcHandle) + CudaIpcPeerMemory::kOfferBytes;
   std::vector<std::string> handles(n), theirs;
+  const std::string window = memory_.offer();
   for (int r = 0; r < n; ++r) {
-    const uint64_t bytes = windowBytes_;
     handles[r].assign(reinterpret_cast<const char*>(&slots_[r].handle), sizeof(IpcHandle));
-    handles[r].append(reinterpret_cast<const char*>(&windowHandle_), sizeof(IpcHandle));
-    handles[r].append(reinterpret_cast<const char*>(&bytes), sizeof(bytes));
+    handles[r].append(window);
   }
   ZCOLL_CHECK(a.exchange(pairs, kBytes, handles, &theirs));
   for (int r = 0; r < n; ++r) {
     if (!pairs[r]) continue;
-    IpcHandle h, wh;
-    uint64_t wbytes = 0;
+    IpcHandle h;
     std::memcpy(&h, theirs[r].data(), sizeof(h));
-    std::memcpy(&wh, theirs[r].data() + sizeof(h), sizeof(wh));
-    std::memcpy(&wbytes, theirs[r].data() + 2 * sizeof(h), sizeof(wbytes));
     if (slots_[r].area == nullptr) {
       why_[r] = "this rank could not allocate its slots for it";
       continue;
@@ -444,40 +416,8 @@ Result CudaIpcTransport::tradeHandles(const ConnectArgs& a, const std::vector<ch
       why_[r] = std::string("mapping its slots failed: ") + zcollGetLastError(nullptr);
       continue;
     }
-    if (wh.base != 0 && wbytes > 0) mapPeerWindow(r, wh, wbytes);
+    memory_.mapPeerWindow(r, n, theirs[r].data() + sizeof(h));
   }
-  return zcollSuccess;
-}
-
-void CudaIpcTransport::mapPeerWindow(int peer, const IpcHandle& h, uint64_t bytes) {
-  const void* at = nullptr;
-  Result m = streams::whenNoneHeld(copyWaitMs_, "cuda_ipc: mapping a peer's window",
-                                   [&] { return ipc_->map(h, &at, MapUse::kHeld); });
-  if (m != zcollSuccess) {
-    ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: mapping rank %d's window failed: %s", peer,
-               zcollGetLastError(nullptr));
-    return;
-  }
-  peerWindow_[peer] = static_cast<const char*>(at);
-  peerWindowBytes_[peer] = bytes;
-}
-
-// Round 4 of connect: every rank of the node it traded verdicts with learns this rank's row of
-// pairs and windows, and this rank theirs, so a group's answer is the same on each of its ranks.
-Result CudaIpcTransport::tradePairs(const ConnectArgs& a, const std::vector<char>& trades) {
-  const int n = static_cast<int>(trades.size());
-  std::string row(n, '\0');
-  for (int r = 0; r < n; ++r) {
-    const bool pair = r < static_cast<int>(agreed_.size()) && agreed_[r];
-    const bool window = pair && peerWindow_[r] != nullptr && windowMappedBy_[r];
-    row[r] = static_cast<char>((pair ? kPairBit : 0) | (window ? kWindowBit : 0));
-  }
-  std::vector<std::string> mine(n, row), theirs;
-  ZCOLL_CHECK(a.exchange(trades, static_cast<size_t>(n), mine, &theirs));
-  rows_.assign(n, std::string());
-  rows_[a.rank] = row;
-  for (int r = 0; r < n; ++r)
-    if (trades[r]) rows_[r] = theirs[r];
   return zcollSuccess;
 }
 
@@ -530,8 +470,7 @@ void CudaIpcTransport::tradeClosed(int waitMs) {
                              r != rank_ && peerGone(r));
     if (recvs[r].transport != nullptr && !recvs[r].complete()) hosts_[r]->cancel(&recvs[r]);
     if (sends[r].transport != nullptr && !sends[r].complete()) hosts_[r]->cancel(&sends[r]);
-    if (!peerClosed && windowMappedBy_.size() > static_cast<size_t>(r) && windowMappedBy_[r])
-      windowKept_ = true;  // the peer may still map this rank's window
+    if (!peerClosed) memory_.peerMayStillMap(r);
     if (slots_[r].area == nullptr) continue;
     if (!peerClosed) {
       ZCOLL_WARN(LogSubsys::kNet, "cuda_ipc: rank %d did not say it closed its mapping of this "
@@ -547,8 +486,7 @@ void CudaIpcTransport::freeOwnSlots() {
     if (ps.area != nullptr) blocks.push_back(ps.area);
     ps.area = nullptr;
   }
-  if (window_ != nullptr && !windowKept_) blocks.push_back(window_);
-  window_ = nullptr;
+  if (void* window = memory_.releaseWindow()) blocks.push_back(window);
   if (probeBlock_ != nullptr) blocks.push_back(probeBlock_);
   probeBlock_ = nullptr;
   // They go once no stream is held (cudaFree synchronizes implicitly), and the copy engine with
@@ -914,160 +852,6 @@ void CudaIpcTransport::settleCancelled(int waitMs) {
     }
     if (!cancelled_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-}
-
-// ---- PeerMemory ---------------------------------------------------------------------------
-
-static_assert(sizeof(IpcHandle) <= sizeof(ExposedRange::handle), "a handle fits a range");
-
-bool CudaIpcTransport::pairBit(int a, int b, unsigned bit) const {
-  if (a < 0 || static_cast<size_t>(a) >= rows_.size() || rows_[a].empty()) return false;
-  if (b < 0 || static_cast<size_t>(b) >= rows_[a].size()) return false;
-  return (static_cast<unsigned char>(rows_[a][b]) & bit) != 0;
-}
-
-bool CudaIpcTransport::pairsConnected(const std::vector<int>& ranks) const {
-  for (int a : ranks)
-    for (int b : ranks)
-      if (a != b && !pairBit(a, b, kPairBit)) return false;
-  return true;
-}
-
-size_t CudaIpcTransport::windowLimit(const std::vector<int>& ranks) const {
-  size_t limit = windowBytes_;
-  for (int a : ranks) {
-    if (a == rank_) continue;
-    if (static_cast<size_t>(a) >= peerWindowBytes_.size()) return 0;
-    limit = std::min(limit, peerWindowBytes_[a]);
-    for (int b : ranks)
-      if (a != b && !pairBit(a, b, kWindowBit)) return 0;
-  }
-  return limit;
-}
-
-namespace {
-
-// What a range of registered memory or of a window carries to the peers at call time: which
-// registration, and where in it (the peers mapped it when it was made).
-struct RegisteredRef {
-  uint32_t id;
-  uint32_t reserved;
-  uint64_t offset;
-};
-static_assert(sizeof(RegisteredRef) == CudaIpcTransport::kHandleBytes, "what a range carries");
-constexpr uint32_t kWindowId = ~uint32_t{0};  // the rank's window (mapped at connect)
-
-}  // namespace
-
-const CudaIpcTransport::Registration* CudaIpcTransport::findRegistration(
-    const std::vector<Registration>& all, uint32_t id) {
-  for (const auto& r : all)
-    if (r.id == id) return &r;
-  return nullptr;
-}
-
-Result CudaIpcTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {
-  *out = ExposedRange{};
-  out->addr = reinterpret_cast<uintptr_t>(ptr);
-  out->bytes = bytes;
-  const char* p = static_cast<const char*>(ptr);
-  for (const Registration& r : registered_) {
-    if (p < r.at || bytes > r.bytes || p - r.at > static_cast<ptrdiff_t>(r.bytes - bytes))
-      continue;
-    const RegisteredRef ref{r.id, 0, static_cast<uint64_t>(p - r.at)};
-    out->mappable = 1;
-    std::memcpy(out->handle, &ref, sizeof(ref));
-    break;
-  }
-  return zcollSuccess;  // outside every registration: not mappable (nothing is opened in a call)
-}
-
-Result CudaIpcTransport::map(int peer, const ExposedRange& r, bool writable, PeerView* view) {
-  *view = PeerView{};
-  if (!r.mappable) return zcollSuccess;
-  RegisteredRef ref;
-  std::memcpy(&ref, r.handle, sizeof(ref));
-  const Registration* reg =
-      peer >= 0 && static_cast<size_t>(peer) < peerRegistered_.size()
-          ? findRegistration(peerRegistered_[peer], ref.id)
-          : nullptr;
-  if (reg == nullptr || ref.offset > reg->bytes || r.bytes > reg->bytes - ref.offset)
-    return fail(zcollInternalError, "cuda_ipc: rank %d's range lies in no registration mapped "
-                "here (registration %u, offset %llu, %llu bytes)", peer, ref.id,
-                static_cast<unsigned long long>(ref.offset),
-                static_cast<unsigned long long>(r.bytes));
-  view->at = reg->at + ref.offset;
-  // An IPC mapping is readable and writable (cudaIpcOpenMemHandle maps with both).
-  if (writable) view->writable = const_cast<char*>(view->at);
-  return zcollSuccess;
-}
-
-Result CudaIpcTransport::registerOwn(uint32_t id, void* ptr, size_t bytes, ExposedRange* out) {
-  Registration reg;
-  reg.id = id;
-  reg.at = static_cast<const char*>(ptr);
-  reg.bytes = bytes;
-  ZCOLL_CHECK(ipc_->exportRange(ptr, bytes, &reg.handle));
-  registered_.push_back(reg);
-  *out = ExposedRange{};
-  out->addr = reinterpret_cast<uintptr_t>(ptr);
-  out->bytes = bytes;
-  out->mappable = 1;
-  std::memcpy(out->handle, &reg.handle, sizeof(reg.handle));
-  return zcollSuccess;
-}
-
-Result CudaIpcTransport::registerPeer(int peer, uint32_t id, const ExposedRange& r) {
-  if (peer < 0 || static_cast<size_t>(peer) >= agreed_.size() || !agreed_[peer] || !r.mappable)
-    return zcollSuccess;  // not a pair of this transport, or nothing to map
-  Registration reg;
-  reg.id = id;
-  reg.bytes = r.bytes;
-  std::memcpy(&reg.handle, r.handle, sizeof(reg.handle));
-  const void* at = nullptr;
-  ZCOLL_CHECK(ipc_->map(reg.handle, &at, MapUse::kHeld));
-  reg.at = static_cast<const char*>(at);
-  if (peerRegistered_.size() < agreed_.size()) peerRegistered_.resize(agreed_.size());
-  peerRegistered_[peer].push_back(reg);
-  return zcollSuccess;
-}
-
-Result CudaIpcTransport::deregister(uint32_t id) {
-  auto mine = [id](const Registration& r) { return r.id == id; };
-  registered_.erase(std::remove_if(registered_.begin(), registered_.end(), mine),
-                    registered_.end());
-  for (auto& regs : peerRegistered_) {
-    for (const Registration& r : regs)
-      if (r.id == id) ipc_->unmap(r.handle);
-    regs.erase(std::remove_if(regs.begin(), regs.end(), mine), regs.end());
-  }
-  return zcollSuccess;
-}
-
-Result CudaIpcTransport::read(int peer, const ExposedRange&, size_t, void*, size_t) {
-  return fail(zcollUnsupported, "cuda_ipc: rank %d's device memory can only be read mapped",
-              peer);
-}
-
-Result CudaIpcTransport::ownWindow(size_t bytes, char** base, ExposedRange* ref) {
-  if (window_ == nullptr || bytes > windowBytes_)
-    return fail(zcollInternalError, "cuda_ipc: a window of %zu bytes asked for, %zu made at init",
-                bytes, windowBytes_);
-  *base = static_cast<char*>(window_);
-  *ref = ExposedRange{};
-  ref->addr = reinterpret_cast<uintptr_t>(window_);
-  ref->bytes = windowBytes_;
-  ref->mappable = 1;
-  const RegisteredRef window{kWindowId, 0, 0};
-  std::memcpy(ref->handle, &window, sizeof(window));
-  return zcollSuccess;
-}
-
-Result CudaIpcTransport::mapWindow(int peer, const ExposedRange&, const char** base) {
-  if (peer < 0 || static_cast<size_t>(peer) >= peerWindow_.size() || !peerWindow_[peer])
-    return fail(zcollInternalError, "cuda_ipc: rank %d's window is not mapped here", peer);
-  *base = peerWindow_[peer];
-  return zcollSuccess;
 }
 
 }  // namespace zcoll

@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/cuda_ipc_peer_memory.h"
 #include "transport/device_ipc.h"
 #include "transport/peer_memory.h"
 #include "transport/registry.h"
@@ -56,7 +57,7 @@
 
 namespace zcoll {
 
-class CudaIpcTransport final : public FencedTransport, public PeerMemory {
+class CudaIpcTransport final : public FencedTransport {
  public:
   static constexpr size_t kSlotBytes = size_t(2) << 20;
   static constexpr int kSlotsPerPeer = 2;
@@ -123,32 +124,9 @@ class CudaIpcTransport final : public FencedTransport, public PeerMemory {
   // be reading, and for copies into cancelled receives.
   void settleCancelled(int waitMs) override;
 
-  // ---- PeerMemory (device memory of the node peers it connected) ----
-  // Offered once connected. This rank's window (windowBytes, allocated and exported at connect,
-  // with the slots) is mapped by each peer of a pair at connect; caller buffers are exposed
-  // only inside registrations (zcollCommWindowRegister), which each pair maps when they are
-  // made: a call opens no mapping, it only reads. A range travels as {registration, offset}.
-  // Nothing is read unmapped. Which pairs are connected, and whose windows each maps, is traded
-  // among the node's ranks at connect (round 4), so every rank of a group answers
-  // pairsConnected and windowLimit alike.
-  PeerMemory* peerMemory() override { return ipc_ != nullptr && connected_ ? this : nullptr; }
-  bool exposesCallerBuffers() const override { return !registered_.empty(); }
-  bool readsUnmapped() const override { return false; }
-  // The used part of a range's handle: {registration id, reserved, offset} (RegisteredRef in
-  // cuda_ipc_transport.cc; docs/ZEROPP.md's device byte formulas: tests/zeropp_doc_test.cc).
-  static constexpr size_t kHandleBytes = 16;
-  size_t handleBytes() const override { return kHandleBytes; }
-  bool registersCallerMemory() const override { return true; }
-  Result registerOwn(uint32_t id, void* ptr, size_t bytes, ExposedRange* out) override;
-  Result registerPeer(int peer, uint32_t id, const ExposedRange& r) override;
-  Result deregister(uint32_t id) override;
-  bool pairsConnected(const std::vector<int>& ranks) const override;
-  size_t windowLimit(const std::vector<int>& ranks) const override;
-  Result expose(const void* ptr, size_t bytes, ExposedRange* out) override;
-  Result map(int peer, const ExposedRange& r, bool writable, PeerView* view) override;
-  Result read(int peer, const ExposedRange& r, size_t offset, void* dst, size_t bytes) override;
-  Result ownWindow(size_t bytes, char** base, ExposedRange* ref) override;
-  Result mapWindow(int peer, const ExposedRange& ref, const char** base) override;
+  // Its peer memory (transport/cuda_ipc_peer_memory.h), offered once connected: this rank's
+  // window and registered buffers as the pairs map them.
+  PeerMemory* peerMemory() override { return ipc_ != nullptr && connected_ ? &memory_ : nullptr; }
 
   struct Op;     // one message in flight (cuda_ipc_transport.cc)
   struct Piece;  // one piece of it
@@ -160,12 +138,8 @@ class CudaIpcTransport final : public FencedTransport, public PeerMemory {
   static std::unique_ptr<CudaIpcTransport> off();
   Result makeProbe();
   Result makeSlots(const ConnectArgs& a, const std::vector<char>& pairs);
-  Result makeWindow(const ConnectArgs& a);
   Result tradeHandles(const ConnectArgs& a, const std::vector<char>& pairs,
                       std::vector<char>* mapped);
-  void mapPeerWindow(int peer, const IpcHandle& h, uint64_t bytes);
-  Result tradePairs(const ConnectArgs& a, const std::vector<char>& trades);
-  bool pairBit(int a, int b, unsigned bit) const;
   Result advanceSend(Op* op, bool maySlot, bool* finished);
   Result advanceRecv(Op* op, bool* finished);
   Result startPiece(Op* op);
@@ -209,29 +183,7 @@ class CudaIpcTransport final : public FencedTransport, public PeerMemory {
   std::vector<char> mappedPeer_;  // per rank: this rank mapped that rank's slots for it
   std::vector<Op*> active_;     // posted, not complete
   std::vector<Op*> cancelled_;  // sends whose peer may still read: awaiting acknowledgements
-  // The window (PeerMemory): this rank's, and each peer's as mapped here.
-  size_t windowRequested_ = 0;
-  void* window_ = nullptr;
-  size_t windowBytes_ = 0;
-  IpcHandle windowHandle_{};
-  bool windowKept_ = false;            // a peer may still map it: never freed
-  std::vector<const char*> peerWindow_;  // per rank, null where not mapped
-  std::vector<size_t> peerWindowBytes_;
-  std::vector<char> windowMappedBy_;   // per rank: that rank mapped this rank's window
-  // Per rank of the node known here (this one and every rank it traded with), its row: for each
-  // rank, kPairBit when the two are connected, kWindowBit when each maps the other's window.
-  static constexpr unsigned kPairBit = 1, kWindowBit = 2;
-  std::vector<std::string> rows_;
-  // Registered caller memory: this rank's, and each peer's as mapped here (by registration id).
-  struct Registration {
-    uint32_t id = 0;
-    const char* at = nullptr;  // here
-    size_t bytes = 0;
-    IpcHandle handle{};        // the owner's export (closed by deregister, on the peers)
-  };
-  std::vector<Registration> registered_;
-  std::vector<std::vector<Registration>> peerRegistered_;  // per rank
-  static const Registration* findRegistration(const std::vector<Registration>& all, uint32_t id);
+  CudaIpcPeerMemory memory_;  // made with ipc_ (above): declared after it
 };
 
 }  // namespace zcoll

@@ -19,7 +19,7 @@ namespace zcoll::test {
 
 constexpr uint64_t kRangeFixedBytes = offsetof(zcoll::ExposedRange, handle);
 constexpr uint64_t kHostRangeBytes = kRangeFixedBytes + zcoll::ShmTransport::kHandleBytes;
-constexpr uint64_t kDeviceRangeBytes = kRangeFixedBytes + zcoll::CudaIpcTransport::kHandleBytes;
+constexpr uint64_t kDeviceRangeBytes = kRangeFixedBytes + zcoll::CudaIpcPeerMemory::kHandleBytes;
 constexpr uint64_t kTokenBytes = zcoll::kTokenBytes;
 // hpZ's stage B read in place, per local peer: the published secondary and the release token.
 constexpr uint64_t kHpzHostReadBytes = kHostRangeBytes + kTokenBytes;
