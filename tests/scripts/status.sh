@@ -37,13 +37,17 @@ for b in blocks:
 ' "$1"
 }
 
-# Polls zcoll_info --status (up to 10 s: the job is stuck after well under a second) until our
-# job's communicator says what `expect` matches; prints its last answer.
+# Polls zcoll_info --status until our job's communicator says what `expect` matches, for up to
+# 30 s: the job is stuck well under a second after its ranks start, but on a loaded 2-core
+# machine starting 4 ranks took over 10 s (CI, 2026-11-29: an empty answer after 40 polls). The
+# stuck state lasts ZCOLL_TIMEOUT (15 s) from then, so a late start still finds it. Prints the
+# last answer.
 status_of_job() {
   local expect=$1 out
-  for _ in $(seq 1 40); do
+  local deadline=$((SECONDS + 30))
+  while :; do
     out=$("$INFO" --status 2>&1 | our_comm "$launcher")
-    if echo "$out" | grep -qE "$expect"; then break; fi
+    if echo "$out" | grep -qE "$expect" || [ "$SECONDS" -ge "$deadline" ]; then break; fi
     sleep 0.25
   done
   echo "$out"
@@ -57,9 +61,14 @@ run_case() {
     bash -c '[ "$RANK" = "$SILENT_RANK" ] && export ZCOLL_STATUS=off; exec "$@"' rank \
     "$PROG" "$mode" 3 >"$work/$mode.log" 2>&1 &
   job=$!
-  sleep 0.5
-  local launcher
-  launcher=$(pgrep -P "$job" -f zcollrun | head -1)
+  # Our zcollrun, once timeout has started it (on a loaded machine that can take seconds).
+  local launcher=
+  for _ in $(seq 1 100); do
+    sleep 0.1
+    launcher=$(pgrep -P "$job" -f zcollrun | head -1)
+    [ -n "$launcher" ] && break
+  done
+  [ -n "$launcher" ] || fail "$mode: zcollrun did not start within 10 s"
   local status
   status=$(status_of_job "$expect")
   echo "== $mode"; echo "$status"
