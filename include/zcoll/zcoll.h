@@ -38,7 +38,8 @@
  *    That model is ZCOLL_DEVICE_CALLS=stream (not yet run on a GPU): zcollAllGather,
  *    zcollReduceScatter, zcollAllReduce, zcollQuantizedAllGather, zcollAllGatherHier,
  *    zcollAllGatherFromSecondary, zcollQuantizedReduceScatter (its two-hop algorithms) and
- *    zcollQuantizedAllReduce (with or without residuals) on device buffers enqueue
+ *    zcollQuantizedAllReduce (with or without residuals; with qgZ's two-hop algorithms too) on
+ *    device buffers enqueue
  *    their whole device work on `stream` (copies, reduction and (de)quantization kernels, stream
  *    memory writes and waits on flags that only the
  *    peers' GPU work sets) and return; work queued on `stream` after the call sees its result,
