@@ -2,7 +2,6 @@
 // would fix them), resolves the quantization settings and the pipeline depth, then runs the
 // hierarchical algorithm, or the flat one when nodes hold unequal rank counts.
 #include <cstddef>
-#include <string>
 
 #include "api/call_check.h"
 #include "api/guard.h"

@@ -29,6 +29,12 @@ Result CudaIpcPeerMemory::makeWindow(const char* commName, int rank) {
   });
 }
 
+void CudaIpcPeerMemory::startConnect(int nranks) {
+  peerWindow_.assign(nranks, nullptr);
+  peerWindowBytes_.assign(nranks, 0);
+  windowMappedBy_.assign(nranks, 0);
+}
+
 std::string CudaIpcPeerMemory::offer() const {
   const uint64_t bytes = windowBytes_;
   std::string o(reinterpret_cast<const char*>(&windowHandle_), sizeof(IpcHandle));
@@ -36,11 +42,7 @@ std::string CudaIpcPeerMemory::offer() const {
   return o;
 }
 
-void CudaIpcPeerMemory::mapPeerWindow(int peer, int nranks, const char* offer) {
-  if (peerWindow_.size() < static_cast<size_t>(nranks)) {
-    peerWindow_.resize(nranks, nullptr);
-    peerWindowBytes_.resize(nranks, 0);
-  }
+void CudaIpcPeerMemory::mapPeerWindow(int peer, const char* offer) {
   IpcHandle h;
   uint64_t bytes = 0;
   std::memcpy(&h, offer, sizeof(h));
@@ -58,11 +60,6 @@ void CudaIpcPeerMemory::mapPeerWindow(int peer, int nranks, const char* offer) {
   peerWindowBytes_[peer] = bytes;
 }
 
-void CudaIpcPeerMemory::setWindowMappedBy(int peer, int nranks, bool mapped) {
-  if (windowMappedBy_.size() < static_cast<size_t>(nranks)) windowMappedBy_.resize(nranks, 0);
-  windowMappedBy_[peer] = mapped;
-}
-
 Result CudaIpcPeerMemory::tradeRows(const ConnectArgs& a, const std::vector<char>& trades,
                                     const std::vector<char>& agreed) {
   const int n = static_cast<int>(trades.size());
@@ -70,8 +67,7 @@ Result CudaIpcPeerMemory::tradeRows(const ConnectArgs& a, const std::vector<char
   std::string row(n, '\0');
   for (int r = 0; r < n; ++r) {
     const bool pair = r < static_cast<int>(agreed.size()) && agreed[r];
-    const bool window = pair && mapsWindowOf(r) &&
-                        static_cast<size_t>(r) < windowMappedBy_.size() && windowMappedBy_[r];
+    const bool window = pair && mapsWindowOf(r) && windowMappedBy_[r];
     row[r] = static_cast<char>((pair ? kPairBit : 0) | (window ? kWindowBit : 0));
   }
   std::vector<std::string> mine(n, row), theirs;

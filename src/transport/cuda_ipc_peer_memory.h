@@ -37,19 +37,20 @@ class CudaIpcPeerMemory final : public PeerMemory {
       : ipc_(ipc), windowRequested_(windowBytes), copyWaitMs_(copyWaitMs) {}
 
   // ---- The transport's connect ----
+  // Forgets any earlier connect's peers: room for `nranks` ranks, none mapped yet.
+  void startConnect(int nranks);
   // Allocates and exports this rank's window while no stream is held. One that cannot be made
   // is no error (warned): the peers then exchange what they would have read.
   Result makeWindow(const char* commName, int rank);
   // The window's offer for round 2 (kOfferBytes; zero without a window).
   std::string offer() const;
-  // Maps `peer`'s window from its offer, making room for `nranks` peers (a failure is warned:
-  // that window is then not used).
-  void mapPeerWindow(int peer, int nranks, const char* offer);
+  // Maps `peer`'s window from its offer (a failure is warned: that window is then not used).
+  void mapPeerWindow(int peer, const char* offer);
   bool mapsWindowOf(int peer) const {
     return peer >= 0 && static_cast<size_t>(peer) < peerWindow_.size() && peerWindow_[peer];
   }
   // Round 3: whether `peer` mapped this rank's window.
-  void setWindowMappedBy(int peer, int nranks, bool mapped);
+  void setWindowMappedBy(int peer, bool mapped) { windowMappedBy_[peer] = mapped; }
   // Round 4: this rank's row (for each rank: connected, i.e. `agreed`, and each mapping the
   // other's window) to every rank it traded verdicts with (`trades`), and theirs back.
   Result tradeRows(const ConnectArgs& a, const std::vector<char>& trades,

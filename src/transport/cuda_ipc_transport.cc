@@ -343,6 +343,7 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
   // Round 2: the pairs trade the handles of the slots each made for the other (and of their
   // windows), and map them.
   slots_.assign(n, PeerSlots{});
+  memory_.startConnect(n);
   if (ipc_ != nullptr) ZCOLL_CHECK(makeSlots(a, pairs));
   if (ipc_ != nullptr && std::find(pairs.begin(), pairs.end(), 1) != pairs.end())
     ZCOLL_CHECK(memory_.makeWindow(a.commName, a.rank));
@@ -357,7 +358,7 @@ Result CudaIpcTransport::connect(const ConnectArgs& a) {
   ZCOLL_CHECK(a.exchange(pairs, 2, flags, &theirs));
   for (int r = 0; r < n; ++r)
     if (pairs[r]) {
-      memory_.setWindowMappedBy(r, n, theirs[r][1] == 1);
+      memory_.setWindowMappedBy(r, theirs[r][1] == 1);
       theirs[r].resize(1);
     }
   agreed_.assign(n, 0);
@@ -416,7 +417,7 @@ Result CudaIpcTransport::tradeHandles(const ConnectArgs& a, const std::vector<ch
       why_[r] = std::string("mapping its slots failed: ") + zcollGetLastError(nullptr);
       continue;
     }
-    memory_.mapPeerWindow(r, n, theirs[r].data() + sizeof(h));
+    memory_.mapPeerWindow(r, theirs[r].data() + sizeof(h));
   }
   return zcollSuccess;
 }
