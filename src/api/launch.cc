@@ -66,6 +66,7 @@ Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
         return work ? work(*ce.exec) : zcollSuccess;
       }
       Result r = triggered(ring, *ce.exec);
+      if (r == zcollSuccess) r = ring.noteStream(*ce.exec);  // once, after the call's last step
       if (r != zcollSuccess) breakComm(comm, r);
       return r;
     };

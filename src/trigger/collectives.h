@@ -1,7 +1,9 @@
 // The stream-triggered collectives (trigger/ring.h): all-gather, reduce-scatter and all-reduce
 // on device buffers of a node whose ranks each have their own device (or process). Each
 // enqueues its whole schedule on `ex` (the caller's stream) and returns: no progress thread,
-// no host wait. Arguments as coll/coll.h's CollArgs (validated by the entry point).
+// no host wait. They compose (the quantized all-reduce is qgZ's steps, a gather and an exact
+// all-reduce); the caller notes the stream on the ring once, after the call's last step
+// (api/launch.cc: TriggerRing::noteStream). Arguments as coll/coll.h's CollArgs (validated by the entry point).
 #pragma once
 
 #include "coll/coll.h"

@@ -36,10 +36,8 @@ Result triggeredQuantizedGather(TriggerRing& ring, Executor& ex, const char* min
 
 Result triggeredQuantizedAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a) {
   // The host's stochastic-rounding index of an element: its index in the gathered output.
-  ZCOLL_CHECK(triggeredQuantizedGather(ring, ex, static_cast<const char*>(a.send), a.count,
-                                       a.dtype, a.quant->inter, 0, static_cast<char*>(a.recv),
-                                       nullptr));
-  return ring.noteStream(ex);
+  return triggeredQuantizedGather(ring, ex, static_cast<const char*>(a.send), a.count, a.dtype,
+                                  a.quant->inter, 0, static_cast<char*>(a.recv), nullptr);
 }
 
 }  // namespace zcoll

@@ -20,7 +20,7 @@ Result triggeredReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a
     ZCOLL_CHECK(reduceStep(ring, ex, a.dtype, a.op, toRank, std::vector<size_t>(n, len),
                            recv + at * es));
   }
-  return ring.noteStream(ex);
+  return zcollSuccess;
 }
 
 }  // namespace zcoll
