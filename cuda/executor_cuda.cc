@@ -458,16 +458,21 @@ class CudaExecutor final : public Executor {
   // A stream memory operation: the stream goes on once the host has stored `value` (or a later
   // one) into *word. The host never blocks the stream, and no CUDA driver thread waits.
   Result waitValue(const uint32_t* word, uint32_t value) override {
-    StreamWaitValue32 wait = nullptr;
-    ZCOLL_CHECK(streamWaitValue32(&wait));
-    void* dev = nullptr;
-    ZCOLL_CHECK(cudaResult(cudaHostGetDevicePointer(&dev, const_cast<uint32_t*>(word), 0),
-                           "cudaHostGetDevicePointer (zcoll wait word)"));
-    CUresult r = wait(reinterpret_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(dev),
-                      value, CU_STREAM_WAIT_VALUE_GEQ);
-    if (r != CUDA_SUCCESS)
-      return fail(zcollCudaError, "cuStreamWaitValue32 failed (CUresult %d)", static_cast<int>(r));
-    return zcollSuccess;
+    return streamWait(word, value, CU_STREAM_WAIT_VALUE_GEQ);
+  }
+
+  // The same, until (*word & mask) != 0 (a handshake flag of src/trigger: captured into a graph
+  // as a batch memory-operation node, replayed with the same mask).
+  Result waitBits(const uint32_t* word, uint32_t mask) override {
+    return streamWait(word, mask, CU_STREAM_WAIT_VALUE_AND);
+  }
+
+  // The mark's event, recorded on a stream of this device before (markStream): work already
+  // submitted, so this wait never depends on later work.
+  Result waitMark(StreamMark& mark) override {
+    auto* em = dynamic_cast<EventMark*>(&mark);
+    if (em == nullptr) return fail(zcollInternalError, "a stream mark not made by the cuda executor");
+    return cudaResult(cudaStreamWaitEvent(stream_, em->event, 0), "cudaStreamWaitEvent (mark)");
   }
 
   // Default flags: a memory fence orders the stream's earlier writes before the word's
@@ -500,6 +505,18 @@ class CudaExecutor final : public Executor {
   }
 
  private:
+  Result streamWait(const uint32_t* word, uint32_t value, unsigned int flags) {
+    StreamWaitValue32 wait = nullptr;
+    ZCOLL_CHECK(streamWaitValue32(&wait));
+    void* dev = nullptr;
+    ZCOLL_CHECK(cudaResult(cudaHostGetDevicePointer(&dev, const_cast<uint32_t*>(word), 0),
+                           "cudaHostGetDevicePointer (zcoll wait word)"));
+    CUresult r = wait(reinterpret_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(dev),
+                      value, flags);
+    if (r != CUDA_SUCCESS)
+      return fail(zcollCudaError, "cuStreamWaitValue32 failed (CUresult %d)", static_cast<int>(r));
+    return zcollSuccess;
+  }
   cudaStream_t stream_;
   int device_;
   std::unique_ptr<SideLease> lease_;  // side executors only

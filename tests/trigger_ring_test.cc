@@ -363,6 +363,101 @@ TEST(TriggeredCalls, CallsOnTwoStreamsOfARankRunInCallOrder) {
   });
 }
 
+// Inputs that differ per replay (so a replay that reran the capture's data, or read a slot of
+// another step, shows).
+Bytes replayInput(int rank, size_t elems, zcollDataType_t t, int replay) {
+  Bytes b(elems * dtypeSize(t));
+  for (size_t i = 0; i < elems; ++i)
+    test::setElement(b.data(), t, i,
+                     test::inputValue(t, zcollSum, rank, 8, i + 977 * size_t(replay)) / 4);
+  return b;
+}
+
+TEST(TriggeredCalls, CapturedCallsReplayWithTheHostsBytes) {
+  // Three stream-triggered calls captured into one graph (an all-reduce of several steps, qwZ,
+  // the quantized all-reduce), nothing run at capture; the graph then launched three times with
+  // new inputs, an eager call of an odd number of steps between launches (so replays and eager
+  // steps use the slots at either parity), each launch giving the host path's bytes for its
+  // inputs. The handshake flags make this work: with step numbers in the flags, a replay waits
+  // for and writes the capture's numbers, which the flags already hold (fails: garbage).
+  const int n = 2;
+  onRingTriggered(n, [&](RankEnv& e) {
+    const size_t arCount = 300001, qwCount = 70001, qarCount = 300002;
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.bits = 8;
+    q.intraBits = 8;
+    q.blockSize = 256;
+    q.rounding = zcollRoundNearestEven;
+    const size_t f = sizeof(float);
+    char* ar = static_cast<char*>(e.arena.alloc(arCount * f));
+    char* qwIn = static_cast<char*>(e.arena.alloc(qwCount * f));
+    char* qwOut = static_cast<char*>(e.arena.alloc(qwCount * n * f));
+    char* qarIn = static_cast<char*>(e.arena.alloc(qarCount * f));
+    char* qarOut = static_cast<char*>(e.arena.alloc(qarCount * f));
+    test::FakeStream* stream = e.arena.stream();
+    zcollStream_t st = e.arena.handle();
+
+    const uint64_t queuedBefore = stream->submittedCount();
+    stream->beginCapture();
+    ZCOLL_EXPECT_OK(e.comm, zcollAllReduce(ar, ar, arCount, zcollFloat32, zcollSum, e.comm, st));
+    ZCOLL_EXPECT_OK(e.comm, zcollQuantizedAllGather(qwIn, qwOut, qwCount, zcollFloat32, &q,
+                                                    e.comm, st));
+    ZCOLL_EXPECT_OK(e.comm, zcollQuantizedAllReduce(qarIn, qarOut, qarCount, zcollFloat32,
+                                                    zcollSum, &q, e.comm, st));
+    std::shared_ptr<test::FakeGraph> graph = stream->endCapture();
+    EXPECT_EQ(stream->submittedCount(), queuedBefore) << "the capture ran something";
+    ASSERT_FALSE(graph->steps.empty());
+
+    for (int replay = 0; replay < 3; ++replay) {
+      Bytes arHost = replayInput(e.rank, arCount, zcollFloat32, replay);
+      Bytes qwHostIn = replayInput(e.rank, qwCount, zcollFloat32, replay + 5);
+      Bytes qarHostIn = replayInput(e.rank, qarCount, zcollFloat32, replay + 9);
+      e.arena.upload(ar, arHost);
+      e.arena.upload(qwIn, qwHostIn);
+      e.arena.upload(qarIn, qarHostIn);
+      graph->launch(*stream);
+      Bytes qwHost(qwCount * n * f), qarHost(qarCount * f);
+      ASSERT_EQ(zcollAllReduce(arHost.data(), arHost.data(), arCount, zcollFloat32, zcollSum,
+                               e.comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollQuantizedAllGather(qwHostIn.data(), qwHost.data(), qwCount, zcollFloat32, &q,
+                                        e.comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollQuantizedAllReduce(qarHostIn.data(), qarHost.data(), qarCount, zcollFloat32,
+                                        zcollSum, &q, e.comm, nullptr), zcollSuccess);
+      EXPECT_EQ(e.arena.download(ar, arHost.size()), arHost) << "replay " << replay;
+      EXPECT_EQ(e.arena.download(qwOut, qwHost.size()), qwHost) << "replay " << replay;
+      EXPECT_EQ(e.arena.download(qarOut, qarHost.size()), qarHost) << "replay " << replay;
+      // An eager triggered call between launches: one step, so the next launch's steps meet
+      // the slots at the other parity than the capture's.
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, 1000, zcollFloat32), 1000 * n * f,
+          [&](const void* s, void* r, zcollStream_t cs) {
+            return zcollAllGather(s, r, 1000, zcollFloat32, e.comm, cs);
+          }, "eager all-gather between launches");
+    }
+  });
+}
+
+TEST(TriggeredCalls, ACallWithoutATriggeredFormIsRefusedOnACapturingStream) {
+  // On a comm with a ring, a call that would run synchronously (all-to-all) cannot be captured:
+  // refused before anything is recorded, the comm still usable.
+  onRingTriggered(2, [&](RankEnv& e) {
+    const size_t count = 1000;
+    void* in = e.arena.alloc(count * 2 * sizeof(float));
+    void* out = e.arena.alloc(count * 2 * sizeof(float));
+    test::FakeStream* stream = e.arena.stream();
+    stream->beginCapture();
+    EXPECT_FAILS_WITH(e.comm, zcollInvalidUsage, "has them, but not for this call",
+                      zcollAllToAll(in, out, count, zcollFloat32, e.comm, e.arena.handle()));
+    EXPECT_TRUE(stream->endCapture()->steps.empty()) << "the refused call recorded something";
+    zcollResult_t async = zcollInternalError;
+    ASSERT_EQ(zcollCommGetAsyncError(e.comm, &async), zcollSuccess);
+    EXPECT_EQ(async, zcollSuccess);
+    expectTriggeredGivesHostBytes(e, inputOf(e.rank, count, zcollFloat32), count * 2 * 4,
+        [&](const void* s, void* r, zcollStream_t st) {
+          return zcollAllGather(s, r, count, zcollFloat32, e.comm, st);
+        }, "all-gather after the refusal");
+  });
+}
+
 TEST(TriggeredCalls, OtherDeviceCallsDrainTheRingAndGiveTheHostBytes) {
   onOwnDevices(2, [&](RankEnv& e) {
     const size_t count = 50000;

@@ -52,7 +52,8 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
 }
 
 // With the comm's ring (ZCOLL_DEVICE_CALLS=stream), on the caller's thread in its turn: the
-// triggered schedule enqueued whole on the caller's stream, or, for a call without one, the
+// triggered schedule enqueued whole on the caller's stream (joined to the previous call's
+// stream; on a capturing stream, recorded into the graph), or, for a call without one, the
 // ring drained and the call run synchronously. A failure while enqueueing leaves the ring's
 // steps uneven across ranks: it breaks the comm.
 Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
@@ -65,8 +66,12 @@ Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
         ZCOLL_CHECK(ring.drain(comm->timeoutSec * 1000));
         return work ? work(*ce.exec) : zcollSuccess;
       }
-      Result r = triggered(ring, *ce.exec);
-      if (r == zcollSuccess) r = ring.noteStream(*ce.exec);  // once, after the call's last step
+      bool capturing = false;
+      ZCOLL_CHECK(ce.exec->isCapturing(&capturing));
+      Result r = ring.join(*ce.exec, capturing);
+      if (r == zcollSuccess) r = triggered(ring, *ce.exec);
+      // Once, after the call's last step; a graph runs when launched: no mark to wait for.
+      if (r == zcollSuccess && !capturing) r = ring.noteStream(*ce.exec);
       if (r != zcollSuccess) breakComm(comm, r);
       return r;
     };
@@ -234,7 +239,7 @@ Result enqueueOnStreams(zcollComm* comm, const char* fn, const std::vector<Execu
   return queued;
 }
 
-Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn) {
+Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn, bool capturable) {
   if (!comm->deviceRouted(comm->rank))  // all peers or none have one
     return fail(zcollUnsupported, "%s: device buffers, but this communicator has no way to move "
                 "them: %s (initialize the device, e.g. cudaSetDevice, before creating the "
@@ -248,18 +253,21 @@ Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn) {
                 exec.device());
   bool capturing = false;
   ZCOLL_CHECK(exec.isCapturing(&capturing));
-  if (capturing)
-    return fail(zcollInvalidUsage, "%s: the stream is being captured into a CUDA graph: zcoll "
-                "calls cannot be captured (their work is launched by the progress thread as the "
-                "network delivers, or the stream is synchronized); run them outside the "
-                "capture", fn);
+  if (capturing && !capturable)
+    return fail(zcollInvalidUsage, "%s: the stream is being captured into a CUDA graph: this "
+                "call cannot be captured here (only the stream-triggered calls can: all-gather, "
+                "reduce-scatter, all-reduce, qwZ, hpZ, qgZ and the quantized all-reduce, with "
+                "ZCOLL_DEVICE_CALLS=stream on a communicator of one node whose ranks each have a "
+                "device of their own; this communicator %s); run it outside the capture", fn,
+                comm->trigger ? "has them, but not for this call" : "has none");
   exec.limitWaits(comm->deviceWaitLimits());
   return zcollSuccess;
 }
 
 Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallDescriptor& d,
                   CallWork work, TriggeredWork triggered) {
-  if (ce.exec->memKind() != MemKind::kHost) ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn));
+  if (ce.exec->memKind() != MemKind::kHost)
+    ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn, comm->trigger && triggered));
   if (inGroup()) {
     tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work),
                         std::move(triggered)});

@@ -71,10 +71,12 @@ constexpr int kMaxDeviceCallsInFlight = 64;
 // A call on device buffers (executor `exec`) needs the comm's device routes, which exist when the
 // rank had an initialized device at init (core/init.cc): zcollUnsupported saying so otherwise;
 // and its buffers on the comm's device: zcollInvalidUsage naming both devices otherwise; and its
-// stream not under graph capture (Executor::isCapturing): zcollInvalidUsage naming the capture
-// otherwise. All before anything moves or is queued on the stream (the comm stays usable).
-// Then bounds the executor's waits by the comm's abort and timeout (Executor::limitWaits).
-Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn);
+// stream not under graph capture (Executor::isCapturing) unless the call is `capturable` (a
+// stream-triggered call on a comm with a ring, src/trigger): zcollInvalidUsage naming the
+// capture otherwise. All before anything moves or is queued on the stream (the comm stays
+// usable). Then bounds the executor's waits by the comm's abort and timeout
+// (Executor::limitWaits).
+Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn, bool capturable = false);
 
 // Queues `work` on the comm's progress thread for a call on device buffers whose executors
 // (streams) are `callers` (at least one). A stream with calls in flight of a peer rank of this

@@ -125,6 +125,16 @@ class Executor {
   // `value` (or a later one) into *word. Such a wait must never be queued in front of work it
   // waits for that is not yet submitted on a queue it may share (src/README.md).
   virtual Result waitValue(const uint32_t* word, uint32_t value);
+  // Operations issued on this executor after this call start only once (*word & mask) != 0
+  // (CUDA: cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_AND). The flags of the stream-triggered
+  // calls (src/trigger/ring.h) are handshakes whose values never grow, so a call captured into a
+  // CUDA graph waits for the same values at every replay; one stored value with every bit set
+  // releases a wait for any mask (an abort). The same rule as waitValue's holds.
+  virtual Result waitBits(const uint32_t* word, uint32_t mask);
+  // Operations issued on this executor after this call start only once the stream that queued
+  // `mark` (Executor::markStream, on any executor of this device) got past it (CUDA:
+  // cudaStreamWaitEvent on the mark's event): work already submitted, so no wait on later work.
+  virtual Result waitMark(StreamMark& mark);
   // Stores `value` into *word once every operation issued on this executor before it is done,
   // with a memory fence first, so whoever sees the value sees their writes (CUDA:
   // cuStreamWriteValue32, default flags). *word is host memory the device reaches (registered or

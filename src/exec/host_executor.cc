@@ -114,6 +114,14 @@ Result Executor::waitValue(const uint32_t*, uint32_t) {
   return fail(zcollInternalError, "the %s executor has no stream to hold", name());
 }
 
+Result Executor::waitBits(const uint32_t*, uint32_t) {
+  return fail(zcollInternalError, "the %s executor has no stream to hold", name());
+}
+
+Result Executor::waitMark(StreamMark&) {
+  return fail(zcollInternalError, "the %s executor has no stream to order", name());
+}
+
 Result Executor::writeValue(uint32_t*, uint32_t) {
   return fail(zcollInternalError, "the %s executor has no stream to write a flag from", name());
 }

@@ -68,9 +68,6 @@ bool allOk(const std::vector<Offer>& offers) {
   return true;
 }
 
-// The value a wait on step `s` compares with (cuStreamWaitValue32 compares cyclically).
-uint32_t flagValue(uint64_t s) { return static_cast<uint32_t>(s); }
-
 }  // namespace
 
 Result TriggerRing::open(zcollComm* comm, int flagsPid, int flagsFd, PeerMemory& pm,
@@ -110,6 +107,8 @@ Result TriggerRing::make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std
   Offer mine{getpid(), -1, 1, 0, {}};
   std::string failure;
   Result r = ring->me_ == 0 ? ring->flags_.create(flagWords(ring->n_)) : zcollSuccess;
+  if (r == zcollSuccess && ring->me_ == 0)  // every slot starts read (the peers open it later)
+    for (size_t w = 0; w < flagWords(ring->n_); ++w) *ring->flags_.word(w) = kEmpty;
   if (r == zcollSuccess) r = pm->ownWindow(windowBytes, &ring->window_, &mine.window);
   if (r != zcollSuccess) {
     mine.ok = 0;
@@ -139,46 +138,53 @@ Result TriggerRing::make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std
 }
 
 TriggerRing::~TriggerRing() {
-  if (aborting_ != nullptr && aborting_->load()) releaseWaits();
   if (next_ == 0 || drain(timeoutMs_) == zcollSuccess) return;
-  releaseWaits();
-  if (drain(timeoutMs_) == zcollSuccess) return;
+  if (drain(timeoutMs_, /*release=*/true) == zcollSuccess) return;
   ZCOLL_WARN(LogSubsys::kColl, "stream-triggered calls: a stream never got past its last step; "
              "the flags stay mapped for the rest of the process");
   flags_.abandon();
 }
 
+Result TriggerRing::join(Executor& ex, bool capturing) {
+  if (capturing || lastMark_ == nullptr || lastMark_->passed()) return zcollSuccess;
+  uintptr_t key = 0;
+  const bool keyed = ex.sharedStreamKey(&key);
+  if (keyed && lastKeyed_ && key == lastStream_) return zcollSuccess;  // ordered by the stream
+  return ex.waitMark(*lastMark_);
+}
+
 Result TriggerRing::begin(Executor& ex, uint64_t* step) {
   const uint64_t s = ++next_;
   *step = s;
-  if (s >= 2) ZCOLL_CHECK(ex.waitValue(chain(me_), flagValue(s - 1)));
-  if (s >= 3)
-    for (int p = 0; p < n_; ++p)
-      if (p != me_) ZCOLL_CHECK(ex.waitValue(consumed(me_, p), flagValue(s - 2)));
+  for (int p = 0; p < n_; ++p)
+    if (p != me_) ZCOLL_CHECK(ex.waitBits(handshake(s % 2, p, me_), kEmpty));
   return zcollSuccess;
 }
 
 Result TriggerRing::publish(Executor& ex, uint64_t step) {
   for (int p = 0; p < n_; ++p)
-    if (p != me_) ZCOLL_CHECK(ex.writeValue(ready(p, me_), flagValue(step)));
+    if (p != me_) ZCOLL_CHECK(ex.writeValue(handshake(step % 2, p, me_), kFull));
   return zcollSuccess;
 }
 
 Result TriggerRing::await(Executor& ex, int peer, uint64_t step) {
-  return ex.waitValue(ready(me_, peer), flagValue(step));
+  return ex.waitBits(handshake(step % 2, me_, peer), kFull);
 }
 
 Result TriggerRing::finish(Executor& ex, uint64_t step) {
   for (int p = 0; p < n_; ++p)
-    if (p != me_) ZCOLL_CHECK(ex.writeValue(consumed(p, me_), flagValue(step)));
-  return ex.writeValue(chain(me_), flagValue(step));
+    if (p != me_) ZCOLL_CHECK(ex.writeValue(handshake(step % 2, me_, p), kEmpty));
+  return zcollSuccess;
 }
 
 Result TriggerRing::noteStream(Executor& ex) {
   std::shared_ptr<StreamMark> mark;
   ZCOLL_CHECK(ex.markStream(&mark));
   uintptr_t key = 0;
-  if (ex.sharedStreamKey(&key)) marks_[key] = std::move(mark);
+  lastKeyed_ = ex.sharedStreamKey(&key);
+  lastStream_ = key;
+  lastMark_ = mark;
+  if (lastKeyed_) marks_[key] = std::move(mark);
   else unkeyed_.push_back(std::move(mark));
   return zcollSuccess;
 }
@@ -192,23 +198,21 @@ bool TriggerRing::allPassed() {
 }
 
 bool TriggerRing::peersReadAll() const {
-  for (int p = 0; p < n_; ++p)
-    if (p != me_ &&
-        static_cast<int32_t>(__atomic_load_n(consumed(me_, p), __ATOMIC_ACQUIRE) -
-                             flagValue(next_)) < 0)
-      return false;
+  for (int k = 0; k < 2; ++k)
+    for (int p = 0; p < n_; ++p)
+      if (p != me_ && (__atomic_load_n(handshake(k, p, me_), __ATOMIC_ACQUIRE) & kEmpty) == 0)
+        return false;
   return true;
 }
 
-Result TriggerRing::drain(int timeoutMs) {
+Result TriggerRing::drain(int timeoutMs, bool release) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   auto pause = std::chrono::microseconds(20);
-  bool released = false;
-  while (!(allPassed() && peersReadAll())) {
-    if (!released && aborting_ != nullptr && aborting_->load()) {
-      releaseWaits();  // the streams go on; then they get past their marks
-      released = true;
-    }
+  while (true) {
+    // Stored again at every poll: a held stream's own later writes (kFull, kEmpty) overwrite
+    // the release, and its next wait must pass too.
+    if (release || (aborting_ != nullptr && aborting_->load())) releaseWaits();
+    if (allPassed() && peersReadAll()) break;
     if (std::chrono::steady_clock::now() > deadline)
       return fail(zcollTimeout, "stream-triggered calls: step %llu did not complete within %d "
                   "ms (a peer never made its call, or its stream is stuck)",
@@ -218,17 +222,17 @@ Result TriggerRing::drain(int timeoutMs) {
   }
   marks_.clear();
   unkeyed_.clear();
+  lastMark_.reset();
   return zcollSuccess;
 }
 
 void TriggerRing::releaseWaits() {
-  // Far enough past every step issued that every wait's cyclic comparison holds.
-  const uint32_t past = flagValue(next_ + (uint64_t{1} << 30));
-  for (int p = 0; p < n_; ++p) {
-    __atomic_store_n(ready(me_, p), past, __ATOMIC_RELEASE);
-    __atomic_store_n(consumed(me_, p), past, __ATOMIC_RELEASE);
-  }
-  __atomic_store_n(chain(me_), past, __ATOMIC_RELEASE);
+  for (int k = 0; k < 2; ++k)
+    for (int p = 0; p < n_; ++p) {
+      if (p == me_) continue;
+      __atomic_store_n(handshake(k, me_, p), kReleased, __ATOMIC_RELEASE);
+      __atomic_store_n(handshake(k, p, me_), kReleased, __ATOMIC_RELEASE);
+    }
 }
 
 }  // namespace zcoll

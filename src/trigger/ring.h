@@ -8,22 +8,27 @@
 // The ring of a communicator whose ranks all share one node, each on its own device (or in its
 // own process), every pair reached through cuda_ipc with a window (transport/peer_memory.h):
 //   window   this rank's cuda_ipc window, mapped by every peer at init, split in two slots and
-//            an accumulator: step s fills slot s % 2, which the peers read in place.
+//            an accumulator: step s fills slot k = s % 2, which the peers read in place.
 //   flags    host words every rank maps (trigger/shared_flags.h), registered with its device:
-//              ready[dst][src]     src's slot holds step s for dst (src's stream writes s)
-//              consumed[own][rdr]  rdr has read own's slot of step s (rdr's stream writes s)
-//              chain[r]            rank r's step s is complete (r's stream writes s)
-// Step s of a rank, all on its stream (begin / publish / await / finish):
-//   wait chain[me] >= s-1            its previous step, on whatever stream it ran, is complete
-//                                    (steps of one rank run in order: the slots and the
-//                                    accumulator are reused by every stream)
-//   wait consumed[me][p] >= s-2      every peer has read the slot this step refills
-//   fill the slot; write ready[p][me] = s for every peer
-//   wait ready[me][p] >= s; read p's slot (copy, or reduce in place)
-//   write consumed[p][me] = s for every peer; write chain[me] = s
-// Steps are counted per communicator, identically on every rank (calls are made in the same
-// order on every rank, as NCCL requires), so every call's steps are static given its sizes. The
-// counters are 32-bit and compared cyclically (cuStreamWaitValue32's GEQ).
+//              handshake[k][reader][owner]   kFull: owner's slot k holds a step for reader
+//                                            (owner's stream writes it); kEmpty: reader has
+//                                            read it (reader's stream writes it)
+// Step s of a rank, all on its stream (begin / publish / await / finish), k = s % 2:
+//   wait handshake[k][p][me] & kEmpty   every peer has read the slot this step refills
+//   fill the slot; write handshake[k][p][me] = kFull for every peer
+//   wait handshake[k][me][p] & kFull; read p's slot (copy, or reduce in place)
+//   write handshake[k][me][p] = kEmpty for every peer
+// Every step awaits every peer, so each word strictly alternates kFull (its owner) and kEmpty
+// (its reader): a wait never mistakes an old value for a new one. The values never grow, so a
+// call captured into a CUDA graph (its stream memory operations fixed at capture) waits for and
+// writes the right values at every replay, interleaved with eager calls in any order the ranks
+// share. Slot k is picked by a step count kept per communicator, identically on every rank
+// (calls, and replays, are made in the same order on every rank, as NCCL requires). An abort
+// stores kReleased (both bits) into every word this rank waits on: every wait passes.
+// A rank's steps run in order: one call's on its stream; a call on another stream than the
+// previous call's first waits for that call's mark (an event, Executor::waitMark). A graph's
+// replay runs when it is launched, which the ring does not see: the caller launches it in stream
+// order with the communicator's other calls (see zcoll.h).
 #pragma once
 
 #include <cstddef>
@@ -47,9 +52,9 @@ class TriggerRing {
   // leaves every rank without one, logged, never an error: calls then run synchronously.
   static Result make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std::string* why);
   // Waits (on the host) until every stream that ran a step of this ring got past it and every
-  // peer read this rank's last slots, at most the communicator's timeout; after an abort
-  // releases every wait first. Then frees the flags, or keeps them when a stream never got
-  // there.
+  // peer read this rank's last slots, at most the communicator's timeout (releasing every wait
+  // after an abort, or once that timeout passed, for as long again). Then frees the flags, or
+  // keeps them when a stream never got there.
   ~TriggerRing();
 
   int nranks() const { return n_; }
@@ -63,32 +68,39 @@ class TriggerRing {
     return peerWindows_[peer] + (step % 2) * slotBytes_;
   }
 
+  // Before a call's first step on `ex`: when the previous call ran on another stream, `ex` waits
+  // for its mark (no wait for a capturing stream: the graph runs when launched).
+  Result join(Executor& ex, bool capturing);
   // The step protocol (above), each on `ex`'s stream.
   Result begin(Executor& ex, uint64_t* step);
   Result publish(Executor& ex, uint64_t step);
   Result await(Executor& ex, int peer, uint64_t step);
   Result finish(Executor& ex, uint64_t step);
-  // After a call's last step on `ex`: a mark the destructor and drain wait for.
+  // After a call's last step on `ex`: a mark the destructor, drain and the next call on another
+  // stream wait for.
   Result noteStream(Executor& ex);
 
   // Waits on the host (no CUDA call but event queries) until every step issued has run, at
   // most `timeoutMs`; zcollTimeout after. Calls that do not run on the ring call it first: they
-  // use the window too.
-  Result drain(int timeoutMs);
-  // Stores a value past every step issued into each flag this rank's streams wait on: a held
-  // stream goes on (its data is then garbage; the communicator is broken). Host stores only.
+  // use the window too. With `release`, or once the comm is aborting, it releases the waits
+  // (releaseWaits) at every poll: a held stream's own later flag writes overwrite a release,
+  // so one store is not enough.
+  Result drain(int timeoutMs, bool release = false);
+  // Stores kReleased into each flag this rank's streams wait on: a held stream goes on (its
+  // data is then garbage; the communicator is broken). Host stores only.
   void releaseWaits();
   // Steps issued so far.
   uint64_t stepsIssued() const { return next_; }
 
+ // The handshake values (above).
+  static constexpr uint32_t kFull = 1, kEmpty = 2, kReleased = kFull | kEmpty;
+
  private:
   TriggerRing() = default;
-  uint32_t* ready(int dst, int src) const { return flags_.word(size_t(dst) * n_ + src); }
-  uint32_t* consumed(int owner, int reader) const {
-    return flags_.word(size_t(n_) * n_ + size_t(owner) * n_ + reader);
+  uint32_t* handshake(int slot, int reader, int owner) const {
+    return flags_.word((size_t(slot) * n_ + reader) * n_ + owner);
   }
-  uint32_t* chain(int r) const { return flags_.word(2 * size_t(n_) * n_ + r); }
-  static size_t flagWords(int n) { return 2 * size_t(n) * n + n; }
+  static size_t flagWords(int n) { return 2 * size_t(n) * n; }
   bool allPassed();
   bool peersReadAll() const;
   // This rank's part of make(): the flags, the window and the peers' windows.
@@ -102,9 +114,12 @@ class TriggerRing {
   char* window_ = nullptr;
   std::vector<const char*> peerWindows_;
   size_t slotBytes_ = 0, accBytes_ = 0;
-  uint64_t next_ = 0;  // steps issued (the last one's number; flags hold its low 32 bits)
+  uint64_t next_ = 0;  // steps issued (the last one's number: its slot is next_ % 2)
   std::map<uintptr_t, std::shared_ptr<StreamMark>> marks_;  // per stream, its newest
   std::vector<std::shared_ptr<StreamMark>> unkeyed_;         // streams without a shared key
+  std::shared_ptr<StreamMark> lastMark_;  // the previous eager call's, on lastStream_
+  uintptr_t lastStream_ = 0;
+  bool lastKeyed_ = false;
 };
 
 }  // namespace zcoll

@@ -628,6 +628,15 @@ class FakeDeviceArena {
   std::unique_ptr<FakeStream> stream_;
 };
 
+// A captured graph (FakeStream::beginCapture / endCapture): what the stream queued while
+// capturing, in order, queued again on a stream at each launch (cudaGraphLaunch).
+struct FakeGraph {
+  std::vector<std::function<void(FakeStream&)>> steps;
+  void launch(FakeStream& stream) {
+    for (auto& step : steps) step(stream);
+  }
+};
+
 // A stream: what is queued on it runs in order, on the hardware queue it was assigned when made
 // (FakeHardwareQueues), behind what other streams of that queue submitted before. An operation
 // that touches device memory runs with its arena open; a failure is kept (sticky, as on a GPU)
@@ -637,11 +646,35 @@ class FakeStream {
   explicit FakeStream(FakeDeviceArena* arena) : arena_(arena) {}
   ~FakeStream() { (void)synchronize(); }  // nothing of it left in its queue; own_ joins
   FakeDeviceArena* arena() const { return arena_; }
-  // Set by a test: the stream is being captured into a graph (cudaStreamBeginCapture), as
-  // FakeDeviceExecutor::isCapturing reports it.
+  // The stream is being captured into a graph (cudaStreamBeginCapture), as
+  // FakeDeviceExecutor::isCapturing reports it: set by beginCapture, or by a test alone (then
+  // what is queued still runs: for tests that expect nothing to be queued).
   std::atomic<bool> capturing{false};
+  // Graph capture (cudaStreamBeginCapture / cudaStreamEndCapture): from beginCapture on, what
+  // is queued on the stream is recorded, not run, until endCapture returns the record as a
+  // graph; FakeGraph::launch (cudaGraphLaunch) queues it on a stream, the same operations with
+  // the same values at every launch, as a CUDA graph replays its nodes.
+  void beginCapture() {
+    std::lock_guard<std::mutex> lock(mu_);
+    captured_ = std::make_shared<FakeGraph>();
+    capturing = true;
+  }
+  std::shared_ptr<FakeGraph> endCapture() {
+    std::lock_guard<std::mutex> lock(mu_);
+    capturing = false;
+    return std::move(captured_);
+  }
+  // Runs `queueOn(stream)` for this stream now, or, while capturing, for the launch stream at
+  // each launch of the graph (what a queued operation registers, such as a held wait, is then
+  // registered at each launch).
+  void enqueue(std::function<void(FakeStream&)> queueOn);
   // Queues `op`; with touchesDevice, `arena` (default: the stream's) is open while it runs.
   void submit(std::function<Result()> op, bool touchesDevice, FakeDeviceArena* arena = nullptr) {
+    FakeDeviceArena* opens = touchesDevice ? (arena ? arena : arena_) : nullptr;
+    if (recordIfCapturing([op, touchesDevice, opens](FakeStream& s) {
+          s.submit(op, touchesDevice, opens);
+        }))
+      return;
     if (!FakeHardware::callerThread) ++FakeHardware::submitsOffCallers;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -654,7 +687,7 @@ class FakeStream {
       ++submitted_;
     }
     FakeLaunchQueue::enter();  // left once the operation ran (FakeQueue::runOne)
-    queue()->push({this, std::move(op), touchesDevice ? (arena ? arena : arena_) : nullptr});
+    queue()->push({this, std::move(op), opens});
   }
   // Lets the stream be assigned a queue again at its next submission (the legacy stream, at
   // each FakeDevice), when nothing of it is queued; else it stays where it is.
@@ -727,6 +760,8 @@ class FakeStream {
   }
 
  private:
+  // Records `queueOn` in the graph being captured; false when the stream is not capturing.
+  bool recordIfCapturing(std::function<void(FakeStream&)> queueOn);
   // The stream's hardware queue, assigned at its first submission (when a test has set its
   // arena's device): its device's next one, or a queue of its own (count 0). The legacy stream
   // (no arena) is device 0's.
@@ -745,9 +780,21 @@ class FakeStream {
   std::condition_variable changed_;
   uint64_t submitted_ = 0, ran_ = 0;
   Result error_ = zcollSuccess;
+  std::shared_ptr<FakeGraph> captured_;  // while capturing (beginCapture)
   FakeQueue* queue_ = nullptr;  // its device's (never destroyed) or own_; null until it submits
   std::unique_ptr<FakeQueue> own_;  // last: joined before the rest goes
 };
+
+inline bool FakeStream::recordIfCapturing(std::function<void(FakeStream&)> queueOn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!captured_) return false;
+  captured_->steps.push_back(std::move(queueOn));
+  return true;
+}
+
+inline void FakeStream::enqueue(std::function<void(FakeStream&)> queueOn) {
+  if (!recordIfCapturing(queueOn)) queueOn(*this);
+}
 
 inline void FakeQueue::loop() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -955,25 +1002,28 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     return zcollSuccess;
   }
   // cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ: a stream memory operation, held (for
-  // FakeHardware::implicitSync) from now until it has run to its end. A wait that reads a word
-  // after zcoll freed it is a violation (exec/wait_words.h promises it never happens).
+  // FakeHardware::implicitSync) from when it is queued until it has run to its end. A wait that
+  // reads a word after zcoll freed it is a violation (exec/wait_words.h promises it never
+  // happens).
   Result waitValue(const uint32_t* word, uint32_t value) override {
-    ++waitsQueued;
-    auto released = [word, value] {
-      if (wordFreed(word)) return true;
+    queueMemoryWait(word, [word, value] {
       return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0;
-    };
-    const uint64_t hold = FakeHardware::holdWait(released, device());
-    stream_->submitWait([word, released, hold] {
-      if (wordFreed(word)) {
-        FakeHardware::violation("a stream memory wait read its word after zcoll freed it");
-        FakeHardware::endWait(hold);
-        return true;
-      }
-      const bool ok = released();
-      if (ok) FakeHardware::endWait(hold);
-      return ok;
-    }, "a stream memory wait (cuStreamWaitValue32)");
+    });
+    return zcollSuccess;
+  }
+  // cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_AND: as waitValue, until (*word & mask) != 0.
+  Result waitBits(const uint32_t* word, uint32_t mask) override {
+    queueMemoryWait(word, [word, mask] {
+      return (__atomic_load_n(word, __ATOMIC_ACQUIRE) & mask) != 0;
+    });
+    return zcollSuccess;
+  }
+  // cudaStreamWaitEvent on a mark's event (FakeMark).
+  Result waitMark(StreamMark& mark) override {
+    auto* fm = dynamic_cast<FakeMark*>(&mark);
+    if (fm == nullptr) return fail(zcollInternalError, "a stream mark not made by the fake device");
+    auto event = fm->event;
+    stream_->submitWait([event] { return event->fired.load(); }, "an event wait (a stream mark)");
     return zcollSuccess;
   }
   // cuStreamWriteValue32 (default flags): the store runs in stream order, after the stream's
@@ -1079,6 +1129,24 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     for (const uint32_t* w : freedWords())
       if (word >= w && word < w + WaitWords::kWords) return true;
     return false;
+  }
+  // Queues a stream memory wait until condition() (or the word was freed: a violation).
+  void queueMemoryWait(const uint32_t* word, std::function<bool()> condition) {
+    ++waitsQueued;
+    auto released = [word, condition] { return wordFreed(word) || condition(); };
+    stream_->enqueue([word, released, device = device()](FakeStream& s) {
+      const uint64_t hold = FakeHardware::holdWait(released, device);
+      s.submitWait([word, released, hold] {
+        if (wordFreed(word)) {
+          FakeHardware::violation("a stream memory wait read its word after zcoll freed it");
+          FakeHardware::endWait(hold);
+          return true;
+        }
+        const bool ok = released();
+        if (ok) FakeHardware::endWait(hold);
+        return ok;
+      }, "a stream memory wait (cuStreamWaitValue32)");
+    });
   }
   std::unique_ptr<FakeStream> owned_;  // a side stream; destroyed (drained) last
   FakeStream* stream_;
