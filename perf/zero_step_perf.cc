@@ -97,9 +97,9 @@ Args parseArgs(int argc, char** argv) {
       a.device = d == 1;
     } else if (f == "-G") {
       if (intArg(v) != 0) {
-        std::fprintf(stderr, "zero_step_perf: -G %s (nccl-tests: CUDA graph launches): zcoll "
-                     "refuses streams under capture, so only -G 0; for device buffers use "
-                     "--device 1\n", v);
+        std::fprintf(stderr, "zero_step_perf: -G %s (nccl-tests: CUDA graph launches): these "
+                     "binaries do not capture (zcoll captures only stream-triggered calls), so "
+                     "only -G 0; for device buffers use --device 1\n", v);
         std::exit(2);
       }
     } else usage(2);

@@ -326,6 +326,18 @@ case "$STEP" in
     else
       result FAIL stream_mode "exit $rc, ring on in $on of 2 ranks; see stream_mode.txt"
     fi
+    # The same calls captured into CUDA graphs, each launched twice (issue 38: stream-triggered
+    # calls are captured, the others refused before anything is recorded).
+    timed "stream mode, graphs" 120 env ZCOLL_DEVICE_CALLS=stream \
+      python3 tools/zcollrun --timeout 100 -n 2 "$BUILD/tests/zcoll_device_check" --graph \
+      >"$OUT/graph_mode.txt" 2>&1
+    rc=$?
+    captured=$(grep -m1 "calls captured into graphs" "$OUT/graph_mode.txt" | cut -c1-120)
+    if [ "$rc" = 0 ] && grep -q "rank 0: [1-9][0-9]* of [0-9]* calls captured" "$OUT/graph_mode.txt"; then
+      result PASS graph_mode "-n 2 on one GPU, captured calls' second launch equal to the host's ($captured)"
+    else
+      result FAIL graph_mode "exit $rc ($captured); see graph_mode.txt"
+    fi
     timed "build gpu_probe" 120 "$NVCC" -O2 -arch=sm_"${CUDA_ARCH:-90}" -o "$BUILD/gpu_probe" \
       tools/gpu_probe.cu || { result FAIL queue_probe "nvcc tools/gpu_probe.cu failed"; exit 1; }
     {

@@ -63,8 +63,17 @@
  *    (e.g. cudaStreamNonBlocking); a queued call on a stream that a peer rank of this process
  *    (a member of its communicator family, e.g. another rank of the same communicator) has
  *    calls in flight on is refused (zcollInvalidUsage). Calls of one rank on several
- *    communicators may share a stream, which orders them, as NCCL allows. A stream being
- *    captured into a CUDA graph is refused (zcollInvalidUsage). A CUDA failure is
+ *    communicators may share a stream, which orders them, as NCCL allows. CUDA-graph capture:
+ *    with ZCOLL_DEVICE_CALLS=stream, on a communicator that runs stream-triggered calls (above),
+ *    those calls may be made on a stream being captured: the graph records their whole device
+ *    work (their flags are handshakes whose values never change, so every launch of the graph
+ *    waits for and writes the right ones) and every launch runs them again, on the buffers and
+ *    settings of the capture (stochastic rounding reuses the capture's seed). A launch is a call:
+ *    launch graphs in the same order on every rank, in stream order with the communicator's
+ *    other calls (on the stream of the calls around it, or joined to them by events), and
+ *    synchronize before destroying the communicator, as with NCCL. Every other call on a stream
+ *    being captured is refused (zcollInvalidUsage) before anything is recorded on it, the
+ *    communicator still usable; capture has not yet run on a GPU. A CUDA failure is
  *    zcollCudaError. Without a device (or CUDA
  *    support, see zcoll_info) device pointers are not recognised: pass host buffers. Buffers on
  *    another device than the communicator's (the one current at its creation) are refused with

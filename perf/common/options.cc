@@ -124,8 +124,9 @@ void printUsage(const char* prog, const Collective& coll) {
       "                        one rank per GPU)\n"
       "  -t, --nthreads 1      threads per process: 1 (one rank per process)\n"
       "  -p, --parallel_init 0|1  accepted; no effect (one rank per process)\n"
-      "  -G, --cudagraph 0     CUDA graph launches: 0 (zcoll refuses streams under\n"
-      "                        capture); device buffers are --device 1\n"
+      "  -G, --cudagraph 0     CUDA graph launches: 0 (these binaries do not capture;\n"
+      "                        zcoll captures only stream-triggered calls); device\n"
+      "                        buffers are --device 1\n"
       "zcoll's:\n"
       "  --device 0|1          1: buffers in CUDA device memory (device LOCAL_RANK %% device\n"
       "                        count), calls on a non-blocking stream; default 0 (host)\n"
@@ -247,8 +248,9 @@ bool applyOption(int c, const char* arg, const Collective& coll, Options* opt, s
     case 'G':
       if (!parseInt(arg, 0, &v)) return false;
       if (v == 0) return true;
-      *why = "-G " + std::string(arg) + " (nccl-tests: CUDA graph launches): zcoll refuses "
-             "streams under capture, so only -G 0; for device buffers use --device 1";
+      *why = "-G " + std::string(arg) + " (nccl-tests: CUDA graph launches): these binaries "
+             "do not capture (zcoll captures only stream-triggered calls), so only -G 0; for "
+             "device buffers use --device 1";
       return false;
     case kTestCorrupt: if (!parseInt(arg, 0, &v)) return false; opt->corruptRank = int(v); return true;
     case kDevice: if (!parseInt(arg, 0, &v) || v > 1) return false; opt->device = v; return true;

@@ -164,9 +164,9 @@ class Executor {
   // The device this executor works on (its ordinal in this process), -1 for the host.
   virtual int device() const { return -1; }
   // Whether this executor's stream is being captured into a graph (CUDA: cudaStreamIsCapturing,
-  // which is legal on a capturing stream and records nothing on it). zcoll's device calls cannot
-  // be captured: the entry point (api/launch.h, checkDeviceCall) refuses them before it touches
-  // the stream. The host executor, which has no stream, never is.
+  // which is legal on a capturing stream and records nothing on it). Only stream-triggered calls
+  // (src/trigger) can be captured: the entry point (api/launch.h, checkDeviceCall) refuses the
+  // others before it touches the stream. The host executor, which has no stream, never is.
   virtual Result isCapturing(bool* capturing) {
     *capturing = false;
     return zcollSuccess;

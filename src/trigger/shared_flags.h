@@ -2,7 +2,7 @@
 // rank of a node maps (one memfd, made by the group's first rank and opened by the others with
 // pidfd_getfd, as the shm transport opens its segments) and registers with its device, so that
 // a rank's stream writes a word (Executor::writeValue) that a peer's stream waits on
-// (Executor::waitValue). Host memory, not device memory, so that the host can release every
+// (Executor::waitBits). Host memory, not device memory, so that the host can release every
 // wait without calling CUDA (an abort: releaseAll), which the device rule requires of anything
 // a stream may wait on.
 #pragma once

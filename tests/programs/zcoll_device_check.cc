@@ -18,6 +18,13 @@
 //                                     zcollrun terminates every rank as soon as one exits non-zero.
 //   --host-only                       host buffers in place of the device ones (checks the calls of
 //                                     this program itself on a machine without a GPU)
+//   --graph                           each device call is captured into a CUDA graph
+//                                     (cudaStreamBeginCapture, thread-local mode) and the graph
+//                                     launched twice, the inputs uploaded again before the second
+//                                     launch, whose bytes must equal the host's; a call zcoll
+//                                     refuses to capture (zcollInvalidUsage: not stream-triggered)
+//                                     prints "not captured" and is counted apart, not a failure
+//                                     (run with ZCOLL_DEVICE_CALLS=stream)
 //   --windows                         every device buffer of a check is registered as a window of
 //                                     the comm (zcollCommWindowRegister, every rank alike) before
 //                                     the device call and deregistered after it, so the algorithms
@@ -56,6 +63,8 @@ struct Ctx {
   int nranks = 1;
   bool device = true;  // false: --host-only
   bool windows = false;  // --windows
+  bool graph = false;    // --graph
+  int notCaptured = 0;   // --graph: calls zcoll refused to capture
   cudaStream_t stream = nullptr;
   uint64_t seq = 0;     // seeds the inputs
   int checks = 0;
@@ -157,6 +166,44 @@ Ptrs hostPointers(std::vector<Bytes>& bufs) {
 
 // Runs `call` on device copies of `init` (on c.stream) and downloads them into *out. False when
 // it failed (reported).
+// --graph: `call` captured into a CUDA graph on c.stream, the graph launched, the inputs
+// uploaded again and the graph launched a second time (its bytes are the check's). A call zcoll
+// refuses under capture (zcollInvalidUsage, nothing recorded) sets *refused and is reported as
+// not captured.
+zcollResult_t callInGraph(Ctx& c, const std::string& name, const std::vector<Bytes>& init,
+                          const Ptrs& p, const Call& call, bool* refused) {
+  *refused = false;
+  if (!cudaOk(c, cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal),
+              name + " cudaStreamBeginCapture"))
+    return zcollCudaError;
+  zcollResult_t r = call(p, reinterpret_cast<zcollStream_t>(c.stream));
+  std::string message = r != zcollSuccess ? zcollGetLastError(c.comm) : "";
+  cudaGraph_t graph = nullptr;
+  const bool ended = cudaOk(c, cudaStreamEndCapture(c.stream, &graph), name + " cudaStreamEndCapture");
+  if (r == zcollInvalidUsage && message.find("captured into a CUDA graph") != std::string::npos) {
+    std::printf("rank %d %s: not captured (%s)\n", c.rank, name.c_str(), message.c_str());
+    ++c.notCaptured;
+    *refused = true;
+  }
+  if (r != zcollSuccess || !ended) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return ended ? r : zcollCudaError;
+  }
+  cudaGraphExec_t exec = nullptr;
+  bool ok = cudaOk(c, cudaGraphInstantiate(&exec, graph, 0), name + " cudaGraphInstantiate");
+  ok = ok && cudaOk(c, cudaGraphLaunch(exec, c.stream), name + " cudaGraphLaunch (1)");
+  for (size_t i = 0; i < init.size() && ok; ++i)
+    if (!init[i].empty())
+      ok = cudaOk(c, cudaMemcpyAsync(p[i], init[i].data(), init[i].size(),
+                                     cudaMemcpyHostToDevice, c.stream),
+                  name + " upload (second launch)");
+  ok = ok && cudaOk(c, cudaGraphLaunch(exec, c.stream), name + " cudaGraphLaunch (2)");
+  ok = cudaOk(c, cudaStreamSynchronize(c.stream), name + " cudaStreamSynchronize") && ok;
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ok ? zcollSuccess : zcollCudaError;
+}
+
 bool runOnDevice(Ctx& c, const std::string& name, const std::vector<Bytes>& init, const Call& call,
                  std::vector<Bytes>* out) {
   if (!c.device) {  // --host-only: a second run on host buffers
@@ -189,9 +236,13 @@ bool runOnDevice(Ctx& c, const std::string& name, const std::vector<Bytes>& init
       ok = false;
     }
   }
+  bool refused = false;
   if (ok) {
-    zcollResult_t r = call(p, reinterpret_cast<zcollStream_t>(c.stream));
-    if (r != zcollSuccess) {
+    zcollResult_t r = c.graph ? callInGraph(c, name, init, p, call, &refused)
+                              : call(p, reinterpret_cast<zcollStream_t>(c.stream));
+    if (refused) {
+      ok = false;
+    } else if (r != zcollSuccess) {
       reportFailure(c, name + " (device call)", r);
       ok = false;
     }
@@ -588,7 +639,7 @@ int killCase(Ctx& c, int victim) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--host-only] [--windows] [--kill-rank K]\n", argv0);
+  std::fprintf(stderr, "usage: %s [--host-only] [--windows] [--graph] [--kill-rank K]\n", argv0);
   return 2;
 }
 
@@ -634,6 +685,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--host-only") == 0) {
       c.device = false;
+    } else if (std::strcmp(argv[i], "--graph") == 0) {
+      c.graph = true;
     } else if (std::strcmp(argv[i], "--windows") == 0) {
       c.windows = true;
     } else if (std::strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
@@ -684,6 +737,9 @@ int main(int argc, char** argv) {
     for (size_t n : {size_t{1000}, size_t{70000}}) everyCollective(c, n);
     if (c.broken)
       std::printf("rank %d: the communicator broke; the remaining checks did not run\n", c.rank);
+    if (c.graph && c.device)
+      std::printf("rank %d: %d of %d calls captured into graphs (the rest refused to be)\n",
+                  c.rank, c.checks - c.notCaptured, c.checks);
     if (c.failures == 0)
       std::printf("rank %d: all %d checks ok\n", c.rank, c.checks);
     else
