@@ -444,13 +444,19 @@ class CudaExecutor final : public Executor {
   }
 
   // An event from the side pool, recorded on this stream now; given back when the mark goes.
+  // Under capture an external event record node: every launch of the graph records it.
   Result markStream(std::shared_ptr<StreamMark>* out) override {
     DeviceScope scope;
     ZCOLL_CHECK(scope.enter(device_));
     auto mark = std::make_shared<EventMark>(device_);
     ZCOLL_CHECK(SidePool::instance().takeEvent(device_, &mark->event));
     mark->taken = true;
-    ZCOLL_CHECK(cudaResult(cudaEventRecord(mark->event, stream_), "cudaEventRecord (stream mark)"));
+    bool capturing = false;
+    ZCOLL_CHECK(isCapturing(&capturing));
+    ZCOLL_CHECK(cudaResult(cudaEventRecordWithFlags(mark->event, stream_,
+                                                    capturing ? cudaEventRecordExternal
+                                                              : cudaEventRecordDefault),
+                           "cudaEventRecordWithFlags (stream mark)"));
     *out = std::move(mark);
     return zcollSuccess;
   }

@@ -499,6 +499,33 @@ TEST(TriggeredCalls, AbortReleasesAStreamWhosePeerNeverCalls) {
   }, /*sameDevice=*/false, /*destroy=*/false);
 }
 
+TEST(TriggeredCalls, AbortReleasesALaunchedGraphWhosePeerNeverLaunches) {
+  // A graph's launch is invisible to the ring but for the mark captured with the call (a node
+  // of the graph): rank 0 launches a captured all-reduce that rank 1 never launches, then both
+  // abort. Rank 0's stream must get past the launch (the abort's releases, stored until the
+  // launch's mark passed), and the flags stay mapped until it did.
+  Gate launched;
+  onOwnDevices(2, [&](RankEnv& e) {
+    void* dev = e.arena.alloc(4096);
+    e.arena.upload(dev, Bytes(4096));
+    if (e.rank == 0) {
+      test::FakeStream* stream = e.arena.stream();
+      stream->beginCapture();
+      ZCOLL_EXPECT_OK(e.comm, zcollAllReduce(dev, dev, 1024, zcollFloat32, zcollSum, e.comm,
+                                             e.arena.handle()));
+      std::shared_ptr<test::FakeGraph> graph = stream->endCapture();
+      graph->launch(*stream);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_FALSE(stream->idle()) << "the launch did not wait for its peer";
+      launched.open(zcollSuccess);
+    } else {
+      launched.wait();
+    }
+    EXPECT_EQ(zcollCommAbort(e.comm), zcollSuccess);
+    EXPECT_TRUE(e.arena.stream()->idle()) << "the abort returned before the launch got past";
+  }, /*sameDevice=*/false, /*destroy=*/false);
+}
+
 TEST(TriggeredCalls, RanksOfOneProcessOnOneDeviceRunSynchronouslyAndSaySo) {
   onOwnDevices(2, [&](RankEnv& e) {
     EXPECT_EQ(e.comm->trigger, nullptr);

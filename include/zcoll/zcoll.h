@@ -71,7 +71,8 @@
  *    settings of the capture (stochastic rounding reuses the capture's seed). A launch is a call:
  *    launch graphs in the same order on every rank, in stream order with the communicator's
  *    other calls (on the stream of the calls around it, or joined to them by events), and
- *    synchronize before destroying the communicator, as with NCCL. Every other call on a stream
+ *    synchronize before destroying the communicator, as with NCCL (zcollCommDestroy and
+ *    zcollCommAbort wait for launches in flight, up to the timeout; an abort releases them). Every other call on a stream
  *    being captured is refused (zcollInvalidUsage) before anything is recorded on it, the
  *    communicator still usable; capture has not yet run on a GPU. A CUDA failure is
  *    zcollCudaError. Without a device (or CUDA

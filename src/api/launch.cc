@@ -70,8 +70,7 @@ Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
       ZCOLL_CHECK(ce.exec->isCapturing(&capturing));
       Result r = ring.join(*ce.exec, capturing);
       if (r == zcollSuccess) r = triggered(ring, *ce.exec);
-      // Once, after the call's last step; a graph runs when launched: no mark to wait for.
-      if (r == zcollSuccess && !capturing) r = ring.noteStream(*ce.exec);
+      if (r == zcollSuccess) r = ring.noteStream(*ce.exec, capturing);  // once, after the last step
       if (r != zcollSuccess) breakComm(comm, r);
       return r;
     };

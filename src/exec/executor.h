@@ -148,7 +148,10 @@ class Executor {
   virtual Result allocOnStream(size_t bytes, void** out);
   virtual Result freeOnStream(void* p);
   // A mark queued on this executor's stream now (CUDA: an event recorded): passed() once the
-  // stream got past it, so past every wait queued before it (exec/wait_words.h).
+  // stream got past it, so past every wait queued before it (exec/wait_words.h). On a stream
+  // being captured the mark is a node of the graph (CUDA: cudaEventRecordExternal): passed()
+  // once the graph's latest launch got past it, and while it was never launched. Waiting for
+  // such a mark (waitMark) is not allowed.
   virtual Result markStream(std::shared_ptr<StreamMark>* out);
   // The identity of this executor's stream when threads of the process may share it (CUDA:
   // every stream but cudaStreamPerThread; the legacy default stream is 0). Ranks of one process

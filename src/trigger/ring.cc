@@ -177,9 +177,13 @@ Result TriggerRing::finish(Executor& ex, uint64_t step) {
   return zcollSuccess;
 }
 
-Result TriggerRing::noteStream(Executor& ex) {
+Result TriggerRing::noteStream(Executor& ex, bool capturing) {
   std::shared_ptr<StreamMark> mark;
   ZCOLL_CHECK(ex.markStream(&mark));
+  if (capturing) {
+    captured_.push_back(std::move(mark));
+    return zcollSuccess;
+  }
   uintptr_t key = 0;
   lastKeyed_ = ex.sharedStreamKey(&key);
   lastStream_ = key;
@@ -193,6 +197,8 @@ bool TriggerRing::allPassed() {
   for (auto& [key, mark] : marks_)
     if (!mark->passed()) return false;
   for (auto& mark : unkeyed_)
+    if (!mark->passed()) return false;
+  for (auto& mark : captured_)
     if (!mark->passed()) return false;
   return true;
 }

@@ -77,8 +77,10 @@ class TriggerRing {
   Result await(Executor& ex, int peer, uint64_t step);
   Result finish(Executor& ex, uint64_t step);
   // After a call's last step on `ex`: a mark the destructor, drain and the next call on another
-  // stream wait for.
-  Result noteStream(Executor& ex);
+  // stream wait for. On a capturing stream a node of the graph, passed once the graph's latest
+  // launch got past it (Executor::markStream), kept for the ring's life: the destructor and
+  // drain then wait for launches in flight too (an abort releases them first).
+  Result noteStream(Executor& ex, bool capturing);
 
   // Waits on the host (no CUDA call but event queries) until every step issued has run, at
   // most `timeoutMs`; zcollTimeout after. Calls that do not run on the ring call it first: they
@@ -117,6 +119,7 @@ class TriggerRing {
   uint64_t next_ = 0;  // steps issued (the last one's number: its slot is next_ % 2)
   std::map<uintptr_t, std::shared_ptr<StreamMark>> marks_;  // per stream, its newest
   std::vector<std::shared_ptr<StreamMark>> unkeyed_;         // streams without a shared key
+  std::vector<std::shared_ptr<StreamMark>> captured_;  // one per captured call, never dropped
   std::shared_ptr<StreamMark> lastMark_;  // the previous eager call's, on lastStream_
   uintptr_t lastStream_ = 0;
   bool lastKeyed_ = false;

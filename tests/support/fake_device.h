@@ -1061,10 +1061,16 @@ class FakeDeviceExecutor final : public DeferredExecutor {
     --it;
     return c < it->first + it->second;
   }
+  // As a CUDA event: passed while never recorded; under capture recorded at every launch
+  // (cudaEventRecordExternal), so it tells whether the latest launch got past it.
   Result markStream(std::shared_ptr<StreamMark>* out) override {
     auto mark = std::make_shared<FakeMark>();
     auto event = mark->event;
-    stream_->submit([event] { event->fired = true; return zcollSuccess; }, false);
+    event->fired = true;
+    stream_->enqueue([event](FakeStream& s) {
+      event->fired = false;
+      s.submit([event] { event->fired = true; return zcollSuccess; }, false);
+    });
     *out = std::move(mark);
     return zcollSuccess;
   }
