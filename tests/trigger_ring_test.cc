@@ -38,11 +38,14 @@ struct RankEnv {
   zcollComm_t comm;
 };
 
-// Runs body on `n` rank threads of one node, each with its own device ordinal (or all on
-// device 0 with sameDevice), ZCOLL_DEVICE_CALLS=stream and 1 MiB windows (so a few hundred KB
-// take several steps); the comm is destroyed after body unless `destroy` is false.
+// Runs body on `n` rank threads, each with its own device ordinal (or all on device 0 with
+// sameDevice), ZCOLL_DEVICE_CALLS=stream and 1 MiB windows (so a few hundred KB take several
+// steps), on one node or on `nodes` emulated ones (contiguous ranks: ZCOLL's host id per rank);
+// the comm is destroyed after body unless `destroy` is false. No thread but the ranks' may make
+// a CUDA call (the stand-in counts them): no progress thread, and a proxy makes none.
 void onOwnDevices(int n, const std::function<void(RankEnv&)>& body, bool sameDevice = false,
-                  bool destroy = true) {
+                  bool destroy = true, int nodes = 1) {
+  const int cudaCallsBefore = FakeHardware::cudaCallsOffCallers.load();
   test::ScopedEnv stream("ZCOLL_DEVICE_CALLS", "stream");
   test::ScopedEnv window("ZCOLL_DEVICE_WINDOW_BYTES", "1048576");
   FakeDevice device;
@@ -56,7 +59,11 @@ void onOwnDevices(int n, const std::function<void(RankEnv&)>& body, bool sameDev
       arena.device = sameDevice ? 0 : r;
       FakeDeviceArena::Scope scope(&arena);
       zcollComm_t comm = nullptr;
-      ASSERT_EQ(zcollCommInitRank(&comm, n, id, r), zcollSuccess) << zcollGetLastError(nullptr);
+      const std::string host = "emulated-node-" + std::to_string(r * nodes / n);
+      zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+      if (nodes > 1) config.hostId = host.c_str();
+      ASSERT_EQ(zcollCommInitRankConfig(&comm, n, id, r, &config), zcollSuccess)
+          << zcollGetLastError(nullptr);
       RankEnv env{r, arena, comm};
       body(env);
       EXPECT_EQ(arena.stream()->synchronize(), zcollSuccess);
@@ -65,16 +72,19 @@ void onOwnDevices(int n, const std::function<void(RankEnv&)>& body, bool sameDev
   for (auto& t : threads) t.join();
   EXPECT_EQ(FakeHardware::submitsOffCallers.load(), 0)
       << "a thread other than a caller's submitted work to a stream (the progress thread?)";
+  EXPECT_EQ(FakeHardware::cudaCallsOffCallers.load(), cudaCallsBefore)
+      << "a thread other than a caller's made a CUDA call (the proxy?)";
 }
 
 // onOwnDevices for calls that must run on the ring: every rank has one, and the calls queued
 // stream memory waits (they did not run synchronously).
-void onRingTriggered(int n, const std::function<void(RankEnv&)>& body) {
+void onRingTriggered(int n, const std::function<void(RankEnv&)>& body, int nodes = 1) {
   const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
   onOwnDevices(n, [&](RankEnv& e) {
     ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    EXPECT_EQ(e.comm->trigger->spansNodes(), nodes > 1);
     body(e);
-  });
+  }, /*sameDevice=*/false, /*destroy=*/true, nodes);
   EXPECT_GT(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
       << "the calls queued no stream memory wait: they did not run triggered";
 }
@@ -524,6 +534,79 @@ TEST(TriggeredCalls, AbortReleasesALaunchedGraphWhosePeerNeverLaunches) {
     EXPECT_EQ(zcollCommAbort(e.comm), zcollSuccess);
     EXPECT_TRUE(e.arena.stream()->idle()) << "the abort returned before the launch got past";
   }, /*sameDevice=*/false, /*destroy=*/false);
+}
+
+TEST(TriggeredCalls, AcrossNodesGathersGoThroughTheProxyAndGiveTheHostBytes) {
+  // Two emulated nodes of two ranks: a gather step reads node peers' slots over cuda_ipc and
+  // the other node's through the proxy (outbox, UCX, inbox), which makes no CUDA call
+  // (onOwnDevices counts them). All-gather (several steps, in place too) and qwZ give the host
+  // path's bytes; reductions have no triggered form across nodes (they drain the ring and run
+  // synchronously: the host bytes too); nothing across nodes can be captured.
+  const int n = 4;
+  onRingTriggered(n, [&](RankEnv& e) {
+    zcollComm_t comm = e.comm;
+    const size_t f = sizeof(float);
+    for (size_t count : {size_t{300001}, size_t{7}}) {
+      auto ag = [&](const void* s, void* r, zcollStream_t st) {
+        return zcollAllGather(s, r, count, zcollFloat32, comm, st);
+      };
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count, zcollFloat32), count * n * f, ag,
+                                    "all-gather across nodes");
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count * n, zcollFloat32), count * n * f,
+                                    ag, "all-gather across nodes in place", true,
+                                    e.rank * count * f);
+    }
+    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+    q.bits = 8;
+    q.blockSize = 256;
+    const size_t qc = 200003;
+    expectTriggeredGivesHostBytes(e, inputOf(e.rank, qc, zcollBfloat16), qc * n * 2,
+        [&](const void* s, void* r, zcollStream_t st) {
+          return zcollQuantizedAllGather(s, r, qc, zcollBfloat16, &q, comm, st);
+        }, "qwZ across nodes");
+    // A reduction: synchronous (the ring drained first), the host bytes.
+    const size_t rc = 50000;
+    Bytes in = inputOf(e.rank, rc, zcollFloat32), host = in;
+    void* dev = e.arena.alloc(in.size());
+    e.arena.upload(dev, in);
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(dev, dev, rc, zcollFloat32, zcollSum, comm,
+                                         e.arena.handle()));
+    EXPECT_TRUE(e.arena.stream()->idle()) << "a reduction across nodes ran triggered";
+    ZCOLL_EXPECT_OK(comm, zcollAllReduce(host.data(), host.data(), rc, zcollFloat32, zcollSum,
+                                         comm, nullptr));
+    EXPECT_EQ(e.arena.download(dev, in.size()), host);
+    // No capture across nodes: refused before anything is recorded.
+    test::FakeStream* stream = e.arena.stream();
+    stream->beginCapture();
+    EXPECT_FAILS_WITH(comm, zcollInvalidUsage, "spans nodes",
+                      zcollAllGather(static_cast<float*>(dev) + e.rank * 10, dev, 10,
+                                     zcollFloat32, comm, e.arena.handle()));
+    EXPECT_TRUE(stream->endCapture()->steps.empty());
+  }, /*nodes=*/2);
+}
+
+TEST(TriggeredCalls, AcrossNodesAnAbortReleasesAStreamWhoseRemotePeerNeverCalls) {
+  // Rank 0 (node 0) gathers; the other node's ranks never call, so its stream waits for the
+  // proxy's inbox flags, the proxy for its peers' messages. An abort fails the proxy's
+  // operation and releases the stream.
+  Gate called;
+  onOwnDevices(4, [&](RankEnv& e) {
+    void* in = e.arena.alloc(4096);
+    void* out = e.arena.alloc(4 * 4096);
+    e.arena.upload(in, Bytes(4096));
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    if (e.rank < 2) {
+      ZCOLL_EXPECT_OK(e.comm, zcollAllGather(in, out, 1024, zcollFloat32, e.comm,
+                                             e.arena.handle()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_FALSE(e.arena.stream()->idle());
+      if (e.rank == 0) called.open(zcollSuccess);
+    } else {
+      called.wait();
+    }
+    EXPECT_EQ(zcollCommAbort(e.comm), zcollSuccess);
+    EXPECT_TRUE(e.arena.stream()->idle()) << "the abort returned with the stream still held";
+  }, /*sameDevice=*/false, /*destroy=*/false, /*nodes=*/2);
 }
 
 TEST(TriggeredCalls, RanksOfOneProcessOnOneDeviceRunSynchronouslyAndSaySo) {

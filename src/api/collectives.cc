@@ -73,10 +73,12 @@ Result checkAllToAllvLayout(const zcollComm* comm, const size_t* sc, const size_
   return zcollSuccess;
 }
 
-// The call as a stream-triggered collective (api/launch.h), none for a call that moves nothing.
-TriggeredWork onRing(Result (*collective)(TriggerRing&, Executor&, const CollArgs&), CollArgs a,
+// The call as a stream-triggered collective (api/launch.h), none for a call that moves nothing,
+// nor for a reduction on a ring that spans nodes (only gathers run triggered there).
+TriggeredWork onRing(const zcollComm* comm,
+                     Result (*collective)(TriggerRing&, Executor&, const CollArgs&), CollArgs a,
                      size_t bytes) {
-  if (bytes == 0) return {};
+  if (bytes == 0 || (ringSpansNodes(comm) && collective != triggeredAllGather)) return {};
   return [collective, a](TriggerRing& ring, Executor& ex) { return collective(ring, ex, a); };
 }
 
@@ -98,7 +100,7 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllGather,
                                     {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes),
-                      onRing(triggeredAllGather, {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
+                      onRing(comm, triggeredAllGather, {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
   });
 }
 
@@ -118,7 +120,7 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kReduceScatter,
                                     {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes),
-                      onRing(triggeredReduceScatter, {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
+                      onRing(comm, triggeredReduceScatter, {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
   });
 }
 
@@ -139,7 +141,7 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllReduce,
                                     {sendbuff, recvbuff, count, datatype, op, 0}, bytes),
-                      onRing(triggeredAllReduce, {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
+                      onRing(comm, triggeredAllReduce, {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
   });
 }
 

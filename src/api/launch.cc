@@ -51,6 +51,22 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
   });
 }
 
+// A triggered call's steps to other nodes, served by the proxy (trigger/proxy.h) as an operation
+// of the comm's engine, with a tag sequence drawn now, in the call's turn. When the operation
+// fails, or cannot run (the comm broke, was aborted or destroyed first), the stream's waits are
+// released (TriggerRing::releaseAfterFailure), so it never waits for good.
+Result enqueueProxy(zcollComm* comm, const char* fn, std::vector<ProxyStep> steps) {
+  const uint32_t seq = comm->collSeq++;
+  std::shared_ptr<TriggerRing> ring = comm->trigger;
+  return commEnqueue(comm, fn,
+                     [ring, comm, seq, steps = std::move(steps)] {
+                       return ring->serveProxy(comm, seq, steps);
+                     },
+                     [ring](Result r) {
+                       if (r != zcollSuccess) ring->releaseAfterFailure();
+                     });
+}
+
 // With the comm's ring (ZCOLL_DEVICE_CALLS=stream), on the caller's thread in its turn: the
 // triggered schedule enqueued whole on the caller's stream (joined to the previous call's
 // stream; on a capturing stream, recorded into the graph), or, for a call without one, the
@@ -70,7 +86,13 @@ Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
       ZCOLL_CHECK(ce.exec->isCapturing(&capturing));
       Result r = ring.join(*ce.exec, capturing);
       if (r == zcollSuccess) r = triggered(ring, *ce.exec);
+      std::vector<ProxyStep> proxySteps;
+      if (r == zcollSuccess) r = ring.endCall(*ce.exec, &proxySteps);
       if (r == zcollSuccess) r = ring.noteStream(*ce.exec, capturing);  // once, after the last step
+      if (r == zcollSuccess && !proxySteps.empty()) {
+        r = enqueueProxy(comm, fn, std::move(proxySteps));
+        if (r != zcollSuccess) ring.releaseAfterFailure();  // nothing will serve the steps
+      }
       if (r != zcollSuccess) breakComm(comm, r);
       return r;
     };
@@ -258,7 +280,11 @@ Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn, bool cap
                 "reduce-scatter, all-reduce, qwZ, hpZ, qgZ and the quantized all-reduce, with "
                 "ZCOLL_DEVICE_CALLS=stream on a communicator of one node whose ranks each have a "
                 "device of their own; this communicator %s); run it outside the capture", fn,
-                comm->trigger ? "has them, but not for this call" : "has none");
+                !comm->trigger ? "has none"
+                : comm->trigger->spansNodes()
+                    ? "spans nodes: a launch would not run the proxy that carries the steps "
+                      "between nodes"
+                    : "has them, but not for this call");
   exec.limitWaits(comm->deviceWaitLimits());
   return zcollSuccess;
 }
@@ -266,7 +292,8 @@ Result checkDeviceCall(zcollComm* comm, Executor& exec, const char* fn, bool cap
 Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallDescriptor& d,
                   CallWork work, TriggeredWork triggered) {
   if (ce.exec->memKind() != MemKind::kHost)
-    ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn, comm->trigger && triggered));
+    ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn,
+                                comm->trigger && triggered && !comm->trigger->spansNodes()));
   if (inGroup()) {
     tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work),
                         std::move(triggered)});

@@ -76,7 +76,7 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
 TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, const QuantSettings& qs,
                      size_t bytes, const Executor& exec) {
   const Algorithm* algo = nullptr;
-  if (!comm->trigger || bytes == 0 ||
+  if (!comm->trigger || ringSpansNodes(comm) || bytes == 0 ||
       selectAlgorithm(comm, CollKind::kQuantizedAllReduce, bytes, exec.memKind(), &algo) !=
           zcollSuccess)
     return {};

@@ -42,7 +42,9 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
 // copy of the settings (a grouped call runs at zcollGroupEnd).
 TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, size_t bytes,
                      const Executor& exec) {
-  if (!comm->trigger || bytes == 0 || !qgzPicksTwoHop(comm, bytes, exec.memKind())) return {};
+  if (!comm->trigger || ringSpansNodes(comm) || bytes == 0 ||
+      !qgzPicksTwoHop(comm, bytes, exec.memKind()))
+    return {};
   return [args, quant = *args.quant](TriggerRing& ring, Executor& ex) {
     CollArgs a = args;
     a.quant = &quant;

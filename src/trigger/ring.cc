@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include "base/stream_holds.h"
 #include "coll/coll.h"
 #include "coll/in_place.h"
+#include "core/progress.h"
 #include "exec/device_component.h"
 
 namespace zcoll {
@@ -19,12 +21,13 @@ namespace {
 constexpr size_t kMinWindowBytes = size_t{1} << 20;
 
 // Why `comm` cannot run stream-triggered calls, from what every rank knows alike (the comm's
-// settings, layout, peers and routes), or "" when it can.
-std::string ineligible(const zcollComm* comm, PeerMemory** pm) {
-  *pm = nullptr;
+// settings, layout and peers), or "" when it can. What only a node knows (its cuda_ipc routes
+// and windows) each rank checks in make() and tells the others.
+std::string ineligible(const zcollComm* comm) {
   if (!comm->deviceCallsTriggered) return "ZCOLL_DEVICE_CALLS is not stream";
   if (comm->nranks < 2) return "a single rank";
-  if (comm->layout.nodes != 1) return "ranks on several nodes (the ring is for one node)";
+  for (const std::vector<int>& node : comm->layout.members)
+    if (node.size() < 2) return "a node with a single rank (each node needs two or more)";
   const DeviceComponent* dc = deviceComponent();
   if (dc == nullptr || dc->registerHostMemory == nullptr)
     return "the device component registers no host memory";
@@ -40,19 +43,31 @@ std::string ineligible(const zcollComm* comm, PeerMemory** pm) {
                " are one process on one device";
     }
   }
-  *pm = peerMemoryOf(comm, worldGroup(comm), MemKind::kDevice);
-  if (*pm == nullptr) return "not every pair of ranks reaches each other through cuda_ipc";
-  if ((*pm)->windowLimit(worldGroup(comm).ranks) < kMinWindowBytes)
-    return "cuda_ipc windows smaller than 1 MiB (ZCOLL_DEVICE_WINDOW_BYTES)";
   return "";
+}
+
+// This rank's node's cuda_ipc peer memory and the window it can own, or a failure saying why
+// its node does not qualify.
+Result nodeWindow(const zcollComm* comm, const std::vector<int>& node, PeerMemory** pm,
+                  size_t* windowBytes) {
+  *pm = peerMemoryOf(comm, makeGroup(comm, node), MemKind::kDevice);
+  if (*pm == nullptr)
+    return fail(zcollUnsupported, "not every pair of ranks of a node reaches each other through "
+                "cuda_ipc");
+  *windowBytes = (*pm)->windowLimit(node);
+  if (*windowBytes < kMinWindowBytes)
+    return fail(zcollUnsupported, "cuda_ipc windows smaller than 1 MiB "
+                "(ZCOLL_DEVICE_WINDOW_BYTES)");
+  return zcollSuccess;
 }
 
 // What each rank tells the others, twice (a host all-gather over the comm).
 struct Offer {
   int32_t pid;
-  int32_t fd;  // rank 0: its flags' memfd
+  int32_t fd;  // a node's first rank: its flags' memfd
   int32_t ok;
   int32_t pad;
+  uint64_t windowBytes;  // its window's size (the slots are cut from the smallest)
   ExposedRange window;
 };
 
@@ -70,19 +85,25 @@ bool allOk(const std::vector<Offer>& offers) {
 
 }  // namespace
 
-Result TriggerRing::open(zcollComm* comm, int flagsPid, int flagsFd, PeerMemory& pm,
+Result TriggerRing::open(zcollComm* comm, int flagsPid, int flagsFd, PeerMemory* pm,
                          const std::vector<ExposedRange>& windows) {
-  if (me_ != 0) ZCOLL_CHECK(flags_.open(flagsPid, flagsFd, flagWords(n_)));
+  if (me_ != local_[0]) ZCOLL_CHECK(flags_.open(flagsPid, flagsFd, flagWords(local_.size())));
+  std::vector<int> remote;
+  for (int r = 0; r < n_; ++r)
+    if (!isLocal(r)) remote.push_back(r);
   // Registering synchronizes the device: only while no stream of this process is held.
-  ZCOLL_CHECK(streams::whenNoneHeld(timeoutMs_, "registering the trigger flags",
-                                    [&] { return flags_.registerWithDevice(); }));
+  ZCOLL_CHECK(streams::whenNoneHeld(timeoutMs_, "registering the trigger flags", [&]() -> Result {
+    ZCOLL_CHECK(flags_.registerWithDevice());
+    if (remote.empty()) return zcollSuccess;
+    return TriggerProxy::make(remote, n_, slotBytes_, &proxy_);
+  }));
   peerWindows_.assign(n_, nullptr);
-  for (int p = 0; p < n_; ++p) {
+  for (int p : local_) {
     if (p == me_) {
       peerWindows_[p] = window_;
       continue;
     }
-    ZCOLL_CHECK(pm.mapWindow(p, windows[p], &peerWindows_[p]));
+    ZCOLL_CHECK(pm->mapWindow(p, windows[p], &peerWindows_[p]));
   }
   (void)comm;
   return zcollSuccess;
@@ -90,42 +111,55 @@ Result TriggerRing::open(zcollComm* comm, int flagsPid, int flagsFd, PeerMemory&
 
 Result TriggerRing::make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std::string* why) {
   out->reset();
-  PeerMemory* pm = nullptr;
-  *why = ineligible(comm, &pm);
+  *why = ineligible(comm);
   if (!why->empty()) return zcollSuccess;
   std::shared_ptr<TriggerRing> ring(new TriggerRing());
   ring->n_ = comm->nranks;
   ring->me_ = comm->rank;
   ring->timeoutMs_ = comm->timeoutSec * 1000;
   ring->aborting_ = &comm->aborting;
-  const size_t windowBytes = pm->windowLimit(worldGroup(comm).ranks);
-  // A quarter for the accumulator, the rest in two slots (64-byte aligned).
-  ring->accBytes_ = windowBytes / 4 / 64 * 64;
-  ring->slotBytes_ = (windowBytes - ring->accBytes_) / 2 / 64 * 64;
+  ring->local_ = comm->layout.nodeGroup(comm->rank);
+  ring->localOf_.assign(ring->n_, -1);
+  for (size_t i = 0; i < ring->local_.size(); ++i) ring->localOf_[ring->local_[i]] = int(i);
+  const int leader = ring->local_[0];
 
-  // Round 1: rank 0's flags, every rank's window.
-  Offer mine{getpid(), -1, 1, 0, {}};
+  // Round 1: each node's flags (its first rank makes them), every rank's window.
+  Offer mine{getpid(), -1, 1, 0, 0, {}};
   std::string failure;
-  Result r = ring->me_ == 0 ? ring->flags_.create(flagWords(ring->n_)) : zcollSuccess;
-  if (r == zcollSuccess && ring->me_ == 0)  // every slot starts read (the peers open it later)
-    for (size_t w = 0; w < flagWords(ring->n_); ++w) *ring->flags_.word(w) = kEmpty;
+  PeerMemory* pm = nullptr;
+  size_t windowBytes = 0;
+  Result r = nodeWindow(comm, ring->local_, &pm, &windowBytes);
+  if (r == zcollSuccess && ring->me_ == leader) {
+    r = ring->flags_.create(flagWords(ring->local_.size()));
+    if (r == zcollSuccess)  // every slot starts read (the node's peers open it later)
+      for (size_t w = 0; w < flagWords(ring->local_.size()); ++w)
+        *ring->flags_.word(w) = kEmpty;
+  }
   if (r == zcollSuccess) r = pm->ownWindow(windowBytes, &ring->window_, &mine.window);
   if (r != zcollSuccess) {
     mine.ok = 0;
     failure = threadLastError();
   }
   mine.fd = ring->flags_.fd();
+  mine.windowBytes = windowBytes;
   std::vector<Offer> offers;
   ZCOLL_CHECK(tradeOffers(comm, mine, &offers));
   if (!allOk(offers)) {
     *why = failure.empty() ? "another rank could not make its part" : failure;
     return zcollSuccess;
   }
-  // Round 2: every rank opens and registers the flags and maps the windows.
+  // Slots alike on every rank (steps of other nodes' ranks are as long): from the smallest
+  // window, a quarter for the accumulator, the rest in two slots (64-byte aligned).
+  uint64_t smallest = windowBytes;
+  for (const Offer& o : offers) smallest = std::min(smallest, o.windowBytes);
+  ring->accBytes_ = smallest / 4 / 64 * 64;
+  ring->slotBytes_ = (smallest - ring->accBytes_) / 2 / 64 * 64;
+  // Round 2: every rank opens and registers its node's flags, maps its node peers' windows and
+  // makes its inter-node buffers.
   std::vector<ExposedRange> windows;
   for (const Offer& o : offers) windows.push_back(o.window);
-  r = ring->open(comm, offers[0].pid, offers[0].fd, *pm, windows);
-  Offer opened{getpid(), -1, r == zcollSuccess ? 1 : 0, 0, {}};
+  r = ring->open(comm, offers[leader].pid, offers[leader].fd, pm, windows);
+  Offer opened{getpid(), -1, r == zcollSuccess ? 1 : 0, 0, 0, {}};
   if (r != zcollSuccess) failure = threadLastError();
   std::vector<Offer> verdicts;
   ZCOLL_CHECK(tradeOffers(comm, opened, &verdicts));
@@ -156,25 +190,56 @@ Result TriggerRing::join(Executor& ex, bool capturing) {
 Result TriggerRing::begin(Executor& ex, uint64_t* step) {
   const uint64_t s = ++next_;
   *step = s;
-  for (int p = 0; p < n_; ++p)
+  for (int p : local_)
     if (p != me_) ZCOLL_CHECK(ex.waitBits(handshake(s % 2, p, me_), kEmpty));
+  if (proxy_) ZCOLL_CHECK(proxy_->waitOutboxFree(ex, s % 2));
   return zcollSuccess;
 }
 
-Result TriggerRing::publish(Executor& ex, uint64_t step) {
-  for (int p = 0; p < n_; ++p)
+Result TriggerRing::publish(Executor& ex, uint64_t step, size_t bytes) {
+  for (int p : local_)
     if (p != me_) ZCOLL_CHECK(ex.writeValue(handshake(step % 2, p, me_), kFull));
+  if (proxy_) ZCOLL_CHECK(proxy_->publish(ex, step % 2, mySlot(step), bytes));
   return zcollSuccess;
 }
 
 Result TriggerRing::await(Executor& ex, int peer, uint64_t step) {
+  if (proxy_ && proxy_->isRemote(peer)) return proxy_->awaitInbox(ex, step % 2, peer);
   return ex.waitBits(handshake(step % 2, me_, peer), kFull);
 }
 
 Result TriggerRing::finish(Executor& ex, uint64_t step) {
-  for (int p = 0; p < n_; ++p)
+  for (int p : local_)
     if (p != me_) ZCOLL_CHECK(ex.writeValue(handshake(step % 2, me_, p), kEmpty));
+  if (proxy_) ZCOLL_CHECK(proxy_->finish(ex, step % 2));
   return zcollSuccess;
+}
+
+Result TriggerRing::endCall(Executor& ex, std::vector<ProxyStep>* proxySteps) {
+  proxySteps->clear();
+  if (!proxy_) return zcollSuccess;
+  ZCOLL_CHECK(proxy_->endCall(ex));
+  *proxySteps = proxy_->takeSteps();
+  return zcollSuccess;
+}
+
+Result TriggerRing::serveProxy(zcollComm* comm, uint32_t seq, const std::vector<ProxyStep>& steps) {
+  const Result r = proxy_->serve(comm, seq, steps);
+  if (r != zcollSuccess) breakAndNotify(comm, r);  // the first error wins
+  return r;
+}
+
+void TriggerRing::releaseAfterFailure() {
+  if (!proxy_) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
+  // Stored again at every poll: the streams' own later writes overwrite a release.
+  do {
+    releaseWaits();
+    if (proxy_->allCallsEnded()) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  } while (std::chrono::steady_clock::now() < deadline);
+  ZCOLL_WARN(LogSubsys::kColl, "stream-triggered calls: after a failure a stream did not end its "
+             "calls within %d ms", timeoutMs_);
 }
 
 Result TriggerRing::noteStream(Executor& ex, bool capturing) {
@@ -205,10 +270,10 @@ bool TriggerRing::allPassed() {
 
 bool TriggerRing::peersReadAll() const {
   for (int k = 0; k < 2; ++k)
-    for (int p = 0; p < n_; ++p)
+    for (int p : local_)
       if (p != me_ && (__atomic_load_n(handshake(k, p, me_), __ATOMIC_ACQUIRE) & kEmpty) == 0)
         return false;
-  return true;
+  return !proxy_ || proxy_->outboxesSent();
 }
 
 Result TriggerRing::drain(int timeoutMs, bool release) {
@@ -234,11 +299,16 @@ Result TriggerRing::drain(int timeoutMs, bool release) {
 
 void TriggerRing::releaseWaits() {
   for (int k = 0; k < 2; ++k)
-    for (int p = 0; p < n_; ++p) {
+    for (int p : local_) {
       if (p == me_) continue;
       __atomic_store_n(handshake(k, me_, p), kReleased, __ATOMIC_RELEASE);
       __atomic_store_n(handshake(k, p, me_), kReleased, __ATOMIC_RELEASE);
     }
+  if (proxy_) proxy_->releaseWaits();
+}
+
+bool ringSpansNodes(const zcollComm* comm) {
+  return comm->trigger != nullptr && comm->trigger->spansNodes();
 }
 
 }  // namespace zcoll

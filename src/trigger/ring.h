@@ -41,6 +41,8 @@
 #include "core/comm.h"
 #include "exec/executor.h"
 #include "transport/peer_memory.h"
+#include "trigger/handshake.h"
+#include "trigger/proxy.h"
 #include "trigger/shared_flags.h"
 
 namespace zcoll {
@@ -64,7 +66,10 @@ class TriggerRing {
   size_t accBytes() const { return accBytes_; }
   char* acc() const { return window_ + 2 * slotBytes_; }
   char* mySlot(uint64_t step) const { return window_ + (step % 2) * slotBytes_; }
+  // A peer's slot of `step`: a node peer's in its window; another node's in this rank's inbox
+  // for it (trigger/proxy.h).
   const char* peerSlot(int peer, uint64_t step) const {
+    if (proxy_ && proxy_->isRemote(peer)) return proxy_->inbox(step % 2, peer);
     return peerWindows_[peer] + (step % 2) * slotBytes_;
   }
 
@@ -73,7 +78,8 @@ class TriggerRing {
   Result join(Executor& ex, bool capturing);
   // The step protocol (above), each on `ex`'s stream.
   Result begin(Executor& ex, uint64_t* step);
-  Result publish(Executor& ex, uint64_t step);
+  // `bytes`: how much of the slot the step filled (what the proxy sends to other nodes).
+  Result publish(Executor& ex, uint64_t step, size_t bytes);
   Result await(Executor& ex, int peer, uint64_t step);
   Result finish(Executor& ex, uint64_t step);
   // After a call's last step on `ex`: a mark the destructor, drain and the next call on another
@@ -81,6 +87,19 @@ class TriggerRing {
   // launch got past it (Executor::markStream), kept for the ring's life: the destructor and
   // drain then wait for launches in flight too (an abort releases them first).
   Result noteStream(Executor& ex, bool capturing);
+  // Whether the ring's ranks span several nodes: steps then also go through the proxy
+  // (trigger/proxy.h), one operation per call on the progress thread, so only gather steps
+  // (whose pieces every rank reads whole) run here, and nothing can be captured.
+  bool spansNodes() const { return proxy_ != nullptr; }
+  // After a call's last step on `ex` (and before noteStream): with a proxy, the stream notes the
+  // call's end, and the call's steps are handed over (empty: nothing for the proxy).
+  Result endCall(Executor& ex, std::vector<ProxyStep>* proxySteps);
+  // The proxy's operation for a call (the progress thread; no CUDA call): serves its steps with
+  // the call's tag sequence; a failure breaks the comm (and tells the peers).
+  Result serveProxy(zcollComm* comm, uint32_t seq, const std::vector<ProxyStep>& steps);
+  // After a call's proxy operation failed or could not run: releases this rank's waits (again
+  // at every poll) until its streams ended every call issued, at most the comm's timeout.
+  void releaseAfterFailure();
 
   // Waits on the host (no CUDA call but event queries) until every step issued has run, at
   // most `timeoutMs`; zcollTimeout after. Calls that do not run on the ring call it first: they
@@ -94,22 +113,25 @@ class TriggerRing {
   // Steps issued so far.
   uint64_t stepsIssued() const { return next_; }
 
- // The handshake values (above).
-  static constexpr uint32_t kFull = 1, kEmpty = 2, kReleased = kFull | kEmpty;
-
  private:
   TriggerRing() = default;
+  // The flags of a node's ranks, by their local indices.
   uint32_t* handshake(int slot, int reader, int owner) const {
-    return flags_.word((size_t(slot) * n_ + reader) * n_ + owner);
+    return flags_.word((size_t(slot) * local_.size() + localOf_[reader]) * local_.size() +
+                       localOf_[owner]);
   }
+  bool isLocal(int rank) const { return localOf_[rank] >= 0; }
   static size_t flagWords(int n) { return 2 * size_t(n) * n; }
   bool allPassed();
   bool peersReadAll() const;
   // This rank's part of make(): the flags, the window and the peers' windows.
-  Result open(zcollComm* comm, int flagsPid, int flagsFd, PeerMemory& pm,
+  Result open(zcollComm* comm, int flagsPid, int flagsFd, PeerMemory* pm,
               const std::vector<ExposedRange>& windows);
 
   int n_ = 0, me_ = 0;
+  std::vector<int> local_;    // the comm ranks of this rank's node
+  std::vector<int> localOf_;  // comm rank -> index in local_, -1 on another node
+  std::unique_ptr<TriggerProxy> proxy_;  // ranks on other nodes: null with one node
   int timeoutMs_ = 0;
   const std::atomic<bool>* aborting_ = nullptr;
   SharedFlags flags_;
@@ -124,5 +146,8 @@ class TriggerRing {
   uintptr_t lastStream_ = 0;
   bool lastKeyed_ = false;
 };
+
+// Whether the comm has a ring whose ranks span nodes (only gathers run triggered there).
+bool ringSpansNodes(const zcollComm* comm);
 
 }  // namespace zcoll

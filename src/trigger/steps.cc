@@ -28,7 +28,7 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
   if (bytes[me] > 0) ZCOLL_CHECK(ex.copy(ring.mySlot(s), mine, bytes[me]));
-  ZCOLL_CHECK(ring.publish(ex, s));
+  ZCOLL_CHECK(ring.publish(ex, s, bytes[me]));
   for (int p = 0; p < ring.nranks(); ++p) {
     if (p == me) continue;
     ZCOLL_CHECK(ring.await(ex, p, s));
@@ -44,7 +44,7 @@ Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
   ZCOLL_CHECK(quantizeInto(ring, ex, mine, dtype, elems, p, residual, ring.mySlot(s)));
-  ZCOLL_CHECK(ring.publish(ex, s));
+  ZCOLL_CHECK(ring.publish(ex, s, quant::quantizedBytes(elems, p)));
   ZCOLL_CHECK(ex.dequantize(ring.mySlot(s), elems, p, out[me], dtype));  // after: may be `mine`
   for (int r = 0; r < ring.nranks(); ++r) {
     if (r == me) continue;
@@ -66,7 +66,7 @@ Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtyp
     ZCOLL_CHECK(quantizeInto(ring, ex, toRank[d], dtype, elems, params[d],
                              residuals.empty() ? nullptr : residuals[d],
                              ring.mySlot(s) + d * part));
-  ZCOLL_CHECK(ring.publish(ex, s));
+  ZCOLL_CHECK(ring.publish(ex, s, n * part));
   std::vector<const void*> parts(n);
   for (int r = 0; r < n; ++r) {
     if (r != me) ZCOLL_CHECK(ring.await(ex, r, s));
@@ -103,7 +103,7 @@ Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollR
   for (int d = 0; d < n; ++d)
     if (d != me && count[d] > 0)
       ZCOLL_CHECK(ex.copy(ring.mySlot(s) + d * region, toRank[d], count[d] * es));
-  ZCOLL_CHECK(ring.publish(ex, s));
+  ZCOLL_CHECK(ring.publish(ex, s, n * region));
   const size_t m = count[me];
   for (int p = 0; p < n; ++p) {
     if (p != me) ZCOLL_CHECK(ring.await(ex, p, s));

@@ -12,7 +12,9 @@
 namespace zcoll {
 
 // Rank p's piece of `bytes[p]` bytes lands at out[p] on every rank (this rank's own piece
-// excluded: the caller places it). `mine` (bytes[me] bytes) is this rank's piece.
+// excluded: the caller places it). `mine` (bytes[me] bytes) is this rank's piece. On a ring
+// that spans nodes the pieces of one step are equally long (the proxy sends and receives
+// bytes[me] with every rank of other nodes).
 Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
                   const std::vector<size_t>& bytes, const std::vector<char*>& out);
 

@@ -188,6 +188,13 @@ struct FakeHardware {
   // everything on the caller's thread, so a test expects none.
   static inline thread_local bool callerThread = false;
   static inline std::atomic<int> submitsOffCallers{0};
+  // CUDA calls (any stand-in entry point: a submission, a synchronize, an event query, a
+  // registration, an allocation, a capture query) made by a thread that is not a caller's: the
+  // proxy of stream-triggered calls across nodes makes none (trigger/proxy.h).
+  static inline std::atomic<int> cudaCallsOffCallers{0};
+  static void noteCudaCall() {
+    if (!callerThread) ++cudaCallsOffCallers;
+  }
   static std::string lastViolation() {
     std::lock_guard<std::mutex> lock(mu());
     return last();
@@ -670,6 +677,7 @@ class FakeStream {
   void enqueue(std::function<void(FakeStream&)> queueOn);
   // Queues `op`; with touchesDevice, `arena` (default: the stream's) is open while it runs.
   void submit(std::function<Result()> op, bool touchesDevice, FakeDeviceArena* arena = nullptr) {
+    FakeHardware::noteCudaCall();
     FakeDeviceArena* opens = touchesDevice ? (arena ? arena : arena_) : nullptr;
     if (recordIfCapturing([op, touchesDevice, opens](FakeStream& s) {
           s.submit(op, touchesDevice, opens);
@@ -717,6 +725,7 @@ class FakeStream {
   }
   // Waits until everything queued so far has run (cudaStreamSynchronize); the first failure.
   Result synchronize() {
+    FakeHardware::noteCudaCall();
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t target = submitted_;
     changed_.wait(lock, [&] { return ran_ >= target; });
@@ -725,6 +734,7 @@ class FakeStream {
   // synchronize(), giving up (false) once `giveUp()` says so; polled every millisecond.
   template <typename GiveUp>
   bool synchronizeUntil(GiveUp giveUp, Result* error) {
+    FakeHardware::noteCudaCall();
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t target = submitted_;
     while (ran_ < target) {
@@ -919,7 +929,10 @@ struct FakeFence final : DeviceFence {
 // A recorded event as a stream mark (exec/wait_words.h).
 struct FakeMark final : StreamMark {
   std::shared_ptr<FakeEvent> event = std::make_shared<FakeEvent>();
-  bool passed() override { return event->fired.load(); }
+  bool passed() override {
+    FakeHardware::noteCudaCall();  // cudaEventQuery
+    return event->fired.load();
+  }
 };
 
 // The fake device's executor: its operations run on a stream (the call's, or a side stream it
@@ -944,6 +957,7 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   // Stream-ordered memory (CUDA: cudaMallocAsync/cudaFreeAsync): from the arena now, back to it
   // when the stream reaches the free.
   Result allocOnStream(size_t bytes, void** out) override {
+    FakeHardware::noteCudaCall();
     *out = arena_->alloc(bytes == 0 ? 1 : bytes);
     return *out ? zcollSuccess : fail(zcollSystemError, "fake device arena full");
   }
@@ -986,6 +1000,7 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   }
   void onDevice(int device) { device_ = device; }
   Result isCapturing(bool* capturing) override {
+    FakeHardware::noteCudaCall();
     *capturing = stream_->capturing.load();
     return zcollSuccess;
   }
@@ -1043,12 +1058,14 @@ class FakeDeviceExecutor final : public DeferredExecutor {
   // Host memory registered with the stand-in device (DeviceComponent::registerHostMemory):
   // registering and unregistering synchronize implicitly, as cudaHostRegister does.
   static Result registerHost(void* p, size_t bytes) {
+    FakeHardware::noteCudaCall();
     FakeHardware::implicitSync("cudaHostRegister");
     std::lock_guard<std::mutex> lock(wordsMu());
     registeredHost()[static_cast<char*>(p)] = bytes;
     return zcollSuccess;
   }
   static void unregisterHost(void* p) {
+    FakeHardware::noteCudaCall();
     FakeHardware::implicitSync("cudaHostUnregister");
     std::lock_guard<std::mutex> lock(wordsMu());
     registeredHost().erase(static_cast<char*>(p));
