@@ -326,6 +326,18 @@ case "$STEP" in
     else
       result FAIL stream_mode "exit $rc, ring on in $on of 2 ranks; see stream_mode.txt"
     fi
+    # Across 2 emulated nodes (4 processes on the GPU): gathers through the proxy, the rest
+    # synchronous; every rank must say the ring is on.
+    timed "stream mode, 2 nodes" 150 env ZCOLL_DEVICE_CALLS=stream ZCOLL_DEBUG=INFO \
+      ZCOLL_DEBUG_SUBSYS=INIT python3 tools/zcollrun --timeout 120 -n 4 --nodes 2 \
+      "$BUILD/tests/zcoll_device_check" >"$OUT/stream_nodes.txt" 2>&1
+    rc=$?
+    on=$(grep -c "stream-triggered device calls on" "$OUT/stream_nodes.txt")
+    if [ "$rc" = 0 ] && [ "$on" -ge 4 ]; then
+      result PASS stream_nodes "-n 4 --nodes 2 on one GPU, every call equal to the host's, ring on"
+    else
+      result FAIL stream_nodes "exit $rc, ring on in $on of 4 ranks; see stream_nodes.txt"
+    fi
     # The same calls captured into CUDA graphs, each launched twice (issue 38: stream-triggered
     # calls are captured, the others refused before anything is recorded).
     timed "stream mode, graphs" 120 env ZCOLL_DEVICE_CALLS=stream \

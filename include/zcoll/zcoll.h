@@ -43,10 +43,14 @@
  *    their whole device work on `stream` (copies, reduction and (de)quantization kernels, stream
  *    memory writes and waits on flags that only the
  *    peers' GPU work sets) and return; work queued on `stream` after the call sees its result,
- *    and its buffers must stay valid until then. It applies to a communicator whose ranks share
- *    one node, each on its own device or in its own process, every pair over cuda_ipc; other
- *    calls, and every call of a communicator that does not qualify (INFO log says why), return
- *    complete as with sync. Calls must be made in the same order on every rank, and calls on
+ *    and its buffers must stay valid until then. It applies to a communicator whose ranks each
+ *    have their own device or process, two or more per node, every pair of a node over
+ *    cuda_ipc. Across nodes only zcollAllGather and zcollQuantizedAllGather are enqueued so:
+ *    their pieces for ranks of other nodes travel through pinned host buffers that the
+ *    communicator's progress thread sends and receives over the network, making no CUDA call,
+ *    and flags in host memory tell the stream (so host calls on that communicator wait for
+ *    those transfers first). Other calls, and every call of a communicator that does not qualify
+ *    (INFO log says why), return complete as with sync. Calls must be made in the same order on every rank, and calls on
  *    different communicators issued in the same order on every rank (or serialized), as NCCL
  *    requires; the results are bit-identical to the host path's.
  *    Arguments are checked before it returns (errors as for host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
@@ -64,16 +68,17 @@
  *    (a member of its communicator family, e.g. another rank of the same communicator) has
  *    calls in flight on is refused (zcollInvalidUsage). Calls of one rank on several
  *    communicators may share a stream, which orders them, as NCCL allows. CUDA-graph capture:
- *    with ZCOLL_DEVICE_CALLS=stream, on a communicator that runs stream-triggered calls (above),
- *    those calls may be made on a stream being captured: the graph records their whole device
- *    work (their flags are handshakes whose values never change, so every launch of the graph
+ *    with ZCOLL_DEVICE_CALLS=stream, on a communicator of one node that runs stream-triggered
+ *    calls (above), those calls may be made on a stream being captured: the graph records
+ *    their whole device work (their flags are handshakes whose values never change, so every launch of the graph
  *    waits for and writes the right ones) and every launch runs them again, on the buffers and
  *    settings of the capture (stochastic rounding reuses the capture's seed). A launch is a call:
  *    launch graphs in the same order on every rank, in stream order with the communicator's
  *    other calls (on the stream of the calls around it, or joined to them by events), and
  *    synchronize before destroying the communicator, as with NCCL (zcollCommDestroy and
- *    zcollCommAbort wait for launches in flight, up to the timeout; an abort releases them). Every other call on a stream
- *    being captured is refused (zcollInvalidUsage) before anything is recorded on it, the
+ *    zcollCommAbort wait for launches in flight, up to the timeout; an abort releases them).
+ *    Every other call (and every call of a communicator across nodes) on a stream being
+ *    captured is refused (zcollInvalidUsage) before anything is recorded on it, the
  *    communicator still usable; capture has not yet run on a GPU. A CUDA failure is
  *    zcollCudaError. Without a device (or CUDA
  *    support, see zcoll_info) device pointers are not recognised: pass host buffers. Buffers on
