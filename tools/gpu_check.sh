@@ -314,30 +314,27 @@ case "$STEP" in
       77) result FAIL device_processes.sh "skipped: $(grep -m1 'SKIP' "$LOG")" ;;
       *) result FAIL device_processes.sh "exit $rc: $(grep -m1 '^FAIL' "$LOG" | cut -c1-200)" ;;
     esac
-    # Issue 38's stream-triggered model (ZCOLL_DEVICE_CALLS=stream): 2 processes on the GPU,
-    # every call on CUDA buffers against the host bytes; both ranks must say the ring is on.
-    timed "stream mode" 120 env ZCOLL_DEVICE_CALLS=stream ZCOLL_DEBUG=INFO ZCOLL_DEBUG_SUBSYS=INIT \
-      python3 tools/zcollrun --timeout 100 -n 2 "$BUILD/tests/zcoll_device_check" \
-      >"$OUT/stream_mode.txt" 2>&1
-    rc=$?
-    on=$(grep -c "stream-triggered device calls on" "$OUT/stream_mode.txt")
-    if [ "$rc" = 0 ] && [ "$on" -ge 2 ]; then
-      result PASS stream_mode "-n 2 on one GPU, every call equal to the host's, ring on"
-    else
-      result FAIL stream_mode "exit $rc, ring on in $on of 2 ranks; see stream_mode.txt"
-    fi
-    # Across 2 emulated nodes (4 processes on the GPU): gathers through the proxy, the rest
-    # synchronous; every rank must say the ring is on.
-    timed "stream mode, 2 nodes" 150 env ZCOLL_DEVICE_CALLS=stream ZCOLL_DEBUG=INFO \
-      ZCOLL_DEBUG_SUBSYS=INIT python3 tools/zcollrun --timeout 120 -n 4 --nodes 2 \
-      "$BUILD/tests/zcoll_device_check" >"$OUT/stream_nodes.txt" 2>&1
-    rc=$?
-    on=$(grep -c "stream-triggered device calls on" "$OUT/stream_nodes.txt")
-    if [ "$rc" = 0 ] && [ "$on" -ge 4 ]; then
-      result PASS stream_nodes "-n 4 --nodes 2 on one GPU, every call equal to the host's, ring on"
-    else
-      result FAIL stream_nodes "exit $rc, ring on in $on of 4 ranks; see stream_nodes.txt"
-    fi
+    # Issue 38's stream-triggered model (ZCOLL_DEVICE_CALLS=stream), zcoll_device_check's
+    # every call on CUDA buffers against the host bytes, every rank saying the ring is on:
+    # stream_check NAME RANKS LIMIT_S [zcollrun options].
+    stream_check() {
+      local name=$1 n=$2 limit=$3
+      shift 3
+      timed "stream mode ($name)" "$limit" env ZCOLL_DEVICE_CALLS=stream ZCOLL_DEBUG=INFO \
+        ZCOLL_DEBUG_SUBSYS=INIT python3 tools/zcollrun --timeout $((limit - 20)) -n "$n" "$@" \
+        "$BUILD/tests/zcoll_device_check" >"$OUT/$name.txt" 2>&1
+      local rc=$? on
+      on=$(grep -c "stream-triggered device calls on" "$OUT/$name.txt")
+      if [ "$rc" = 0 ] && [ "$on" -ge "$n" ]; then
+        result PASS "$name" "-n $n $* on one GPU, every call equal to the host's, ring on"
+      else
+        result FAIL "$name" "exit $rc, ring on in $on of $n ranks; see $name.txt"
+      fi
+    }
+    # 2 processes on the GPU (one node); then 4 over 2 emulated nodes (gathers through the
+    # proxy, the rest synchronous).
+    stream_check stream_mode 2 120
+    stream_check stream_nodes 4 150 --nodes 2
     # The same calls captured into CUDA graphs, each launched twice (issue 38: stream-triggered
     # calls are captured, the others refused before anything is recorded).
     timed "stream mode, graphs" 120 env ZCOLL_DEVICE_CALLS=stream \
