@@ -46,19 +46,16 @@ std::string ineligible(const zcollComm* comm) {
   return "";
 }
 
-// This rank's node's cuda_ipc peer memory and the window it can own, or a failure saying why
-// its node does not qualify.
-Result nodeWindow(const zcollComm* comm, const std::vector<int>& node, PeerMemory** pm,
-                  size_t* windowBytes) {
+// This rank's node's cuda_ipc peer memory and the window it can own, or why its node does not
+// qualify ("" when it does).
+std::string nodeWindow(const zcollComm* comm, const std::vector<int>& node, PeerMemory** pm,
+                       size_t* windowBytes) {
   *pm = peerMemoryOf(comm, makeGroup(comm, node), MemKind::kDevice);
-  if (*pm == nullptr)
-    return fail(zcollUnsupported, "not every pair of ranks of a node reaches each other through "
-                "cuda_ipc");
+  if (*pm == nullptr) return "not every pair of ranks of a node reaches each other through cuda_ipc";
   *windowBytes = (*pm)->windowLimit(node);
   if (*windowBytes < kMinWindowBytes)
-    return fail(zcollUnsupported, "cuda_ipc windows smaller than 1 MiB "
-                "(ZCOLL_DEVICE_WINDOW_BYTES)");
-  return zcollSuccess;
+    return "cuda_ipc windows smaller than 1 MiB (ZCOLL_DEVICE_WINDOW_BYTES)";
+  return "";
 }
 
 // What each rank tells the others, twice (a host all-gather over the comm).
@@ -125,10 +122,10 @@ Result TriggerRing::make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std
 
   // Round 1: each node's flags (its first rank makes them), every rank's window.
   Offer mine{getpid(), -1, 1, 0, 0, {}};
-  std::string failure;
   PeerMemory* pm = nullptr;
   size_t windowBytes = 0;
-  Result r = nodeWindow(comm, ring->local_, &pm, &windowBytes);
+  std::string failure = nodeWindow(comm, ring->local_, &pm, &windowBytes);
+  Result r = failure.empty() ? zcollSuccess : zcollUnsupported;
   if (r == zcollSuccess && ring->me_ == leader) {
     r = ring->flags_.create(flagWords(ring->local_.size()));
     if (r == zcollSuccess)  // every slot starts read (the node's peers open it later)
@@ -138,7 +135,7 @@ Result TriggerRing::make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std
   if (r == zcollSuccess) r = pm->ownWindow(windowBytes, &ring->window_, &mine.window);
   if (r != zcollSuccess) {
     mine.ok = 0;
-    failure = threadLastError();
+    if (failure.empty()) failure = threadLastError();
   }
   mine.fd = ring->flags_.fd();
   mine.windowBytes = windowBytes;
@@ -175,8 +172,9 @@ TriggerRing::~TriggerRing() {
   if (next_ == 0 || drain(timeoutMs_) == zcollSuccess) return;
   if (drain(timeoutMs_, /*release=*/true) == zcollSuccess) return;
   ZCOLL_WARN(LogSubsys::kColl, "stream-triggered calls: a stream never got past its last step; "
-             "the flags stay mapped for the rest of the process");
+             "the flags (and inter-node buffers) stay mapped for the rest of the process");
   flags_.abandon();
+  (void)proxy_.release();  // kept, as the flags: a stream may still read them
 }
 
 Result TriggerRing::join(Executor& ex, bool capturing) {
