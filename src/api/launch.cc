@@ -293,7 +293,7 @@ Result launchCall(zcollComm* comm, const char* fn, CallExecutor& ce, const CallD
                   CallWork work, TriggeredWork triggered) {
   if (ce.exec->memKind() != MemKind::kHost)
     ZCOLL_CHECK(checkDeviceCall(comm, *ce.exec, fn,
-                                comm->trigger && triggered && !comm->trigger->spansNodes()));
+                                comm->trigger && triggered && !ringSpansNodes(comm)));
   if (inGroup()) {
     tGrouped.push_back({comm, fn, std::move(ce.owned), ce.exec, d, std::move(work),
                         std::move(triggered)});

@@ -95,7 +95,6 @@ Result TriggerProxy::waitOutboxFree(Executor& ex, int slot) {
 Result TriggerProxy::publish(Executor& ex, int slot, const char* from, size_t bytes) {
   if (bytes > 0) ZCOLL_CHECK(ex.copy(outbox(slot), from, bytes));
   ZCOLL_CHECK(ex.writeValue(outFull(slot), kFull));
-  std::lock_guard<std::mutex> lock(stepsMu_);
   steps_.push_back({slot, bytes});
   return zcollSuccess;
 }
@@ -114,7 +113,6 @@ Result TriggerProxy::endCall(Executor& ex) {
 }
 
 std::vector<ProxyStep> TriggerProxy::takeSteps() {
-  std::lock_guard<std::mutex> lock(stepsMu_);
   std::vector<ProxyStep> taken;
   taken.swap(steps_);
   return taken;

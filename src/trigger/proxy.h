@@ -25,7 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "core/comm.h"
@@ -50,7 +49,6 @@ class TriggerProxy {
   TriggerProxy(const TriggerProxy&) = delete;
   TriggerProxy& operator=(const TriggerProxy&) = delete;
 
-  const std::vector<int>& remote() const { return remote_; }
   bool isRemote(int rank) const { return remoteIndex_[rank] >= 0; }
   const char* inbox(int slot, int peer) const {
     return inboxes_ + (size_t(slot) * remote_.size() + remoteIndex_[peer]) * slotBytes_;
@@ -97,8 +95,8 @@ class TriggerProxy {
   uint32_t* words_ = nullptr;
   char* outboxes_ = nullptr;
   char* inboxes_ = nullptr;
-  std::mutex stepsMu_;
-  std::vector<ProxyStep> steps_;     // noted by publish, taken by the call (caller's thread)
+  std::vector<ProxyStep> steps_;     // noted by publish, taken by the call: the caller's thread,
+                                     // in the call's turn
   std::atomic<uint32_t> issued_{0};  // calls whose endCall was queued
 };
 
