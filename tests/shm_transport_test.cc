@@ -450,7 +450,7 @@ TEST(ShmMemory, AWindowThatCannotGrowOnOneRankFailsTheCallOnEveryRank) {
     if (rank == 0) {
       char* base = nullptr;
       ExposedRange ref;
-      ASSERT_EQ(shmOf(comm)->ownWindow(size_t(32) << 20, &base, &ref), zcollSuccess);
+      ASSERT_EQ(shmOf(comm)->peerMemory()->ownWindow(size_t(32) << 20, &base, &ref), zcollSuccess);
     }
     ZCOLL_EXPECT_OK(comm, zcollBarrier(comm, nullptr));
     if (rank == 0) limit = std::make_unique<FileSizeLimit>(4u << 20);  // a window of 8 MiB: no

@@ -67,7 +67,7 @@ TEST(ZeroppDoc, HpzReadInPlaceBytesAreTheStructuresSent) {
   ASSERT_EQ(got.size(), 6u);
   EXPECT_EQ(number(got[0]), kHostRangeBytes);
   EXPECT_EQ(number(got[1]), kRangeFixedBytes);
-  EXPECT_EQ(number(got[2]), zcoll::ShmTransport::kHandleBytes);
+  EXPECT_EQ(number(got[2]), zcoll::ShmPeerMemory::kHandleBytes);
   EXPECT_EQ(number(got[3]), kDeviceRangeBytes);
   EXPECT_EQ(number(got[4]), zcoll::CudaIpcPeerMemory::kHandleBytes);
   EXPECT_EQ(number(got[5]), kTokenBytes);

@@ -5,7 +5,7 @@
 // exist, copy out of it one-sidedly), and a message tells the owner when they are done.
 //
 // Implemented by the transports that share memory with node peers, one per memory kind:
-//   host    shm (transport/shm_transport.h): an ordinary buffer is read with process_vm_readv
+//   host    shm (transport/shm_peer_memory.h): an ordinary buffer is read with process_vm_readv
 //           (one kernel copy; no mapping exists), a buffer in zcollMemAllocHost memory is mapped
 //           once and read with loads (transport/peer_regions.h), windows are memfds;
 //   device  cuda_ipc (transport/cuda_ipc_transport.h): memory exported as IPC handles and mapped

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +45,21 @@ int copyFd(int pid, int fd) {
   close(pidfd);
   errno = saved;
   return copy;
+}
+
+Result readProcess(int pid, uint64_t addr, void* dst, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    size_t piece = std::min<size_t>(bytes - done, size_t{2} << 20);
+    iovec local{static_cast<char*>(dst) + done, piece};
+    iovec remote{reinterpret_cast<void*>(addr + done), piece};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0)
+      return fail(zcollRemoteError, "shm: reading %zu bytes from pid %d failed: %s", bytes, pid,
+                  n < 0 ? std::strerror(errno) : "no progress");
+    done += static_cast<size_t>(n);
+  }
+  return zcollSuccess;
 }
 
 size_t segmentBytes(uint32_t localRanks) {

@@ -82,6 +82,9 @@ size_t segmentBytes(uint32_t localRanks);
 
 // A copy of process `pid`'s descriptor `fd` in this process (pidfd_getfd), or -1 with errno set.
 int copyFd(int pid, int fd);
+// One-sided: `bytes` at address `addr` of process `pid` into dst (process_vm_readv, in pieces
+// of at most 2 MiB). The permission is the same as copyFd's (probeSharing checks both).
+Result readProcess(int pid, uint64_t addr, void* dst, size_t bytes);
 
 // Ring slots an eager message of `bytes` takes.
 constexpr uint32_t eagerSlots(size_t bytes) {

@@ -1,8 +1,5 @@
 #include "transport/shm_transport.h"
 
-#include <errno.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,27 +10,11 @@
 
 namespace zcoll {
 
-namespace {
-
-constexpr uint32_t kAddressMagic = 0x4d48535a;  // "ZSHM"
-
-struct WireAddress {  // what address() publishes
-  uint32_t magic;
-  int32_t fd;
-  uint32_t uid;
-  uint32_t usable;
-};
-static_assert(sizeof(WireAddress) == 16, "fixed wire size");
-
-}  // namespace
-
 // ---- Lifecycle ------------------------------------------------------------------------------
 
 Result ShmTransport::create(std::unique_ptr<ShmTransport>* out) {
   std::unique_ptr<ShmTransport> t(new ShmTransport());
-  t->uid_ = static_cast<uint32_t>(geteuid());
-  t->usable_ = shm::probeSharing(&t->why_);
-  if (t->usable_) ZCOLL_CHECK(shm::Segment::create(&t->own_));
+  if (t->usable()) ZCOLL_CHECK(shm::Segment::create(&t->own_));
   *out = std::move(t);
   return zcollSuccess;
 }
@@ -55,52 +36,6 @@ Result ShmTransport::createFor(const TransportSettings& s, const std::vector<Tra
 
 ShmTransport::~ShmTransport() = default;
 
-std::string ShmTransport::address() const {
-  WireAddress a{kAddressMagic, own_.fd(), uid_, usable_ ? 1u : 0u};
-  return std::string(reinterpret_cast<const char*>(&a), sizeof(a));
-}
-
-Result ShmTransport::learn(const std::vector<std::string>& addresses) {
-  addresses_.assign(addresses.size(), PeerAddress{});
-  for (size_t r = 0; r < addresses.size(); ++r) {
-    if (addresses[r].empty()) continue;
-    WireAddress a{};
-    if (addresses[r].size() != sizeof(a))
-      return fail(zcollRemoteError, "rank %zu sent a %zu-byte shm address (expected %zu)", r,
-                  addresses[r].size(), sizeof(a));
-    std::memcpy(&a, addresses[r].data(), sizeof(a));
-    if (a.magic != kAddressMagic || (a.usable != 0 && a.fd < 0))
-      return fail(zcollRemoteError, "rank %zu sent a malformed shm address", r);
-    addresses_[r] = PeerAddress{true, a.usable != 0, a.uid, a.fd};
-  }
-  return zcollSuccess;
-}
-
-bool ShmTransport::canConnect(const PeerReach& peer, std::string* why) const {
-  const PeerAddress* a = peer.rank >= 0 && peer.rank < static_cast<int>(addresses_.size())
-                             ? &addresses_[peer.rank]
-                             : nullptr;
-  if (peer.self) {
-    *why = "not for this rank";
-  } else if (!usable_) {
-    *why = "this process cannot share memory: " + why_;
-  } else if (!peer.sameMachine) {
-    *why = "another machine";
-  } else if (!peer.sameNode) {
-    *why = "another node of the communicator";
-  } else if (a == nullptr || !a->present) {
-    *why = "the peer has no shm transport";
-  } else if (!a->usable) {
-    *why = "the peer's process cannot share memory";
-  } else if (a->uid != uid_) {
-    *why = "the peer runs as another user";
-  } else {
-    *why = "same node: " + why_ + " above " + std::to_string(shm::kEagerBytes) + " bytes";
-    return true;
-  }
-  return false;
-}
-
 Result ShmTransport::connect(const ConnectArgs& args) {
   if (args.kind != kHostMemory || args.peers.empty()) return zcollSuccess;
   const NodeLayout& layout = *args.layout;
@@ -109,18 +44,19 @@ Result ShmTransport::connect(const ConnectArgs& args) {
   const std::vector<int>& pids = args.pids;
   const uint32_t localRanks = static_cast<uint32_t>(layout.localSize(myRank));
   myLocal_ = layout.localOf[myRank];
-  myRank_ = myRank;
   ZCOLL_CHECK(own_.map(localRanks));
   peers_ = std::vector<Peer>(pids.size());
+  memory_.startConnect(myRank, static_cast<int>(pids.size()));
   for (int r : peers) {
     Peer& p = peers_[r];
     p.pid = pids[r];
     p.local = layout.localOf[r];
-    ZCOLL_CHECK(shm::Segment::open(p.pid, addresses_[r].fd, &p.segment));
+    ZCOLL_CHECK(shm::Segment::open(p.pid, pairing_.segmentFdOf(r), &p.segment));
     ZCOLL_CHECK(p.segment.map(localRanks));
     for (uint32_t i = shm::kRndvSlots; i-- > 0;) p.freeRndv.push_back(i);
     p.connected = true;
     connected_.push_back(r);
+    memory_.addPeer(r, p.pid);
   }
   return zcollSuccess;
 }
@@ -343,89 +279,10 @@ void ShmTransport::deliverRendezvous(int peer, const Message& m, const Posted& r
     return;
   }
   Result status = checkSize(peer, m.bytes, recv.bytes);
-  if (status == zcollSuccess) status = readRemote(p, m.addr, recv.buf, m.bytes);
+  if (status == zcollSuccess) status = shm::readProcess(p.pid, m.addr, recv.buf, m.bytes);
   state.store(shm::kDone, std::memory_order_release);
   shm::ring(p.segment.doorbell());
   complete(recv.req, status);
-}
-
-// ---- PeerMemory -----------------------------------------------------------------------------
-
-static_assert(sizeof(shm::RegionRef) <= sizeof(ExposedRange::handle), "a region fits a range");
-static_assert(sizeof(shm::WindowRef) <= sizeof(ExposedRange::handle), "a window fits a range");
-
-bool ShmTransport::pairsConnected(const std::vector<int>& ranks) const {
-  for (int r : ranks)
-    if (r != myRank_ && (r < 0 || static_cast<size_t>(r) >= peers_.size() ||
-                         !peers_[r].connected))
-      return false;
-  return true;
-}
-
-Result ShmTransport::expose(const void* ptr, size_t bytes, ExposedRange* out) {
-  *out = ExposedRange{};
-  out->addr = reinterpret_cast<uintptr_t>(ptr);
-  out->bytes = bytes;
-  const shm::RegionRef region = shm::findHostMemory(ptr, bytes);
-  out->mappable = region.fd >= 0 && bytes > 0;
-  std::memcpy(out->handle, &region, sizeof(region));
-  return zcollSuccess;
-}
-
-Result ShmTransport::map(int peer, const ExposedRange& r, bool writable, PeerView* view) {
-  *view = PeerView{};
-  ZCOLL_CHECK(checkConnected(peer));
-  shm::RegionRef region;
-  std::memcpy(&region, r.handle, sizeof(region));
-  if (!r.mappable) {
-    peerRegions_.noteFrees(peers_[peer].pid, region.frees);
-    return zcollSuccess;
-  }
-  std::shared_ptr<const shm::PeerMapping> held;
-  ZCOLL_CHECK(peerRegions_.view(peers_[peer].pid, region, r.bytes, writable, &held, &view->at));
-  if (writable) view->writable = held->writableBase() + (view->at - held->base());
-  view->hold = std::move(held);
-  return zcollSuccess;
-}
-
-Result ShmTransport::read(int peer, const ExposedRange& r, size_t offset, void* dst,
-                          size_t bytes) {
-  ZCOLL_CHECK(checkConnected(peer));
-  return readRemote(peers_[peer], r.addr + offset, dst, bytes);
-}
-
-Result ShmTransport::ownWindow(size_t bytes, char** base, ExposedRange* ref) {
-  ZCOLL_CHECK(window_.reserve(bytes));
-  *base = window_.base();
-  const shm::WindowRef w = window_.ref();
-  *ref = ExposedRange{};
-  ref->addr = reinterpret_cast<uintptr_t>(*base);
-  ref->bytes = w.bytes;
-  ref->mappable = 1;
-  std::memcpy(ref->handle, &w, sizeof(w));
-  return zcollSuccess;
-}
-
-Result ShmTransport::mapWindow(int peer, const ExposedRange& ref, const char** base) {
-  ZCOLL_CHECK(checkConnected(peer));
-  shm::WindowRef w;
-  std::memcpy(&w, ref.handle, sizeof(w));
-  return peers_[peer].window.map(peers_[peer].pid, w, base);
-}
-
-Result ShmTransport::readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const {
-  size_t done = 0;
-  while (done < bytes) {
-    size_t piece = std::min<size_t>(bytes - done, size_t{2} << 20);
-    iovec local{static_cast<char*>(dst) + done, piece};
-    iovec remote{reinterpret_cast<void*>(addr + done), piece};
-    ssize_t n = process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
-    if (n <= 0)
-      return fail(zcollRemoteError, "shm: reading %zu bytes from pid %d failed: %s", bytes,
-                  p.pid, n < 0 ? std::strerror(errno) : "no progress");
-    done += static_cast<size_t>(n);
-  }
-  return zcollSuccess;
 }
 
 // ---- Progress, waiting, cancelling ----------------------------------------------------------

@@ -10,7 +10,9 @@
 // and every writer rings it, so idle ranks use no CPU.
 //
 // Chosen for a peer on the same node and machine when both ranks can share memory
-// (shm::probeSharing) and run as the same user; otherwise the peer goes to ucx.
+// (shm::probeSharing) and run as the same user (transport/shm_pairing.h); otherwise the peer
+// goes to ucx. The same peers' memory is read in place through ShmPeerMemory
+// (transport/shm_peer_memory.h), which the transport owns and fills as it connects.
 #pragma once
 
 #include <cstdint>
@@ -21,17 +23,16 @@
 #include <vector>
 
 #include "topology/node_layout.h"
-#include "transport/host_memory.h"
 #include "transport/peer_memory.h"
-#include "transport/peer_regions.h"
 #include "transport/registry.h"
+#include "transport/shm_pairing.h"
+#include "transport/shm_peer_memory.h"
 #include "transport/shm_segment.h"
-#include "transport/shm_window.h"
 #include "transport/transport.h"
 
 namespace zcoll {
 
-class ShmTransport final : public Transport, public PeerMemory {
+class ShmTransport final : public Transport {
  public:
   // Probes whether this process can share memory and, if so, creates its segment. A transport
   // that cannot share still exists, so that canConnect can say why.
@@ -43,49 +44,29 @@ class ShmTransport final : public Transport, public PeerMemory {
   ~ShmTransport() override;
 
   // What peers need to reach this rank's segment (16 bytes; see parseAddress).
-  std::string address() const override;
-  bool usable() const { return usable_; }
-  bool sharesNodeMemory() const override { return usable_; }
+  std::string address() const override { return pairing_.address(own_.fd()); }
+  bool usable() const { return pairing_.usable(); }
+  bool sharesNodeMemory() const override { return usable(); }
   // Peers' addresses (index = comm rank; empty when a peer has no shm transport), needed by
   // canConnect. Malformed ones fail.
-  Result learn(const std::vector<std::string>& addresses) override;
+  Result learn(const std::vector<std::string>& addresses) override {
+    return pairing_.learn(addresses);
+  }
   // Host routes: maps this rank's segment and those of args.peers (comm ranks routed here, all
-  // on this node).
+  // on this node), and gives them to the peer memory.
   Result connect(const ConnectArgs& args) override;
   // Delivers queued sends (close notices): flushQueued.
   void close(int flushMs) override { flushQueued(flushMs); }
-  PeerMemory* peerMemory() override { return usable_ ? this : nullptr; }
-  const shm::PeerRegions& peerRegions() const { return peerRegions_; }
+  // The node peers' host memory, read in place (transport/shm_peer_memory.h).
+  PeerMemory* peerMemory() override { return usable() ? &memory_ : nullptr; }
+  const shm::PeerRegions& peerRegions() const { return memory_.peerRegions(); }
   // Progresses until queued sends (e.g. close notices) are out or `waitMs` passes.
   void flushQueued(int waitMs);
 
-  // ---- PeerMemory (host memory of connected node peers) ----
-  // Every caller buffer: ordinary memory is read with process_vm_readv (the peer keeps it
-  // unchanged until told the read is over), zcollMemAllocHost memory is mapped once and kept
-  // across calls (transport/peer_regions.h); an ordinary buffer's range carries its owner's
-  // count of frees, so a peer drops the owner's mappings that may have been freed. Windows are
-  // memfds (transport/shm_window.h), remapped by a peer only when they have grown.
-  bool exposesCallerBuffers() const override { return true; }
-  bool readsUnmapped() const override { return true; }
-  // The used part of a range's handle: a region or a window reference, whichever is larger
-  // (the byte formulas of docs/ZEROPP.md are derived from it: tests/zeropp_doc_test.cc).
-  static constexpr size_t kHandleBytes = sizeof(shm::RegionRef) > sizeof(shm::WindowRef)
-                                             ? sizeof(shm::RegionRef)
-                                             : sizeof(shm::WindowRef);
-  size_t handleBytes() const override { return kHandleBytes; }
-  // Every rank of a node that can share memory, as the same user, reaches every other such rank
-  // (canConnect decides from what every rank published): one clique, so this rank's own routes
-  // answer for the group. Windows grow on demand.
-  bool pairsConnected(const std::vector<int>& ranks) const override;
-  size_t windowLimit(const std::vector<int>&) const override { return SIZE_MAX; }
-  Result expose(const void* ptr, size_t bytes, ExposedRange* out) override;
-  Result map(int peer, const ExposedRange& r, bool writable, PeerView* view) override;
-  Result read(int peer, const ExposedRange& r, size_t offset, void* dst, size_t bytes) override;
-  Result ownWindow(size_t bytes, char** base, ExposedRange* ref) override;
-  Result mapWindow(int peer, const ExposedRange& ref, const char** base) override;
-
   const char* name() const override { return "shm"; }
-  bool canConnect(const PeerReach& peer, std::string* why) const override;
+  bool canConnect(const PeerReach& peer, std::string* why) const override {
+    return pairing_.canConnect(peer, why);
+  }
   Result postSend(int peer, const void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result postRecv(int peer, void* buf, size_t bytes, uint64_t tag, Request* req) override;
   Result progress() override;
@@ -121,18 +102,11 @@ class ShmTransport final : public Transport, public PeerMemory {
     Message m;
     std::vector<unsigned char> payload;
   };
-  struct PeerAddress {
-    bool present = false;
-    bool usable = false;
-    uint32_t uid = 0;
-    int fd = -1;
-  };
   struct Peer {
     bool connected = false;
     int pid = -1;
     int local = -1;         // its index on the node
     shm::Segment segment;   // its segment, mapped here
-    shm::PeerWindow window;  // its window, mapped here once it sent a reference
     uint64_t head = 0;      // messages sent to it
     uint64_t tail = 0;      // messages received from it
     std::deque<Outgoing> queued;  // waiting for ring space or a rendezvous state, in order
@@ -167,23 +141,17 @@ class ShmTransport final : public Transport, public PeerMemory {
   void deliverEager(int peer, const Message& m, const unsigned char* payload,
                     const Posted& recv);
   void deliverRendezvous(int peer, const Message& m, const Posted& recv);
-  Result readRemote(const Peer& p, uint64_t addr, void* dst, size_t bytes) const;
   void finishRendezvous(Peer& p);
   void reclaimSettled();
   bool hasWork() const;
 
-  bool usable_ = false;
-  std::string why_;  // the probe's result
-  uint32_t uid_ = 0;
+  ShmPairing pairing_;
   shm::Segment own_;
-  shm::OwnWindow window_;
+  ShmPeerMemory memory_;
   int myLocal_ = -1;
-  int myRank_ = -1;
-  std::vector<PeerAddress> addresses_;
   std::vector<Peer> peers_;        // by comm rank
   std::vector<int> connected_;     // comm ranks with connected == true
   std::vector<Settling> settling_;
-  shm::PeerRegions peerRegions_;   // peers' registered memory, mapped once
 };
 
 }  // namespace zcoll

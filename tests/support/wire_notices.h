@@ -13,12 +13,12 @@
 #include "coll/in_place.h"
 #include "transport/cuda_ipc_transport.h"
 #include "transport/peer_memory.h"
-#include "transport/shm_transport.h"
+#include "transport/shm_peer_memory.h"
 
 namespace zcoll::test {
 
 constexpr uint64_t kRangeFixedBytes = offsetof(zcoll::ExposedRange, handle);
-constexpr uint64_t kHostRangeBytes = kRangeFixedBytes + zcoll::ShmTransport::kHandleBytes;
+constexpr uint64_t kHostRangeBytes = kRangeFixedBytes + zcoll::ShmPeerMemory::kHandleBytes;
 constexpr uint64_t kDeviceRangeBytes = kRangeFixedBytes + zcoll::CudaIpcPeerMemory::kHandleBytes;
 constexpr uint64_t kTokenBytes = zcoll::kTokenBytes;
 // hpZ's stage B read in place, per local peer: the published secondary and the release token.
