@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -114,6 +115,21 @@ Bytes inputOf(int rank, size_t elems, zcollDataType_t t) {
   return b;
 }
 
+// Values whose sums depend on their order (mantissas full, magnitudes 2^-8..2^8): the host
+// path's bits come out only when its summation order and roundings are followed.
+Bytes orderSensitiveInputOf(int rank, size_t elems, zcollDataType_t t) {
+  Bytes b(elems * dtypeSize(t));
+  uint64_t h = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank + 1);
+  for (size_t i = 0; i < elems; ++i) {
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    const double unit = static_cast<double>(h >> 11) / 9007199254740992.0;  // [0, 1)
+    test::setElement(b.data(), t, i, (2 * unit - 1) * std::ldexp(1.0, static_cast<int>(h % 17) - 8));
+  }
+  return b;
+}
+
 // A call on (send, recv) pointers, run once on host buffers and once on device buffers.
 using Call = std::function<zcollResult_t(const void* send, void* recv, zcollStream_t stream)>;
 
@@ -139,6 +155,40 @@ void expectTriggeredGivesHostBytes(RankEnv& e, const Bytes& in, size_t outBytes,
   kernel->open(zcollSuccess);
   ASSERT_EQ(r, zcollSuccess) << what << " (device): " << zcollGetLastError(e.comm);
   EXPECT_EQ(e.arena.download(dev, host.size()), host) << what << " differs on rank " << e.rank;
+}
+
+// Runs `call` synchronously on device buffers (the ring set aside: the path every device call
+// of a communicator without one takes, as with ZCOLL_DEVICE_CALLS=sync), then triggered on
+// other device buffers whose stream is blocked until the call returned: the triggered output
+// must be those bytes. The reference for what zcoll.h promises (the synchronous path's bits):
+// on device buffers the host algorithms can pick other orders than on host buffers (shm_read
+// reads only registered device memory in place, else it runs the ring).
+void expectTriggeredGivesSyncBytes(RankEnv& e, const Bytes& in, size_t outBytes, const Call& call,
+                                   const std::string& what) {
+  char* syncIn = static_cast<char*>(e.arena.alloc(in.size()));
+  char* syncOut = static_cast<char*>(e.arena.alloc(outBytes));
+  e.arena.upload(syncIn, in);
+  // The synchronous algorithms use the cuda_ipc windows the ring's slots are cut from: every
+  // rank's ring drained (its peers read its last slots) before, every rank done after.
+  std::shared_ptr<TriggerRing> ring = std::move(e.comm->trigger);
+  EXPECT_EQ(ring->drain(10000), zcollSuccess);
+  const zcollResult_t synced = call(syncIn, syncOut, e.arena.handle());
+  EXPECT_EQ(e.arena.stream()->synchronize(), zcollSuccess);
+  ZCOLL_EXPECT_OK(e.comm, zcollBarrier(e.comm, nullptr));
+  e.comm->trigger = std::move(ring);
+  ASSERT_EQ(synced, zcollSuccess) << what << " (sync): " << zcollGetLastError(e.comm);
+  const Bytes expected = e.arena.download(syncOut, outBytes);
+
+  char* dev = static_cast<char*>(e.arena.alloc(outBytes));
+  char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
+  e.arena.upload(devIn, in);
+  auto kernel = std::make_shared<Gate>();
+  e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+  const zcollResult_t r = call(devIn, dev, e.arena.handle());
+  EXPECT_FALSE(e.arena.stream()->idle()) << what << ": the call waited for its stream";
+  kernel->open(zcollSuccess);
+  ASSERT_EQ(r, zcollSuccess) << what << " (triggered): " << zcollGetLastError(e.comm);
+  EXPECT_EQ(e.arena.download(dev, outBytes), expected) << what << " differs on rank " << e.rank;
 }
 
 TEST(TriggeredCalls, AllGatherReduceScatterAndAllReduceGiveTheHostBytes) {
@@ -179,6 +229,80 @@ TEST(TriggeredCalls, AllGatherReduceScatterAndAllReduceGiveTheHostBytes) {
             }, "all-reduce in place", true);
     }
   });
+}
+
+// The reduce-scatters and all-reduces of `counts` on `n` ranks, triggered, against the
+// synchronous path's bytes, for values whose sums depend on the order.
+void expectReductionsGiveTheSyncBytes(RankEnv& e, int n, const std::vector<size_t>& counts,
+                                      const std::vector<zcollDataType_t>& types) {
+  for (zcollDataType_t t : types) {
+    const size_t es = dtypeSize(t);
+    for (size_t count : counts) {
+      const std::string what = std::to_string(count) + " " + dtypeName(t);
+      expectTriggeredGivesSyncBytes(e, orderSensitiveInputOf(e.rank, count * n, t), count * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollReduceScatter(s, r, count, t, zcollSum, e.comm, st);
+          }, "reduce-scatter of " + what);
+      for (zcollRedOp_t op : {zcollSum, zcollAvg})
+        expectTriggeredGivesSyncBytes(e, orderSensitiveInputOf(e.rank, count, t), count * es,
+            [&](const void* s, void* r, zcollStream_t st) {
+              return zcollAllReduce(s, r, count, t, op, e.comm, st);
+            }, std::string("all-reduce (") + (op == zcollSum ? "sum" : "avg") + ") of " + what);
+    }
+  }
+}
+
+// The reductions follow the synchronous path's order and roundings, whatever algorithm it picks
+// for the size: direct sums in rank order, ring from the chunk's owner + 1 round to the owner
+// (fp32 partials for bf16), recursive doubling as a balanced tree (4 ranks: not rank order).
+TEST(TriggeredCalls, ReductionsFollowTheSyncPathsOrderForEverySize) {
+  const int n = 4;
+  onRingTriggered(n, [&](RankEnv& e) {
+    // direct / recursive doubling; ring
+    expectReductionsGiveTheSyncBytes(e, n, {1000, 120001}, {zcollFloat32, zcollBfloat16});
+  });
+}
+
+// And for the orders picked by settings: ring partials rounded to bf16 at every hop
+// (ZCOLL_REDUCE_PARTIALS=dtype); shm_read, which on unregistered device buffers runs the ring.
+TEST(TriggeredCalls, ReductionsFollowTheOrdersSettingsPick) {
+  const int n = 3;
+  {
+    test::ScopedEnv partials("ZCOLL_REDUCE_PARTIALS", "dtype");
+    onRingTriggered(n, [&](RankEnv& e) {
+      expectReductionsGiveTheSyncBytes(e, n, {120001}, {zcollBfloat16});
+    });
+  }
+  test::ScopedEnv rs("ZCOLL_ALGO_REDUCESCATTER", "shm_read");
+  test::ScopedEnv ar("ZCOLL_ALGO_ALLREDUCE", "shm_read");
+  onRingTriggered(n, [&](RankEnv& e) {
+    expectReductionsGiveTheSyncBytes(e, n, {120001}, {zcollFloat32});
+  });
+}
+
+// An order a triggered step cannot take (the hierarchical reduce-scatter, forced) leaves the
+// call to the synchronous path: the same bytes, and no stream memory wait queued.
+TEST(TriggeredCalls, AReductionInAnOrderTheStepsCannotTakeRunsSynchronously) {
+  const int n = 4;
+  test::ScopedEnv rs("ZCOLL_ALGO_REDUCESCATTER", "hierarchical");
+  const int waitsBefore = test::FakeDeviceExecutor::waitsQueued.load();
+  onOwnDevices(n, [&](RankEnv& e) {
+    ASSERT_NE(e.comm->trigger, nullptr) << e.comm->triggerWhy;
+    const size_t count = 5000;
+    const Bytes in = orderSensitiveInputOf(e.rank, count * n, zcollFloat32);
+    Bytes host(count * 4);
+    ZCOLL_EXPECT_OK(e.comm, zcollReduceScatter(in.data(), host.data(), count, zcollFloat32,
+                                               zcollSum, e.comm, nullptr));
+    char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
+    char* dev = static_cast<char*>(e.arena.alloc(host.size()));
+    e.arena.upload(devIn, in);
+    ZCOLL_EXPECT_OK(e.comm, zcollReduceScatter(devIn, dev, count, zcollFloat32, zcollSum, e.comm,
+                                               e.arena.handle()));
+    EXPECT_TRUE(e.arena.stream()->idle()) << "the call returned before its work ran";
+    EXPECT_EQ(e.arena.download(dev, host.size()), host);
+  });
+  EXPECT_EQ(test::FakeDeviceExecutor::waitsQueued.load(), waitsBefore)
+      << "a reduction the steps cannot order ran triggered";
 }
 
 TEST(TriggeredCalls, QuantizedAllGatherGivesTheHostBytes) {

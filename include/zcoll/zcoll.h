@@ -52,7 +52,11 @@
  *    those transfers first). Other calls, and every call of a communicator that does not qualify
  *    (INFO log says why), return complete as with sync. Calls must be made in the same order on every rank, and calls on
  *    different communicators issued in the same order on every rank (or serialized), as NCCL
- *    requires; the results are bit-identical to the host path's.
+ *    requires; the results are bit-identical to the synchronous path's on the same buffers
+ *    (the reductions sum in the order of the algorithm it picks for the size: rank order,
+ *    around the ring, or recursive doubling's tree; where it picks one they cannot follow, a
+ *    hierarchical one forced by ZCOLL_ALGO_* or shm_read with windows registered, the call
+ *    runs synchronously).
  *    Arguments are checked before it returns (errors as for host calls); arrays and configs it takes (all-to-all-v counts, zcollQuantConfig_t) are copied
  *    and may be reused at once. A failure found once it runs (a peer, the network, the call check
  *    below) puts the communicator in the error state: zcollCommGetAsyncError and

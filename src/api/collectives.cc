@@ -73,13 +73,27 @@ Result checkAllToAllvLayout(const zcollComm* comm, const size_t* sc, const size_
   return zcollSuccess;
 }
 
-// The call as a stream-triggered collective (api/launch.h), none for a call that moves nothing,
-// nor for a reduction on a ring that spans nodes (only gathers run triggered there).
-TriggeredWork onRing(const zcollComm* comm,
-                     Result (*collective)(TriggerRing&, Executor&, const CollArgs&), CollArgs a,
-                     size_t bytes) {
-  if (bytes == 0 || (ringSpansNodes(comm) && collective != triggeredAllGather)) return {};
+// The call as a stream-triggered collective (api/launch.h), none for a call that moves nothing.
+TriggeredWork onRing(const zcollComm*, Result (*collective)(TriggerRing&, Executor&, const CollArgs&),
+                     CollArgs a, size_t bytes) {
+  if (bytes == 0) return {};
   return [collective, a](TriggerRing& ring, Executor& ex) { return collective(ring, ex, a); };
+}
+
+// A reduction as a stream-triggered collective summing in the host path's order for the call
+// (trigger/reduce_order.h): none where the host's algorithm is one it cannot reproduce, nor on a
+// ring that spans nodes (only gathers run triggered there).
+TriggeredWork onRing(const zcollComm* comm, CollKind kind,
+                     Result (*collective)(TriggerRing&, Executor&, const CollArgs&,
+                                          const ReduceOrder&),
+                     CollArgs a, size_t bytes) {
+  ReduceOrder order;
+  if (bytes == 0 || !comm->trigger || ringSpansNodes(comm) ||
+      !hostReduceOrder(comm, kind, bytes, a.dtype, &order))
+    return {};
+  return [collective, a, order](TriggerRing& ring, Executor& ex) {
+    return collective(ring, ex, a, order);
+  };
 }
 
 }  // namespace
@@ -120,7 +134,7 @@ zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kReduceScatter,
                                     {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes),
-                      onRing(comm, triggeredReduceScatter, {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
+                      onRing(comm, CollKind::kReduceScatter, triggeredReduceScatter, {sendbuff, recvbuff, recvcount, datatype, op, 0}, bytes));
   });
 }
 
@@ -141,7 +155,7 @@ zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllReduce,
                                     {sendbuff, recvbuff, count, datatype, op, 0}, bytes),
-                      onRing(comm, triggeredAllReduce, {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
+                      onRing(comm, CollKind::kAllReduce, triggeredAllReduce, {sendbuff, recvbuff, count, datatype, op, 0}, bytes));
   });
 }
 

@@ -80,14 +80,24 @@ TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, const QuantSet
       selectAlgorithm(comm, CollKind::kQuantizedAllReduce, bytes, exec.memKind(), &algo) !=
           zcollSuccess)
     return {};
-  if (std::string(algo->name) == "exact")
-    return [args](TriggerRing& ring, Executor& ex) { return triggeredAllReduce(ring, ex, args); };
-  const size_t chunkBytes = qarSplit(comm, args.count).chunk * dtypeSize(args.dtype);
+  ReduceOrder order;  // the exact all-reduce's (all, or the tail), as zcollAllReduce's
+  if (std::string(algo->name) == "exact") {
+    if (!hostReduceOrder(comm, CollKind::kAllReduce, bytes, args.dtype, &order)) return {};
+    return [args, order](TriggerRing& ring, Executor& ex) {
+      return triggeredAllReduce(ring, ex, args, order);
+    };
+  }
+  const QarSplit split = qarSplit(comm, args.count);
+  const size_t chunkBytes = split.chunk * dtypeSize(args.dtype);
   if (chunkBytes > 0 && !qgzPicksTwoHop(comm, chunkBytes, exec.memKind())) return {};
-  return [args, qs](TriggerRing& ring, Executor& ex) {
+  if (split.tail > 0 &&
+      !hostReduceOrder(comm, CollKind::kAllReduce, split.tail * dtypeSize(args.dtype),
+                       args.dtype, &order))
+    return {};
+  return [args, qs, order](TriggerRing& ring, Executor& ex) {
     CollArgs a = args;
     a.quant = &qs;
-    return triggeredQuantizedAllReduce(ring, ex, a);
+    return triggeredQuantizedAllReduce(ring, ex, a, order);
   };
 }
 

@@ -7,14 +7,17 @@
 #pragma once
 
 #include "coll/coll.h"
+#include "trigger/reduce_order.h"
 #include "trigger/ring.h"
 
 namespace zcoll {
 
 // One gather step per slot's worth of each rank's bytes.
 Result triggeredAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a);
-// One reduce step per piece of each rank's chunk (trigger/steps.h: reducePieceElems).
-Result triggeredReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// One reduce step per piece of each rank's chunk (trigger/steps.h: reducePieceElems), summed in
+// `order` (trigger/reduce_order.h: the host path's for the call).
+Result triggeredReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a,
+                              const ReduceOrder& order);
 // qwZ (zcollQuantizedAllGather, a.quant->inter): quantized gather steps of whole blocks; the
 // bits of coll/qwz_allgather.cc.
 Result triggeredQuantizedAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a);
@@ -35,10 +38,14 @@ Result triggeredQuantizedReduceScatter(TriggerRing& ring, Executor& ex, const Co
 Result triggeredAllGatherHier(TriggerRing& ring, Executor& ex, const CollArgs& a);
 // zcollQuantizedAllReduce inside one node, coll/quantized_allreduce.cc's qgz_then_qwz bits:
 // qgZ's steps on the W chunks (a.firstResidual: error feedback), the gather of the reduced
-// chunks (a.ownerResidual), the tail of count % W elements all-reduced exactly.
-Result triggeredQuantizedAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a);
-// Reduce-scatter of ceil(count / n)-element segments, each reduce step followed by the gather
-// step of its reduced pieces: every rank ends with the owners' bits.
-Result triggeredAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// chunks (a.ownerResidual), the tail of count % W elements all-reduced exactly in `tailOrder`
+// (the host's order for the tail's bytes).
+Result triggeredQuantizedAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a,
+                                   const ReduceOrder& tailOrder);
+// Reduce-scatter of the host's balanced chunks in `order` (the host path's for the call), each
+// reduce step followed by the gather step of its reduced pieces: every rank ends with the
+// owners' bits.
+Result triggeredAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a,
+                          const ReduceOrder& order);
 
 }  // namespace zcoll

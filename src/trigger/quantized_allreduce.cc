@@ -13,7 +13,8 @@
 
 namespace zcoll {
 
-Result triggeredQuantizedAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a) {
+Result triggeredQuantizedAllReduce(TriggerRing& ring, Executor& ex, const CollArgs& a,
+                                   const ReduceOrder& tailOrder) {
   const int n = ring.nranks(), me = ring.me();
   const size_t es = dtypeSize(a.dtype);
   const size_t chunk = a.count / static_cast<size_t>(n), tail = a.count % static_cast<size_t>(n);
@@ -33,7 +34,7 @@ Result triggeredQuantizedAllReduce(TriggerRing& ring, Executor& ex, const CollAr
   if (tail > 0) {
     const size_t at = chunk * static_cast<size_t>(n) * es;
     CollArgs exact{static_cast<const char*>(a.send) + at, recv + at, tail, a.dtype, a.op, 0};
-    ZCOLL_CHECK(triggeredAllReduce(ring, ex, exact));
+    ZCOLL_CHECK(triggeredAllReduce(ring, ex, exact, tailOrder));
   }
   return zcollSuccess;
 }

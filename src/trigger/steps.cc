@@ -86,33 +86,107 @@ size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p,
   return blocks * block;
 }
 
-size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype) {
+size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype, const ReduceOrder& order) {
   const size_t bySlot = ring.slotBytes() / (size_t(ring.nranks()) * dtypeSize(dtype));
-  const size_t byAcc = ring.accBytes() / accSize(dtype);
+  const size_t byAcc =
+      ring.accBytes() / (accSize(dtype) * static_cast<size_t>(accBuffersFor(order, ring.nranks())));
   return std::min(bySlot, byAcc) / 64 * 64;
 }
 
+namespace {
+
+// The `m` elements of every rank (in[r]) reduced into `out` in `order`, on `ex`'s stream, with
+// accumulator buffers of `stride` bytes from `acc`; `owner` is the rank whose chunk it is.
+class OrderedReduce {
+ public:
+  OrderedReduce(Executor& ex, char* acc, size_t stride, const std::vector<const char*>& in,
+                size_t m, zcollDataType_t dtype, zcollRedOp_t op)
+      : ex_(ex), acc_(acc), stride_(stride), in_(in), n_(static_cast<int>(in.size())), m_(m),
+        dtype_(dtype), op_(op) {}
+
+  Result run(const ReduceOrder& order, int owner, char* out) {
+    switch (order.kind) {
+      case ReduceOrder::Kind::kRing: return ring(owner, order.partialsInDtype, out);
+      case ReduceOrder::Kind::kTree: return tree(out);
+      case ReduceOrder::Kind::kRankOrder: break;
+    }
+    return inSequence([&](int k) { return in_[k]; }, out);
+  }
+
+ private:
+  // direct, shm_read, and the ring with accumulator partials: in(0), in(1), ... summed in the
+  // accumulator type, rounded once.
+  template <typename In>
+  Result inSequence(In in, char* out) {
+    ZCOLL_CHECK(ex_.toAcc(acc_, in(0), dtype_, m_));
+    for (int k = 1; k < n_; ++k) ZCOLL_CHECK(ex_.accumulate(acc_, in(k), false, dtype_, op_, m_));
+    return ex_.fromAcc(out, acc_, dtype_, op_, n_, m_);
+  }
+
+  // coll/reducescatter_ring.cc: from owner + 1 around to the owner; two ranks combine once.
+  Result ring(int owner, bool partialsInDtype, char* out) {
+    auto in = [&](int k) { return in_[(owner + 1 + k) % n_]; };
+    if (n_ == 2) return ex_.combine(out, in(0), in(1), dtype_, op_, n_, m_);
+    if (!partialsInDtype) return inSequence(in, out);
+    ZCOLL_CHECK(ex_.combine(acc_, in(0), in(1), dtype_, op_, 0, m_));
+    for (int k = 2; k < n_ - 1; ++k) ZCOLL_CHECK(ex_.combine(acc_, acc_, in(k), dtype_, op_, 0, m_));
+    return ex_.combine(out, acc_, in(n_ - 1), dtype_, op_, n_, m_);
+  }
+
+  // coll/allreduce_recursive_doubling.cc: the first 2R ranks folded in pairs into R core values,
+  // then a balanced tree over the P core values (one accumulator buffer per level).
+  Result tree(char* out) {
+    int p = 1;
+    while (p * 2 <= n_) p *= 2;
+    ZCOLL_CHECK(subtree(0, p, p, 0));
+    return ex_.fromAcc(out, acc_, dtype_, op_, n_, m_);
+  }
+  Result subtree(int first, int size, int p, int level) {
+    char* buf = acc_ + static_cast<size_t>(level) * stride_;
+    if (size == 1) {
+      const int r = n_ - p;  // ranks folded in
+      if (first >= r) return ex_.toAcc(buf, in_[first + r], dtype_, m_);
+      ZCOLL_CHECK(ex_.toAcc(buf, in_[2 * first + 1], dtype_, m_));
+      return ex_.accumulate(buf, in_[2 * first], false, dtype_, op_, m_);
+    }
+    ZCOLL_CHECK(subtree(first, size / 2, p, level));
+    ZCOLL_CHECK(subtree(first + size / 2, size / 2, p, level + 1));
+    return ex_.accumulate(buf, buf + stride_, true, dtype_, op_, m_);
+  }
+
+  Executor& ex_;
+  char* acc_;
+  size_t stride_;
+  const std::vector<const char*>& in_;
+  int n_;
+  size_t m_;
+  zcollDataType_t dtype_;
+  zcollRedOp_t op_;
+};
+
+}  // namespace
+
 Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollRedOp_t op,
-                  const std::vector<const char*>& toRank, const std::vector<size_t>& count,
-                  char* out) {
+                  const ReduceOrder& order, const std::vector<const char*>& toRank,
+                  const std::vector<size_t>& count, char* out) {
   const int me = ring.me(), n = ring.nranks();
   const size_t es = dtypeSize(dtype);
-  const size_t region = reducePieceElems(ring, dtype) * es;  // each rank's part of a slot
+  const size_t piece = reducePieceElems(ring, dtype, order);
+  const size_t region = piece * es;  // each rank's part of a slot
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
   for (int d = 0; d < n; ++d)
     if (d != me && count[d] > 0)
       ZCOLL_CHECK(ex.copy(ring.mySlot(s) + d * region, toRank[d], count[d] * es));
   ZCOLL_CHECK(ring.publish(ex, s, n * region));
-  const size_t m = count[me];
+  std::vector<const char*> in(n);
   for (int p = 0; p < n; ++p) {
     if (p != me) ZCOLL_CHECK(ring.await(ex, p, s));
-    if (m == 0) continue;
-    const char* in = p == me ? toRank[me] : ring.peerSlot(p, s) + me * region;
-    if (p == 0) ZCOLL_CHECK(ex.toAcc(ring.acc(), in, dtype, m));
-    else ZCOLL_CHECK(ex.accumulate(ring.acc(), in, false, dtype, op, m));
+    in[p] = p == me ? toRank[me] : ring.peerSlot(p, s) + me * region;
   }
-  if (m > 0) ZCOLL_CHECK(ex.fromAcc(out, ring.acc(), dtype, op, n, m));
+  if (count[me] > 0)
+    ZCOLL_CHECK(OrderedReduce(ex, ring.acc(), piece * accSize(dtype), in, count[me], dtype, op)
+                    .run(order, me, out));
   return ring.finish(ex, s);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "quant/quant.h"
+#include "trigger/reduce_order.h"
 #include "trigger/ring.h"
 
 namespace zcoll {
@@ -20,11 +21,11 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
 
 // One reduce step: for every rank d, toRank[d] holds this rank's `count[d]` elements for d
 // (toRank[me]: its own contribution). On return (in stream order) `out` holds the count[me]
-// elements op-reduced over ranks 0..n-1 in rank order, in the accumulator type (fp32 for 16-bit
-// types), rounded once: the same bits the host's reductions give.
+// elements op-reduced over all ranks in `order` (trigger/reduce_order.h: the host path's
+// algorithm's order and roundings, this rank the owner of the chunk), so the host's bits.
 Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollRedOp_t op,
-                  const std::vector<const char*>& toRank, const std::vector<size_t>& count,
-                  char* out);
+                  const ReduceOrder& order, const std::vector<const char*>& toRank,
+                  const std::vector<size_t>& count, char* out);
 
 // One gather step of quantized pieces (qwZ, coll/qwz_allgather.cc): this rank's `elems`
 // elements at `mine` quantized with `p` into its slot, then every rank's piece, its own too,
@@ -51,7 +52,8 @@ Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtyp
 size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts = 1,
                            bool feedback = false);
 
-// The most elements of `dtype` a reduce step takes per rank on `ring` (a multiple of 64).
-size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype);
+// The most elements of `dtype` a reduce step in `order` takes per rank on `ring` (a multiple
+// of 64): its slot holds one part per rank, its accumulator the buffers `order` needs.
+size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype, const ReduceOrder& order);
 
 }  // namespace zcoll
