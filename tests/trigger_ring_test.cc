@@ -305,6 +305,31 @@ TEST(TriggeredCalls, AReductionInAnOrderTheStepsCannotTakeRunsSynchronously) {
       << "a reduction the steps cannot order ran triggered";
 }
 
+// qgZ and the quantized all-reduce (its exact tail too) on 4 ranks with values whose sums depend
+// on the order: the synchronous path's bits (their fp32 sums of dequantized parts follow the
+// host's two-hop node stage, rank order).
+TEST(TriggeredCalls, QuantizedReductionsGiveTheSyncBytesForOrderSensitiveValues) {
+  const int n = 4;
+  onRingTriggered(n, [&](RankEnv& e) {
+    const QuantCase cases[] = {
+        {zcollFloat32, 300007, 8, 8, 256, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum},
+        {zcollBfloat16, 400001, 4, 4, 64, zcollQuantAsymmetric, zcollRoundStochastic, zcollAvg},
+        {zcollFloat16, 70001, 8, 16, 32, zcollQuantSymmetric, zcollRoundNearestEven, zcollSum}};
+    for (const QuantCase& c : cases) {
+      const zcollQuantConfig_t q = c.config(11);
+      const size_t es = dtypeSize(c.dtype);
+      expectTriggeredGivesSyncBytes(e, orderSensitiveInputOf(e.rank, c.count * n, c.dtype), c.count * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollQuantizedReduceScatter(s, r, c.count, c.dtype, c.op, &q, e.comm, st);
+          }, "qgZ of " + std::to_string(c.count));
+      expectTriggeredGivesSyncBytes(e, orderSensitiveInputOf(e.rank, c.count, c.dtype), c.count * es,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollQuantizedAllReduce(s, r, c.count, c.dtype, c.op, &q, e.comm, st);
+          }, "quantized all-reduce of " + std::to_string(c.count));
+    }
+  });
+}
+
 TEST(TriggeredCalls, QuantizedAllGatherGivesTheHostBytes) {
   // qwZ in gather steps of whole blocks: the host path's bits (each shard quantized once with
   // its global element offset, the owner's copy dequantized too) at INT8 and INT4, symmetric and
