@@ -689,8 +689,9 @@ TEST(TriggeredCalls, AcrossNodesGathersGoThroughTheProxyAndGiveTheHostBytes) {
   // Two emulated nodes of two ranks: a gather step reads node peers' slots over cuda_ipc and
   // the other node's through the proxy (outbox, UCX, inbox), which makes no CUDA call
   // (onOwnDevices counts them). All-gather (several steps, in place too) and qwZ give the host
-  // path's bytes; reductions have no triggered form across nodes (they drain the ring and run
-  // synchronously: the host bytes too); nothing across nodes can be captured.
+  // path's bytes; the quantized all-reduce above 256 KiB has no triggered form across nodes (it
+  // drains the ring and runs synchronously: the host bytes too); nothing across nodes can be
+  // captured.
   const int n = 4;
   onRingTriggered(n, [&](RankEnv& e) {
     zcollComm_t comm = e.comm;
@@ -713,16 +714,17 @@ TEST(TriggeredCalls, AcrossNodesGathersGoThroughTheProxyAndGiveTheHostBytes) {
         [&](const void* s, void* r, zcollStream_t st) {
           return zcollQuantizedAllGather(s, r, qc, zcollBfloat16, &q, comm, st);
         }, "qwZ across nodes");
-    // A reduction: synchronous (the ring drained first), the host bytes.
-    const size_t rc = 50000;
+    // The quantized all-reduce (quantized at 400 KB): synchronous (the ring drained first), the
+    // host bytes.
+    const size_t rc = 100000;
     Bytes in = inputOf(e.rank, rc, zcollFloat32), host = in;
     void* dev = e.arena.alloc(in.size());
     e.arena.upload(dev, in);
-    ZCOLL_EXPECT_OK(comm, zcollAllReduce(dev, dev, rc, zcollFloat32, zcollSum, comm,
-                                         e.arena.handle()));
-    EXPECT_TRUE(e.arena.stream()->idle()) << "a reduction across nodes ran triggered";
-    ZCOLL_EXPECT_OK(comm, zcollAllReduce(host.data(), host.data(), rc, zcollFloat32, zcollSum,
-                                         comm, nullptr));
+    ZCOLL_EXPECT_OK(comm, zcollQuantizedAllReduce(dev, dev, rc, zcollFloat32, zcollSum, &q,
+                                                  comm, e.arena.handle()));
+    EXPECT_TRUE(e.arena.stream()->idle()) << "a quantized all-reduce across nodes ran triggered";
+    ZCOLL_EXPECT_OK(comm, zcollQuantizedAllReduce(host.data(), host.data(), rc, zcollFloat32,
+                                                  zcollSum, &q, comm, nullptr));
     EXPECT_EQ(e.arena.download(dev, in.size()), host);
     // No capture across nodes: refused before anything is recorded.
     test::FakeStream* stream = e.arena.stream();
@@ -731,6 +733,39 @@ TEST(TriggeredCalls, AcrossNodesGathersGoThroughTheProxyAndGiveTheHostBytes) {
                       zcollAllGather(static_cast<float*>(dev) + e.rank * 10, dev, 10,
                                      zcollFloat32, comm, e.arena.handle()));
     EXPECT_TRUE(stream->endCapture()->steps.empty());
+  }, /*nodes=*/2);
+}
+
+// Reduce-scatter and all-reduce across two emulated nodes of two ranks: each reduce step sends
+// every rank of the other node only its part (its chunk's piece), which it sums with its node
+// peers' slots in the synchronous path's order (direct / recursive doubling, ring): that path's
+// bits for values whose sums depend on the order, counts below the ranks too. A reduce-scatter
+// receives exactly its chunk from each rank of the other node (the stats' inter-node bytes).
+TEST(TriggeredCalls, AcrossNodesReductionsSendEachRankItsPartAndGiveTheSyncBytes) {
+  const int n = 4;
+  onRingTriggered(n, [&](RankEnv& e) {
+    expectReductionsGiveTheSyncBytes(e, n, {3, 1000, 120001}, {zcollFloat32, zcollBfloat16});
+    // The quantized all-reduce below 256 KiB is the exact one, triggered too.
+    const size_t qc = 1001;
+    expectTriggeredGivesSyncBytes(e, orderSensitiveInputOf(e.rank, qc, zcollFloat32), qc * 4,
+        [&](const void* s, void* r, zcollStream_t st) {
+          return zcollQuantizedAllReduce(s, r, qc, zcollFloat32, zcollSum, nullptr, e.comm, st);
+        }, "exact quantized all-reduce across nodes");
+    const size_t count = 70001;
+    const Bytes in = orderSensitiveInputOf(e.rank, count * n, zcollFloat32);
+    char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
+    char* dev = static_cast<char*>(e.arena.alloc(count * 4));
+    e.arena.upload(devIn, in);
+    zcollStats_t before{}, after{};
+    before.size = after.size = sizeof(zcollStats_t);
+    ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &before));
+    ZCOLL_EXPECT_OK(e.comm, zcollReduceScatter(devIn, dev, count, zcollFloat32, zcollSum, e.comm,
+                                               e.arena.handle()));
+    EXPECT_EQ(e.arena.stream()->synchronize(), zcollSuccess);
+    ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &after));
+    EXPECT_EQ(after.bytesRecv[zcollPathInter] - before.bytesRecv[zcollPathInter],
+              2 * count * sizeof(float))
+        << "a rank should receive its chunk from each of the other node's two ranks, no more";
   }, /*nodes=*/2);
 }
 

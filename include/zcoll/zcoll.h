@@ -45,11 +45,13 @@
  *    peers' GPU work sets) and return; work queued on `stream` after the call sees its result,
  *    and its buffers must stay valid until then. It applies to a communicator whose ranks each
  *    have their own device or process, two or more per node, every pair of a node over
- *    cuda_ipc. Across nodes only zcollAllGather and zcollQuantizedAllGather are enqueued so:
- *    their pieces for ranks of other nodes travel through pinned host buffers that the
- *    communicator's progress thread sends and receives over the network, making no CUDA call,
- *    and flags in host memory tell the stream (so host calls on that communicator wait for
- *    those transfers first). Other calls, and every call of a communicator that does not qualify
+ *    cuda_ipc. Across nodes zcollAllGather, zcollQuantizedAllGather, zcollReduceScatter,
+ *    zcollAllReduce and zcollQuantizedAllReduce below the size it quantizes at (the exact
+ *    all-reduce) are enqueued so: their pieces for ranks of other nodes (a reduction's: only the
+ *    part each rank reduces) travel through pinned host buffers that the communicator's
+ *    progress thread sends and receives over the network, making no CUDA call, and flags in
+ *    host memory tell the stream (so host calls on that communicator wait for those transfers
+ *    first). Other calls, and every call of a communicator that does not qualify
  *    (INFO log says why), return complete as with sync. Calls must be made in the same order on every rank, and calls on
  *    different communicators issued in the same order on every rank (or serialized), as NCCL
  *    requires; the results are bit-identical to the synchronous path's on the same buffers

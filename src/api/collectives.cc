@@ -81,15 +81,13 @@ TriggeredWork onRing(const zcollComm*, Result (*collective)(TriggerRing&, Execut
 }
 
 // A reduction as a stream-triggered collective summing in the host path's order for the call
-// (trigger/reduce_order.h): none where the host's algorithm is one it cannot reproduce, nor on a
-// ring that spans nodes (only gathers run triggered there).
+// (trigger/reduce_order.h): none where the host's algorithm is one it cannot reproduce.
 TriggeredWork onRing(const zcollComm* comm, CollKind kind,
                      Result (*collective)(TriggerRing&, Executor&, const CollArgs&,
                                           const ReduceOrder&),
                      CollArgs a, size_t bytes) {
   ReduceOrder order;
-  if (bytes == 0 || !comm->trigger || ringSpansNodes(comm) ||
-      !hostReduceOrder(comm, kind, bytes, a.dtype, &order))
+  if (bytes == 0 || !comm->trigger || !hostReduceOrder(comm, kind, bytes, a.dtype, &order))
     return {};
   return [collective, a, order](TriggerRing& ring, Executor& ex) {
     return collective(ring, ex, a, order);

@@ -70,13 +70,14 @@ Result checkArgs(const char* fn, const void* send, void* recv, size_t count,
 }
 
 // The call as a stream-triggered collective (api/launch.h) when the comm has a ring: the exact
-// algorithm as zcollAllReduce's, qgz_then_qwz when qgZ picks a two-hop algorithm for the chunks
-// (a forced flat one quantizes at other bits). It owns a copy of the settings (a grouped call
-// runs at zcollGroupEnd).
+// algorithm as zcollAllReduce's (across nodes too), qgz_then_qwz on one node when qgZ picks a
+// two-hop algorithm for the chunks (a forced flat one quantizes at other bits; across nodes the
+// second hop's requantization has no triggered form). It owns a copy of the settings (a grouped
+// call runs at zcollGroupEnd).
 TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, const QuantSettings& qs,
                      size_t bytes, const Executor& exec) {
   const Algorithm* algo = nullptr;
-  if (!comm->trigger || ringSpansNodes(comm) || bytes == 0 ||
+  if (!comm->trigger || bytes == 0 ||
       selectAlgorithm(comm, CollKind::kQuantizedAllReduce, bytes, exec.memKind(), &algo) !=
           zcollSuccess)
     return {};
@@ -87,6 +88,7 @@ TriggeredWork onRing(const zcollComm* comm, const CollArgs& args, const QuantSet
       return triggeredAllReduce(ring, ex, args, order);
     };
   }
+  if (ringSpansNodes(comm)) return {};
   const QarSplit split = qarSplit(comm, args.count);
   const size_t chunkBytes = split.chunk * dtypeSize(args.dtype);
   if (chunkBytes > 0 && !qgzPicksTwoHop(comm, chunkBytes, exec.memKind())) return {};

@@ -49,6 +49,25 @@ Result waitForBits(zcollComm* comm, const uint32_t* word, uint32_t mask, Clock::
 
 }  // namespace
 
+ProxyStep ProxyStep::gather(const std::vector<size_t>& bytes, int me) {
+  ProxyStep s;
+  s.toRank.assign(bytes.size(), bytes[me]);
+  s.fromRank = bytes;
+  return s;
+}
+
+ProxyStep ProxyStep::uniform(int nranks, size_t bytes) {
+  return gather(std::vector<size_t>(static_cast<size_t>(nranks), bytes), 0);
+}
+
+ProxyStep ProxyStep::parts(size_t stride, const std::vector<size_t>& bytes, int me) {
+  ProxyStep s;
+  s.stride = stride;
+  s.toRank = bytes;
+  s.fromRank.assign(bytes.size(), bytes[me]);
+  return s;
+}
+
 Result TriggerProxy::make(const std::vector<int>& remote, int nranks, size_t slotBytes,
                           std::unique_ptr<TriggerProxy>* out) {
   std::unique_ptr<TriggerProxy> p(new TriggerProxy());
@@ -92,10 +111,19 @@ Result TriggerProxy::waitOutboxFree(Executor& ex, int slot) {
   return ex.waitBits(outFull(slot), kEmpty);
 }
 
-Result TriggerProxy::publish(Executor& ex, int slot, const char* from, size_t bytes) {
-  if (bytes > 0) ZCOLL_CHECK(ex.copy(outbox(slot), from, bytes));
+Result TriggerProxy::publish(Executor& ex, const char* from, const ProxyStep& step) {
+  const int slot = step.slot;
+  if (step.stride == 0) {
+    const size_t piece = remote_.empty() ? 0 : step.toRank[remote_[0]];
+    if (piece > 0) ZCOLL_CHECK(ex.copy(outbox(slot), from, piece));
+  } else {
+    for (int r : remote_)
+      if (step.toRank[r] > 0)
+        ZCOLL_CHECK(ex.copy(outbox(slot) + r * step.stride, from + r * step.stride,
+                            step.toRank[r]));
+  }
   ZCOLL_CHECK(ex.writeValue(outFull(slot), kFull));
-  steps_.push_back({slot, bytes});
+  steps_.push_back(step);
   return zcollSuccess;
 }
 
@@ -124,14 +152,15 @@ Result TriggerProxy::serveStep(zcollComm* comm, uint32_t seq, uint32_t index,
   const int k = step.slot;
   for (int r : remote_)
     ZCOLL_CHECK(waitForBits(comm, inFull(k, r), kEmpty, deadline, "an inbox to be read"));
+  const size_t recvAt = step.stride * static_cast<size_t>(comm->rank);
   RequestList reqs(2 * remote_.size());
   for (int r : remote_)
-    ZCOLL_CHECK(postRecv(comm, r, inboxFor(k, r), step.bytes, makeCollTag(seq, r, index),
-                         reqs.next()));
+    ZCOLL_CHECK(postRecv(comm, r, inboxFor(k, r) + recvAt, step.fromRank[r],
+                         makeCollTag(seq, r, index), reqs.next()));
   ZCOLL_CHECK(waitForBits(comm, outFull(k), kFull, deadline, "its outbox to be filled"));
   for (int r : remote_)
-    ZCOLL_CHECK(postSend(comm, r, outbox(k), step.bytes, makeCollTag(seq, comm->rank, index),
-                         reqs.next()));
+    ZCOLL_CHECK(postSend(comm, r, outbox(k) + step.stride * static_cast<size_t>(r),
+                         step.toRank[r], makeCollTag(seq, comm->rank, index), reqs.next()));
   ZCOLL_CHECK(waitAll(comm, reqs.data(), reqs.size()));
   reqs.clear();
   for (int r : remote_) store(inFull(k, r), kFull);

@@ -32,10 +32,23 @@
 
 namespace zcoll {
 
-// One step of a call as the proxy serves it: the slot it used and the bytes every rank sends.
+// What one step of a call moves between nodes, by comm rank. A gather step (stride 0) sends the
+// first toRank[r] bytes of the slot (this rank's piece: the same for every r) to every rank r of
+// other nodes and receives fromRank[r] bytes into r's inbox. A parts step (a reduce step: the
+// slot holds one part per rank, part r at r * stride) sends part r (toRank[r] bytes) to rank r
+// only, and receives from every rank r its part for this rank (fromRank[r] bytes) at this
+// rank's part of r's inbox, where the stream reads it as it reads a node peer's slot.
 struct ProxyStep {
   int slot = 0;
-  size_t bytes = 0;
+  size_t stride = 0;
+  std::vector<size_t> toRank, fromRank;
+
+  // A gather step: this rank's piece of bytes[me] bytes to every rank, bytes[r] from rank r.
+  static ProxyStep gather(const std::vector<size_t>& bytes, int me);
+  // A gather step whose pieces all have `bytes` bytes.
+  static ProxyStep uniform(int nranks, size_t bytes);
+  // A parts step: part r (bytes[r] bytes at r * stride) to rank r; bytes[me] from every rank.
+  static ProxyStep parts(size_t stride, const std::vector<size_t>& bytes, int me);
 };
 
 class TriggerProxy {
@@ -56,9 +69,10 @@ class TriggerProxy {
 
   // The stream's side, each on `ex`'s stream (ring.h's begin / publish / await / finish).
   Result waitOutboxFree(Executor& ex, int slot);
-  // Copies `bytes` of the step's slot into the outbox, writes outFull, and notes the step for
+  // Copies what `step` sends from the slot at `from` into the outbox (a gather step's piece, or
+  // the parts for other nodes' ranks at their offsets), writes outFull, and notes the step for
   // the proxy (takeSteps).
-  Result publish(Executor& ex, int slot, const char* from, size_t bytes);
+  Result publish(Executor& ex, const char* from, const ProxyStep& step);
   Result awaitInbox(Executor& ex, int slot, int peer);
   Result finish(Executor& ex, int slot);
   // After a call's last step: the stream writes the call's number into `done`.
@@ -66,7 +80,9 @@ class TriggerProxy {
   // The steps noted since the last take: the call's, for its proxy operation.
   std::vector<ProxyStep> takeSteps();
 
-  // The proxy's side (the progress thread; no CUDA call): serves a call's steps.
+  // The proxy's side (the progress thread; no CUDA call): serves a call's steps. Across nodes
+  // the messages of a parts step carry only the bytes their receiver reduces (a reduce-scatter
+  // sends each rank of another node its chunk's piece, not the slot).
   Result serve(zcollComm* comm, uint32_t seq, const std::vector<ProxyStep>& steps);
   // Stores kReleased into every flag this rank's streams wait on (host stores only).
   void releaseWaits();

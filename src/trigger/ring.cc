@@ -194,11 +194,12 @@ Result TriggerRing::begin(Executor& ex, uint64_t* step) {
   return zcollSuccess;
 }
 
-Result TriggerRing::publish(Executor& ex, uint64_t step, size_t bytes) {
+Result TriggerRing::publish(Executor& ex, uint64_t step, ProxyStep moves) {
   for (int p : local_)
     if (p != me_) ZCOLL_CHECK(ex.writeValue(handshake(step % 2, p, me_), kFull));
-  if (proxy_) ZCOLL_CHECK(proxy_->publish(ex, step % 2, mySlot(step), bytes));
-  return zcollSuccess;
+  if (!proxy_) return zcollSuccess;
+  moves.slot = static_cast<int>(step % 2);
+  return proxy_->publish(ex, mySlot(step), moves);
 }
 
 Result TriggerRing::await(Executor& ex, int peer, uint64_t step) {

@@ -78,8 +78,13 @@ class TriggerRing {
   Result join(Executor& ex, bool capturing);
   // The step protocol (above), each on `ex`'s stream.
   Result begin(Executor& ex, uint64_t* step);
-  // `bytes`: how much of the slot the step filled (what the proxy sends to other nodes).
-  Result publish(Executor& ex, uint64_t step, size_t bytes);
+  // `moves`: what the step sends to and receives from ranks of other nodes (trigger/proxy.h;
+  // its slot is set here), unused on one node.
+  Result publish(Executor& ex, uint64_t step, ProxyStep moves);
+  // A step whose pieces all have `bytes` bytes (ProxyStep::uniform).
+  Result publish(Executor& ex, uint64_t step, size_t bytes) {
+    return publish(ex, step, ProxyStep::uniform(n_, bytes));
+  }
   Result await(Executor& ex, int peer, uint64_t step);
   Result finish(Executor& ex, uint64_t step);
   // After a call's last step on `ex`: a mark the destructor, drain and the next call on another
@@ -88,8 +93,8 @@ class TriggerRing {
   // drain then wait for launches in flight too (an abort releases them first).
   Result noteStream(Executor& ex, bool capturing);
   // Whether the ring's ranks span several nodes: steps then also go through the proxy
-  // (trigger/proxy.h), one operation per call on the progress thread, so only gather steps
-  // (whose pieces every rank reads whole) run here, and nothing can be captured.
+  // (trigger/proxy.h), one operation per call on the progress thread, and nothing can be
+  // captured.
   bool spansNodes() const { return proxy_ != nullptr; }
   // After a call's last step on `ex` (and before noteStream): with a proxy, the stream notes the
   // call's end, and the call's steps are handed over (empty: nothing for the proxy).
@@ -147,7 +152,8 @@ class TriggerRing {
   bool lastKeyed_ = false;
 };
 
-// Whether the comm has a ring whose ranks span nodes (only gathers run triggered there).
+// Whether the comm has a ring whose ranks span nodes (hpZ, qgZ and the quantizing all-reduce
+// then run synchronously: their second hops have no triggered form).
 bool ringSpansNodes(const zcollComm* comm);
 
 }  // namespace zcoll

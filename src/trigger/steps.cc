@@ -28,7 +28,7 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
   if (bytes[me] > 0) ZCOLL_CHECK(ex.copy(ring.mySlot(s), mine, bytes[me]));
-  ZCOLL_CHECK(ring.publish(ex, s, bytes[me]));
+  ZCOLL_CHECK(ring.publish(ex, s, ProxyStep::gather(bytes, me)));
   for (int p = 0; p < ring.nranks(); ++p) {
     if (p == me) continue;
     ZCOLL_CHECK(ring.await(ex, p, s));
@@ -178,7 +178,9 @@ Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollR
   for (int d = 0; d < n; ++d)
     if (d != me && count[d] > 0)
       ZCOLL_CHECK(ex.copy(ring.mySlot(s) + d * region, toRank[d], count[d] * es));
-  ZCOLL_CHECK(ring.publish(ex, s, n * region));
+  std::vector<size_t> partBytes(n);
+  for (int d = 0; d < n; ++d) partBytes[d] = count[d] * es;
+  ZCOLL_CHECK(ring.publish(ex, s, ProxyStep::parts(region, partBytes, me)));
   std::vector<const char*> in(n);
   for (int p = 0; p < n; ++p) {
     if (p != me) ZCOLL_CHECK(ring.await(ex, p, s));

@@ -13,9 +13,8 @@
 namespace zcoll {
 
 // Rank p's piece of `bytes[p]` bytes lands at out[p] on every rank (this rank's own piece
-// excluded: the caller places it). `mine` (bytes[me] bytes) is this rank's piece. On a ring
-// that spans nodes the pieces of one step are equally long (the proxy sends and receives
-// bytes[me] with every rank of other nodes).
+// excluded: the caller places it). `mine` (bytes[me] bytes) is this rank's piece. Across nodes
+// the proxy sends it to every rank of other nodes and receives theirs (ProxyStep::gather).
 Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
                   const std::vector<size_t>& bytes, const std::vector<char*>& out);
 
@@ -23,6 +22,7 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
 // (toRank[me]: its own contribution). On return (in stream order) `out` holds the count[me]
 // elements op-reduced over all ranks in `order` (trigger/reduce_order.h: the host path's
 // algorithm's order and roundings, this rank the owner of the chunk), so the host's bits.
+// Across nodes the proxy sends each rank of another node only its part (ProxyStep::parts).
 Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollRedOp_t op,
                   const ReduceOrder& order, const std::vector<const char*>& toRank,
                   const std::vector<size_t>& count, char* out);
