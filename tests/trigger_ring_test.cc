@@ -740,7 +740,8 @@ TEST(TriggeredCalls, AcrossNodesGathersGoThroughTheProxyAndGiveTheHostBytes) {
 // every rank of the other node only its part (its chunk's piece), which it sums with its node
 // peers' slots in the synchronous path's order (direct / recursive doubling, ring): that path's
 // bits for values whose sums depend on the order, counts below the ranks too. A reduce-scatter
-// receives exactly its chunk from each rank of the other node (the stats' inter-node bytes).
+// receives exactly its chunk from each rank of the other node, an all-gather each piece from
+// each rank of the other node (the stats' inter-node bytes: the formulas of trigger/README.md).
 TEST(TriggeredCalls, AcrossNodesReductionsSendEachRankItsPartAndGiveTheSyncBytes) {
   const int n = 4;
   onRingTriggered(n, [&](RankEnv& e) {
@@ -766,6 +767,16 @@ TEST(TriggeredCalls, AcrossNodesReductionsSendEachRankItsPartAndGiveTheSyncBytes
     EXPECT_EQ(after.bytesRecv[zcollPathInter] - before.bytesRecv[zcollPathInter],
               2 * count * sizeof(float))
         << "a rank should receive its chunk from each of the other node's two ranks, no more";
+    // An all-gather's flat exchange: each rank's piece from each rank of the other node (twice
+    // what the synchronous hierarchical algorithm brings into a node: trigger/README.md).
+    ZCOLL_EXPECT_OK(e.comm, zcollAllGather(devIn, dev, count, zcollFloat32, e.comm,
+                                           e.arena.handle()));
+    EXPECT_EQ(e.arena.stream()->synchronize(), zcollSuccess);
+    zcollStats_t gathered{};
+    gathered.size = sizeof(zcollStats_t);
+    ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &gathered));
+    EXPECT_EQ(gathered.bytesRecv[zcollPathInter] - after.bytesRecv[zcollPathInter],
+              2 * count * sizeof(float));
   }, /*nodes=*/2);
 }
 
