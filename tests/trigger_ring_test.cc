@@ -740,8 +740,8 @@ TEST(TriggeredCalls, AcrossNodesGathersGoThroughTheProxyAndGiveTheHostBytes) {
 // every rank of the other node only its part (its chunk's piece), which it sums with its node
 // peers' slots in the synchronous path's order (direct / recursive doubling, ring): that path's
 // bits for values whose sums depend on the order, counts below the ranks too. A reduce-scatter
-// receives exactly its chunk from each rank of the other node, an all-gather each piece from
-// each rank of the other node (the stats' inter-node bytes: the formulas of trigger/README.md).
+// receives exactly its chunk from each rank of the other node, an all-gather its rail peer's
+// piece only (the stats' inter-node bytes: the formulas of trigger/README.md).
 TEST(TriggeredCalls, AcrossNodesReductionsSendEachRankItsPartAndGiveTheSyncBytes) {
   const int n = 4;
   onRingTriggered(n, [&](RankEnv& e) {
@@ -767,8 +767,8 @@ TEST(TriggeredCalls, AcrossNodesReductionsSendEachRankItsPartAndGiveTheSyncBytes
     EXPECT_EQ(after.bytesRecv[zcollPathInter] - before.bytesRecv[zcollPathInter],
               2 * count * sizeof(float))
         << "a rank should receive its chunk from each of the other node's two ranks, no more";
-    // An all-gather's flat exchange: each rank's piece from each rank of the other node (twice
-    // what the synchronous hierarchical algorithm brings into a node: trigger/README.md).
+    // An all-gather by rail, then node: each rank's piece from its rail peer on the other node
+    // only (what the synchronous hierarchical algorithm brings into a node; flat, twice that).
     ZCOLL_EXPECT_OK(e.comm, zcollAllGather(devIn, dev, count, zcollFloat32, e.comm,
                                            e.arena.handle()));
     EXPECT_EQ(e.arena.stream()->synchronize(), zcollSuccess);
@@ -776,8 +776,48 @@ TEST(TriggeredCalls, AcrossNodesReductionsSendEachRankItsPartAndGiveTheSyncBytes
     gathered.size = sizeof(zcollStats_t);
     ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &gathered));
     EXPECT_EQ(gathered.bytesRecv[zcollPathInter] - after.bytesRecv[zcollPathInter],
-              2 * count * sizeof(float));
+              count * sizeof(float));
   }, /*nodes=*/2);
+}
+
+// Gathers across three nodes of two ranks go by rail, then node (each piece from the rail peers
+// of the two other nodes: 2 pieces over the network per rank), across unequal nodes (3 + 2
+// ranks) flat (each piece from every rank of the other node); both the host path's bytes, for
+// all-gather and qwZ.
+TEST(TriggeredCalls, AcrossThreeNodesAndUnequalNodesGathersGiveTheHostBytes) {
+  for (const auto& [n, nodes] : {std::pair<int, int>{6, 3}, std::pair<int, int>{5, 2}}) {
+    onRingTriggered(n, [&, n = n, nodes = nodes](RankEnv& e) {
+      EXPECT_EQ(e.comm->trigger->equalNodes(), n == 6);
+      const size_t count = 50001;
+      auto ag = [&](const void* s, void* r, zcollStream_t st) {
+        return zcollAllGather(s, r, count, zcollFloat32, e.comm, st);
+      };
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, count, zcollFloat32), count * n * 4, ag,
+                                    "all-gather");
+      // What a rank receives from other nodes in one triggered call: its rail peers' pieces, or
+      // every piece of the other nodes.
+      char* in = static_cast<char*>(e.arena.alloc(count * 4));
+      char* out = static_cast<char*>(e.arena.alloc(count * n * 4));
+      zcollStats_t before{}, after{};
+      before.size = after.size = sizeof(zcollStats_t);
+      ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &before));
+      ZCOLL_EXPECT_OK(e.comm, ag(in, out, e.arena.handle()));
+      EXPECT_EQ(e.arena.stream()->synchronize(), zcollSuccess);
+      ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &after));
+      const int localSize = static_cast<int>(e.comm->layout.nodeGroup(e.rank).size());
+      const uint64_t piecesIn = n == 6 ? uint64_t(nodes - 1) : uint64_t(n - localSize);
+      EXPECT_EQ(after.bytesRecv[zcollPathInter] - before.bytesRecv[zcollPathInter],
+                piecesIn * count * 4);
+      zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+      q.bits = 8;
+      q.blockSize = 256;
+      const size_t qc = 70001;
+      expectTriggeredGivesHostBytes(e, inputOf(e.rank, qc, zcollBfloat16), qc * n * 2,
+          [&](const void* s, void* r, zcollStream_t st) {
+            return zcollQuantizedAllGather(s, r, qc, zcollBfloat16, &q, e.comm, st);
+          }, "qwZ");
+    }, nodes);
+  }
 }
 
 TEST(TriggeredCalls, AcrossNodesAnAbortReleasesAStreamWhoseRemotePeerNeverCalls) {

@@ -47,8 +47,9 @@
  *    have their own device or process, two or more per node, every pair of a node over
  *    cuda_ipc. Across nodes zcollAllGather, zcollQuantizedAllGather, zcollReduceScatter,
  *    zcollAllReduce and zcollQuantizedAllReduce below the size it quantizes at (the exact
- *    all-reduce) are enqueued so: their pieces for ranks of other nodes (a reduction's: only the
- *    part each rank reduces) travel through pinned host buffers that the communicator's
+ *    all-reduce) are enqueued so: their pieces for ranks of other nodes (a gather's, on nodes of
+ *    equal size, to the rank of the same local index only, which passes them on inside its
+ *    node; a reduction's: only the part each rank reduces) travel through pinned host buffers that the communicator's
  *    progress thread sends and receives over the network, making no CUDA call, and flags in
  *    host memory tell the stream (so host calls on that communicator wait for those transfers
  *    first). Other calls, and every call of a communicator that does not qualify

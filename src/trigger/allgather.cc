@@ -13,6 +13,19 @@ Result triggeredAllGather(TriggerRing& ring, Executor& ex, const CollArgs& a) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (send != recv + me * bytes) ZCOLL_CHECK(ex.copy(recv + me * bytes, send, bytes));
+  if (ring.equalNodes()) {  // by rail, then node: each piece enters each other node once
+    const size_t piece = railPartBytes(ring);
+    for (size_t at = 0; at < bytes; at += piece) {
+      const size_t len = std::min(piece, bytes - at);
+      ZCOLL_CHECK(railGatherStep(
+          ring, ex, piece, std::vector<size_t>(n, len),
+          [&](char* part) { return ex.copy(part, send + at, len); },
+          [&](int r, const char* from) {
+            return r == me ? zcollSuccess : ex.copy(recv + r * bytes + at, from, len);
+          }));
+    }
+    return zcollSuccess;
+  }
   const size_t piece = ring.slotBytes();
   for (size_t at = 0; at < bytes; at += piece) {
     const size_t len = std::min(piece, bytes - at);

@@ -114,7 +114,8 @@ Result TriggerProxy::waitOutboxFree(Executor& ex, int slot) {
 Result TriggerProxy::publish(Executor& ex, const char* from, const ProxyStep& step) {
   const int slot = step.slot;
   if (step.stride == 0) {
-    const size_t piece = remote_.empty() ? 0 : step.toRank[remote_[0]];
+    size_t piece = 0;
+    for (int r : remote_) piece = std::max(piece, step.toRank[r]);
     if (piece > 0) ZCOLL_CHECK(ex.copy(outbox(slot), from, piece));
   } else {
     for (int r : remote_)
@@ -154,13 +155,17 @@ Result TriggerProxy::serveStep(zcollComm* comm, uint32_t seq, uint32_t index,
     ZCOLL_CHECK(waitForBits(comm, inFull(k, r), kEmpty, deadline, "an inbox to be read"));
   const size_t recvAt = step.stride * static_cast<size_t>(comm->rank);
   RequestList reqs(2 * remote_.size());
+  // No message where a step moves nothing (a rail step's other ranks, empty pieces): both ends
+  // know it from the same schedule.
   for (int r : remote_)
-    ZCOLL_CHECK(postRecv(comm, r, inboxFor(k, r) + recvAt, step.fromRank[r],
-                         makeCollTag(seq, r, index), reqs.next()));
+    if (step.fromRank[r] > 0)
+      ZCOLL_CHECK(postRecv(comm, r, inboxFor(k, r) + recvAt, step.fromRank[r],
+                           makeCollTag(seq, r, index), reqs.next()));
   ZCOLL_CHECK(waitForBits(comm, outFull(k), kFull, deadline, "its outbox to be filled"));
   for (int r : remote_)
-    ZCOLL_CHECK(postSend(comm, r, outbox(k) + step.stride * static_cast<size_t>(r),
-                         step.toRank[r], makeCollTag(seq, comm->rank, index), reqs.next()));
+    if (step.toRank[r] > 0)
+      ZCOLL_CHECK(postSend(comm, r, outbox(k) + step.stride * static_cast<size_t>(r),
+                           step.toRank[r], makeCollTag(seq, comm->rank, index), reqs.next()));
   ZCOLL_CHECK(waitAll(comm, reqs.data(), reqs.size()));
   reqs.clear();
   for (int r : remote_) store(inFull(k, r), kFull);

@@ -12,11 +12,44 @@
 
 namespace zcoll {
 
+namespace {
+
+// Across equal nodes: rail gather steps of quantized pieces (each rank's codes enter each other
+// node once), every rank's piece, this one's too, dequantized from the codes.
+Result railQuantizedGather(TriggerRing& ring, Executor& ex, const char* mine, size_t count,
+                           zcollDataType_t dtype, const quant::QuantParams& p,
+                           uint64_t indexBase, char* recv) {
+  const int n = ring.nranks(), me = ring.me();
+  const size_t es = dtypeSize(dtype);
+  const size_t partBytes = railPartBytes(ring);
+  const size_t piece = quantizedElemsIn(partBytes, p);
+  if (piece == 0)
+    return fail(zcollInternalError, "a quantized gather on the trigger ring: a block of %d "
+                "elements at %d bits does not fit a %zu-byte part of a window slot", p.blockSize,
+                p.bits, partBytes);
+  for (size_t at = 0; at < count; at += piece) {
+    const size_t len = std::min(piece, count - at);
+    quant::QuantParams mineParams = p;
+    mineParams.elementOffset = indexBase + static_cast<uint64_t>(me) * count + at;
+    ZCOLL_CHECK(railGatherStep(
+        ring, ex, partBytes, std::vector<size_t>(n, quant::quantizedBytes(len, p)),
+        [&](char* part) { return ex.quantize(mine + at * es, dtype, len, mineParams, part); },
+        [&](int r, const char* from) {
+          return ex.dequantize(from, len, p, recv + (r * count + at) * es, dtype);
+        }));
+  }
+  return zcollSuccess;
+}
+
+}  // namespace
+
 Result triggeredQuantizedGather(TriggerRing& ring, Executor& ex, const char* mine, size_t count,
                                 zcollDataType_t dtype, const quant::QuantParams& p,
                                 uint64_t indexBase, char* recv, float* residual) {
   const int n = ring.nranks(), me = ring.me();
   const size_t es = dtypeSize(dtype);
+  if (ring.equalNodes() && residual == nullptr)
+    return railQuantizedGather(ring, ex, mine, count, dtype, p, indexBase, recv);
   const size_t piece = quantizedPieceElems(ring, p, 1, residual != nullptr);
   if (piece == 0)
     return fail(zcollInternalError, "a quantized gather on the trigger ring: a block of %d "

@@ -118,6 +118,11 @@ Result TriggerRing::make(zcollComm* comm, std::shared_ptr<TriggerRing>* out, std
   ring->local_ = comm->layout.nodeGroup(comm->rank);
   ring->localOf_.assign(ring->n_, -1);
   for (size_t i = 0; i < ring->local_.size(); ++i) ring->localOf_[ring->local_[i]] = int(i);
+  ring->members_ = comm->layout.members;
+  ring->nodeOf_ = comm->layout.nodeOf;
+  ring->equalNodes_ = true;
+  for (const std::vector<int>& node : ring->members_)
+    ring->equalNodes_ = ring->equalNodes_ && node.size() == ring->local_.size();
   const int leader = ring->local_[0];
 
   // Round 1: each node's flags (its first rank makes them), every rank's window.
@@ -195,11 +200,21 @@ Result TriggerRing::begin(Executor& ex, uint64_t* step) {
 }
 
 Result TriggerRing::publish(Executor& ex, uint64_t step, ProxyStep moves) {
+  ZCOLL_CHECK(publishLocal(ex, step));
+  if (!proxy_) return zcollSuccess;
+  return publishRemote(ex, step, mySlot(step), std::move(moves));
+}
+
+Result TriggerRing::publishLocal(Executor& ex, uint64_t step) {
   for (int p : local_)
     if (p != me_) ZCOLL_CHECK(ex.writeValue(handshake(step % 2, p, me_), kFull));
-  if (!proxy_) return zcollSuccess;
+  return zcollSuccess;
+}
+
+Result TriggerRing::publishRemote(Executor& ex, uint64_t step, const char* from, ProxyStep moves) {
+  if (!proxy_) return fail(zcollInternalError, "a step for other nodes on a ring of one node");
   moves.slot = static_cast<int>(step % 2);
-  return proxy_->publish(ex, mySlot(step), moves);
+  return proxy_->publish(ex, from, moves);
 }
 
 Result TriggerRing::await(Executor& ex, int peer, uint64_t step) {

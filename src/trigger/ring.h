@@ -81,6 +81,11 @@ class TriggerRing {
   // `moves`: what the step sends to and receives from ranks of other nodes (trigger/proxy.h;
   // its slot is set here), unused on one node.
   Result publish(Executor& ex, uint64_t step, ProxyStep moves);
+  // publish's halves, for a step that sends to other nodes before its slot is complete (a rail
+  // gather step): `from` what the proxy sends (moves: ProxyStep::gather), then the node's
+  // handshakes.
+  Result publishRemote(Executor& ex, uint64_t step, const char* from, ProxyStep moves);
+  Result publishLocal(Executor& ex, uint64_t step);
   // A step whose pieces all have `bytes` bytes (ProxyStep::uniform).
   Result publish(Executor& ex, uint64_t step, size_t bytes) {
     return publish(ex, step, ProxyStep::uniform(n_, bytes));
@@ -96,6 +101,13 @@ class TriggerRing {
   // (trigger/proxy.h), one operation per call on the progress thread, and nothing can be
   // captured.
   bool spansNodes() const { return proxy_ != nullptr; }
+  // Whether the ring spans nodes of equal size: gathers then go by rail, then node (steps.h).
+  bool equalNodes() const { return proxy_ != nullptr && equalNodes_; }
+  // The node layout: node count, a rank's node, the rank of node `node` at local index `local`.
+  int nodes() const { return static_cast<int>(members_.size()); }
+  int nodeOf(int rank) const { return nodeOf_[rank]; }
+  int rankAt(int node, int local) const { return members_[node][local]; }
+  const std::vector<int>& localRanks() const { return local_; }
   // After a call's last step on `ex` (and before noteStream): with a proxy, the stream notes the
   // call's end, and the call's steps are handed over (empty: nothing for the proxy).
   Result endCall(Executor& ex, std::vector<ProxyStep>* proxySteps);
@@ -136,6 +148,9 @@ class TriggerRing {
   int n_ = 0, me_ = 0;
   std::vector<int> local_;    // the comm ranks of this rank's node
   std::vector<int> localOf_;  // comm rank -> index in local_, -1 on another node
+  std::vector<std::vector<int>> members_;  // node -> its ranks (the comm's layout)
+  std::vector<int> nodeOf_;                // comm rank -> its node
+  bool equalNodes_ = false;
   std::unique_ptr<TriggerProxy> proxy_;  // ranks on other nodes: null with one node
   int timeoutMs_ = 0;
   const std::atomic<bool>* aborting_ = nullptr;

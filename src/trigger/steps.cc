@@ -37,6 +37,49 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
   return ring.finish(ex, s);
 }
 
+Result railGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
+                      const std::vector<size_t>& bytes, const std::function<Result(char*)>& place,
+                      const std::function<Result(int, const char*)>& take) {
+  const int me = ring.me(), myNode = ring.nodeOf(me);
+  const std::vector<int>& local = ring.localRanks();
+  const int myLocal = static_cast<int>(std::find(local.begin(), local.end(), me) - local.begin());
+  uint64_t s = 0;
+  ZCOLL_CHECK(ring.begin(ex, &s));
+  char* slot = ring.mySlot(s);
+  ZCOLL_CHECK(place(slot + myNode * partBytes));
+  // To the rail peers only, and from them.
+  std::vector<size_t> to(ring.nranks(), 0), from(ring.nranks(), 0);
+  for (int k = 0; k < ring.nodes(); ++k) {
+    const int q = ring.rankAt(k, myLocal);
+    if (q == me) continue;
+    to[q] = bytes[me];
+    from[q] = bytes[q];
+  }
+  ProxyStep rail;
+  rail.toRank = to;
+  rail.fromRank = from;
+  ZCOLL_CHECK(ring.publishRemote(ex, s, slot + myNode * partBytes, rail));
+  for (int k = 0; k < ring.nodes(); ++k) {
+    const int q = ring.rankAt(k, myLocal);
+    if (q == me) continue;
+    ZCOLL_CHECK(ring.await(ex, q, s));
+    if (bytes[q] > 0) ZCOLL_CHECK(ex.copy(slot + k * partBytes, ring.peerSlot(q, s), bytes[q]));
+  }
+  ZCOLL_CHECK(ring.publishLocal(ex, s));
+  for (int j = 0; j < static_cast<int>(local.size()); ++j) {
+    const char* part = local[j] == me ? slot : nullptr;
+    if (local[j] != me) {
+      ZCOLL_CHECK(ring.await(ex, local[j], s));
+      part = ring.peerSlot(local[j], s);
+    }
+    for (int k = 0; k < ring.nodes(); ++k) {
+      const int r = ring.rankAt(k, j);
+      if (bytes[r] > 0) ZCOLL_CHECK(take(r, part + k * partBytes));
+    }
+  }
+  return ring.finish(ex, s);
+}
+
 Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,
                            zcollDataType_t dtype, size_t elems, const quant::QuantParams& p,
                            const std::vector<char*>& out, float* residual) {
@@ -76,14 +119,23 @@ Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtyp
   return ring.finish(ex, s);
 }
 
+size_t quantizedElemsIn(size_t room, const quant::QuantParams& p) {
+  const size_t block = static_cast<size_t>(p.blockSize);
+  size_t blocks = room / std::max<size_t>(1, quant::quantizedBytes(block, p));
+  while (blocks > 0 && quant::quantizedBytes(blocks * block, p) > room) --blocks;
+  return blocks * block;
+}
+
 size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts,
                            bool feedback) {
   const size_t block = static_cast<size_t>(p.blockSize);
-  const size_t room = ring.slotBytes() / static_cast<size_t>(std::max(1, parts));
-  size_t blocks = room / std::max<size_t>(1, quant::quantizedBytes(block, p));
-  while (blocks > 0 && quant::quantizedBytes(blocks * block, p) > room) --blocks;
-  if (feedback) blocks = std::min(blocks, ring.accBytes() / sizeof(float) / block);
-  return blocks * block;
+  size_t elems = quantizedElemsIn(ring.slotBytes() / static_cast<size_t>(std::max(1, parts)), p);
+  if (feedback) elems = std::min(elems, ring.accBytes() / sizeof(float) / block * block);
+  return elems;
+}
+
+size_t railPartBytes(const TriggerRing& ring) {
+  return ring.slotBytes() / static_cast<size_t>(std::max(1, ring.nodes())) / 64 * 64;
 }
 
 size_t reducePieceElems(const TriggerRing& ring, zcollDataType_t dtype, const ReduceOrder& order) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "quant/quant.h"
@@ -26,6 +27,17 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
 Result reduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtype, zcollRedOp_t op,
                   const ReduceOrder& order, const std::vector<const char*>& toRank,
                   const std::vector<size_t>& count, char* out);
+
+// One gather step across equal nodes by rail, then node (the shape of
+// coll/allgather_hierarchical.cc, so each piece enters each other node once): this rank's piece
+// placed (`place`) in part n of its slot, n its node, that part sent by the proxy to its rail
+// peers only (its local index on the other nodes) and theirs received, each copied into its
+// node's part of the slot; then every node peer's slot read. `take(r, from)` reads rank r's
+// piece (bytes[r] bytes, every rank's, this one's too) from a part. Parts are `partBytes` apart
+// (at most slotBytes() / nodes()).
+Result railGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
+                      const std::vector<size_t>& bytes, const std::function<Result(char*)>& place,
+                      const std::function<Result(int, const char*)>& take);
 
 // One gather step of quantized pieces (qwZ, coll/qwz_allgather.cc): this rank's `elems`
 // elements at `mine` quantized with `p` into its slot, then every rank's piece, its own too,
@@ -51,6 +63,11 @@ Result quantizedReduceStep(TriggerRing& ring, Executor& ex, zcollDataType_t dtyp
 // with `feedback` whose fp32 values fit its accumulator; 0 when none do.
 size_t quantizedPieceElems(const TriggerRing& ring, const quant::QuantParams& p, int parts = 1,
                            bool feedback = false);
+// The most elements (whole blocks of `p`) whose codes fit `room` bytes; 0 when none do.
+size_t quantizedElemsIn(size_t room, const quant::QuantParams& p);
+
+// A rail gather step's part of a slot: one per node, 64-byte aligned.
+size_t railPartBytes(const TriggerRing& ring);
 
 // The most elements of `dtype` a reduce step in `order` takes per rank on `ring` (a multiple
 // of 64): its slot holds one part per rank, its accumulator the buffers `order` needs.
