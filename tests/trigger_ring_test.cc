@@ -381,53 +381,71 @@ TEST(TriggeredCalls, QuantizedReduceScatterGivesTheHostBytes) {
   });
 }
 
+// hpZ's forward call (exact, and quantized as qwZ) gives the host path's output and secondary
+// shard, and the backward call from the device's secondaries the host's output, with no byte
+// across nodes; each returns with its stream still blocked by earlier work.
+void expectHpzGivesTheHostBytes(RankEnv& e, int n, int nodes) {
+  zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
+  q.bits = 4;
+  q.blockSize = 128;
+  q.rounding = zcollRoundStochastic;
+  q.seed = 3;
+  for (const zcollQuantConfig_t* quant : {static_cast<const zcollQuantConfig_t*>(nullptr),
+                                          static_cast<const zcollQuantConfig_t*>(&q)}) {
+    const char* what = quant ? "hpZ quantized" : "hpZ exact";
+    const size_t count = 300001;
+    const zcollDataType_t t = zcollBfloat16;
+    const size_t es = dtypeSize(t);
+    size_t secCount = 0;
+    ASSERT_EQ(zcollSecondaryShardCount(e.comm, count, &secCount), zcollSuccess);
+    ASSERT_EQ(secCount, count * nodes) << "the secondary is one shard per node";
+    const Bytes in = inputOf(e.rank, count, t);
+    Bytes hostOut(count * n * es), hostSec(secCount * es), hostBack(count * n * es);
+    ASSERT_EQ(zcollAllGatherHier(in.data(), hostOut.data(), hostSec.data(), count, t, quant,
+                                 e.comm, nullptr), zcollSuccess) << zcollGetLastError(e.comm);
+    ASSERT_EQ(zcollAllGatherFromSecondary(hostSec.data(), hostBack.data(), count, t, e.comm,
+                                          nullptr), zcollSuccess) << zcollGetLastError(e.comm);
+    char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
+    char* devOut = static_cast<char*>(e.arena.alloc(hostOut.size()));
+    char* devSec = static_cast<char*>(e.arena.alloc(hostSec.size()));
+    char* devBack = static_cast<char*>(e.arena.alloc(hostBack.size()));
+    e.arena.upload(devIn, in);
+    auto kernel = std::make_shared<Gate>();
+    e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+    const zcollResult_t forward =
+        zcollAllGatherHier(devIn, devOut, devSec, count, t, quant, e.comm, e.arena.handle());
+    const zcollResult_t backward =
+        zcollAllGatherFromSecondary(devSec, devBack, count, t, e.comm, e.arena.handle());
+    EXPECT_FALSE(e.arena.stream()->idle()) << what << ": the calls waited for their stream";
+    kernel->open(zcollSuccess);
+    ASSERT_EQ(forward, zcollSuccess) << what << ": " << zcollGetLastError(e.comm);
+    ASSERT_EQ(backward, zcollSuccess) << what << ": " << zcollGetLastError(e.comm);
+    EXPECT_EQ(e.arena.download(devOut, hostOut.size()), hostOut) << what << ", rank " << e.rank;
+    EXPECT_EQ(e.arena.download(devSec, hostSec.size()), hostSec) << what << " secondary";
+    EXPECT_EQ(e.arena.download(devBack, hostBack.size()), hostBack) << what << " backward";
+    EXPECT_EQ(hostBack, hostOut) << what << ": the backward call's bits are the forward's";
+    // The backward call again, alone: no byte leaves the node.
+    zcollStats_t before{}, after{};
+    before.size = after.size = sizeof(zcollStats_t);
+    ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &before));
+    ZCOLL_EXPECT_OK(e.comm, zcollAllGatherFromSecondary(devSec, devBack, count, t, e.comm,
+                                                        e.arena.handle()));
+    EXPECT_EQ(e.arena.stream()->synchronize(), zcollSuccess);
+    ZCOLL_EXPECT_OK(e.comm, zcollCommGetStats(e.comm, &after));
+    EXPECT_EQ(after.bytesSent[zcollPathInter], before.bytesSent[zcollPathInter])
+        << what << ": the backward call sent bytes across nodes";
+  }
+}
+
 TEST(TriggeredCalls, HierarchicalAllGatherAndItsBackwardGiveTheHostBytes) {
-  // hpZ inside a node: the forward call (exact, and quantized as qwZ) gives the host path's
-  // output and secondary shard, and the backward call from the device's secondaries gives the
-  // host's output; each returns with its stream still blocked by earlier work.
-  const int n = 3;
-  onRingTriggered(n, [&](RankEnv& e) {
-    zcollQuantConfig_t q = ZCOLL_QUANT_CONFIG_INITIALIZER;
-    q.bits = 4;
-    q.blockSize = 128;
-    q.rounding = zcollRoundStochastic;
-    q.seed = 3;
-    for (const zcollQuantConfig_t* quant : {static_cast<const zcollQuantConfig_t*>(nullptr),
-                                            static_cast<const zcollQuantConfig_t*>(&q)}) {
-      const char* what = quant ? "hpZ quantized" : "hpZ exact";
-      const size_t count = 300001;
-      const zcollDataType_t t = zcollBfloat16;
-      const size_t es = dtypeSize(t);
-      size_t secCount = 0;
-      ASSERT_EQ(zcollSecondaryShardCount(e.comm, count, &secCount), zcollSuccess);
-      ASSERT_EQ(secCount, count) << "one node: the secondary is one shard";
-      const Bytes in = inputOf(e.rank, count, t);
-      Bytes hostOut(count * n * es), hostSec(count * es), hostBack(count * n * es);
-      ASSERT_EQ(zcollAllGatherHier(in.data(), hostOut.data(), hostSec.data(), count, t, quant,
-                                   e.comm, nullptr), zcollSuccess) << zcollGetLastError(e.comm);
-      ASSERT_EQ(zcollAllGatherFromSecondary(hostSec.data(), hostBack.data(), count, t, e.comm,
-                                            nullptr), zcollSuccess) << zcollGetLastError(e.comm);
-      char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
-      char* devOut = static_cast<char*>(e.arena.alloc(hostOut.size()));
-      char* devSec = static_cast<char*>(e.arena.alloc(hostSec.size()));
-      char* devBack = static_cast<char*>(e.arena.alloc(hostBack.size()));
-      e.arena.upload(devIn, in);
-      auto kernel = std::make_shared<Gate>();
-      e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
-      const zcollResult_t forward =
-          zcollAllGatherHier(devIn, devOut, devSec, count, t, quant, e.comm, e.arena.handle());
-      const zcollResult_t backward =
-          zcollAllGatherFromSecondary(devSec, devBack, count, t, e.comm, e.arena.handle());
-      EXPECT_FALSE(e.arena.stream()->idle()) << what << ": the calls waited for their stream";
-      kernel->open(zcollSuccess);
-      ASSERT_EQ(forward, zcollSuccess) << what << ": " << zcollGetLastError(e.comm);
-      ASSERT_EQ(backward, zcollSuccess) << what << ": " << zcollGetLastError(e.comm);
-      EXPECT_EQ(e.arena.download(devOut, hostOut.size()), hostOut) << what << ", rank " << e.rank;
-      EXPECT_EQ(e.arena.download(devSec, hostSec.size()), hostSec) << what << " secondary";
-      EXPECT_EQ(e.arena.download(devBack, hostBack.size()), hostBack) << what << " backward";
-      EXPECT_EQ(hostBack, hostOut) << what << ": the backward call's bits are the forward's";
-    }
-  });
+  onRingTriggered(3, [&](RankEnv& e) { expectHpzGivesTheHostBytes(e, 3, 1); });
+}
+
+// Across nodes the forward call goes by rail, then node (hpZ's own route), and the backward
+// call stays inside each node: two nodes of two ranks, three of two.
+TEST(TriggeredCalls, AcrossNodesHierarchicalAllGatherAndItsBackwardGiveTheHostBytes) {
+  onRingTriggered(4, [&](RankEnv& e) { expectHpzGivesTheHostBytes(e, 4, 2); }, 2);
+  onRingTriggered(6, [&](RankEnv& e) { expectHpzGivesTheHostBytes(e, 6, 3); }, 3);
 }
 
 TEST(TriggeredCalls, QuantizedAllReduceGivesTheHostBytes) {
@@ -818,6 +836,36 @@ TEST(TriggeredCalls, AcrossThreeNodesAndUnequalNodesGathersGiveTheHostBytes) {
           }, "qwZ");
     }, nodes);
   }
+}
+
+// Calls across nodes return once enqueued, however many: the second does not wait for the
+// first's proxy operation (which waits for the stream, held here by a kernel queued before them
+// that ends only after they all returned: waiting would deadlock until the timeout).
+TEST(TriggeredCalls, AcrossNodesCallsReturnWhileTheirStreamIsHeld) {
+  const int n = 4;
+  onRingTriggered(n, [&](RankEnv& e) {
+    const size_t count = 100003;
+    const Bytes in = inputOf(e.rank, count, zcollFloat32);
+    Bytes host(count * n * 4);
+    ZCOLL_EXPECT_OK(e.comm, zcollAllGather(in.data(), host.data(), count, zcollFloat32, e.comm,
+                                           nullptr));
+    char* devIn = static_cast<char*>(e.arena.alloc(in.size()));
+    e.arena.upload(devIn, in);
+    std::vector<char*> outs;
+    auto kernel = std::make_shared<Gate>();
+    e.arena.stream()->submit([kernel] { return kernel->wait(); }, false);
+    const auto start = std::chrono::steady_clock::now();
+    for (int call = 0; call < 3; ++call) {
+      outs.push_back(static_cast<char*>(e.arena.alloc(host.size())));
+      ZCOLL_EXPECT_OK(e.comm, zcollAllGather(devIn, outs.back(), count, zcollFloat32, e.comm,
+                                             e.arena.handle()));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
+        << "a call waited for an earlier call's proxy operation";
+    EXPECT_FALSE(e.arena.stream()->idle());
+    kernel->open(zcollSuccess);
+    for (char* out : outs) EXPECT_EQ(e.arena.download(out, host.size()), host);
+  }, /*nodes=*/2);
 }
 
 TEST(TriggeredCalls, AcrossNodesAnAbortReleasesAStreamWhoseRemotePeerNeverCalls) {

@@ -331,8 +331,8 @@ case "$STEP" in
         result FAIL "$name" "exit $rc, ring on in $on of $n ranks; see $name.txt"
       fi
     }
-    # 2 processes on the GPU (one node); then 4 over 2 emulated nodes (gathers and reductions
-    # through the proxy; hpZ, qgZ and the quantizing all-reduce synchronous).
+    # 2 processes on the GPU (one node); then 4 over 2 emulated nodes (gathers, hpZ and
+    # reductions through the proxy; qgZ and the quantizing all-reduce synchronous).
     stream_check stream_mode 2 120
     stream_check stream_nodes 4 150 --nodes 2
     # The same calls captured into CUDA graphs, each launched twice (issue 38: stream-triggered

@@ -45,9 +45,11 @@
  *    peers' GPU work sets) and return; work queued on `stream` after the call sees its result,
  *    and its buffers must stay valid until then. It applies to a communicator whose ranks each
  *    have their own device or process, two or more per node, every pair of a node over
- *    cuda_ipc. Across nodes zcollAllGather, zcollQuantizedAllGather, zcollReduceScatter,
+ *    cuda_ipc. Across nodes zcollAllGather, zcollQuantizedAllGather, zcollAllGatherHier,
+ *    zcollAllGatherFromSecondary (which stays inside each node), zcollReduceScatter,
  *    zcollAllReduce and zcollQuantizedAllReduce below the size it quantizes at (the exact
- *    all-reduce) are enqueued so: their pieces for ranks of other nodes (a gather's, on nodes of
+ *    all-reduce) are enqueued so, and a call returns without waiting for earlier calls'
+ *    transfers: their pieces for ranks of other nodes (a gather's, on nodes of
  *    equal size, to the rank of the same local index only, which passes them on inside its
  *    node; a reduction's: only the part each rank reduces) travel through pinned host buffers that the communicator's
  *    progress thread sends and receives over the network, making no CUDA call, and flags in

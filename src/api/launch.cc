@@ -52,15 +52,15 @@ Result runNow(zcollComm* comm, const char* fn, const CallExecutor& ce, const Cal
 }
 
 // A triggered call's steps to other nodes, served by the proxy (trigger/proxy.h) as an operation
-// of the comm's engine, with a tag sequence drawn now, in the call's turn. When the operation
-// fails, or cannot run (the comm broke, was aborted or destroyed first), the stream's waits are
-// released (TriggerRing::releaseAfterFailure), so it never waits for good.
+// of the comm's engine, whose tag sequence it draws when it runs (in the engine's order, the
+// same on every rank, as queued calls draw theirs). When the operation fails, or cannot run
+// (the comm broke, was aborted or destroyed first), the stream's waits are released
+// (TriggerRing::releaseAfterFailure), so it never waits for good.
 Result enqueueProxy(zcollComm* comm, const char* fn, std::vector<ProxyStep> steps) {
-  const uint32_t seq = comm->collSeq++;
   std::shared_ptr<TriggerRing> ring = comm->trigger;
   return commEnqueue(comm, fn,
-                     [ring, comm, seq, steps = std::move(steps)] {
-                       return ring->serveProxy(comm, seq, steps);
+                     [ring, comm, steps = std::move(steps)] {
+                       return ring->serveProxy(comm, comm->collSeq++, steps);
                      },
                      [ring](Result r) {
                        if (r != zcollSuccess) ring->releaseAfterFailure();
@@ -74,7 +74,7 @@ Result enqueueProxy(zcollComm* comm, const char* fn, std::vector<ProxyStep> step
 // steps uneven across ranks: it breaks the comm.
 Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
                    const CallDescriptor& d, const CallWork& work, const TriggeredWork& triggered) {
-  return comm->engine.runInOrder([&] {
+  auto inTurn = [&] {
     auto body = [&]() -> Result {
       ZCOLL_CHECK(checkCallMatches(comm, d, *ce.exec, fn));
       TriggerRing& ring = *comm->trigger;
@@ -97,7 +97,15 @@ Result runWithRing(zcollComm* comm, const char* fn, const CallExecutor& ce,
       return r;
     };
     return runInTurn(comm, fn, body);
-  });
+  };
+  // A triggered call drives no transport (its steps are stream work, its messages an engine
+  // operation queued behind every earlier one), so it does not wait for the engine's queue: a
+  // previous call's proxy operation waits for its stream to get there, and waiting for it here
+  // would hold the caller until the device did (a second call behind a long kernel, or a
+  // stream whose work the caller enqueues next: a deadlock). With ZCOLL_CHECK_CALLS the call
+  // first trades descriptors over the transports: then it takes its turn.
+  if (triggered && !comm->checkCalls) return inTurn();
+  return comm->engine.runInOrder(inTurn);
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ zcollResult_t zcollAllGatherHier(const void* sendbuff, void* recvbuff, void* sec
     a.secondary = secondary;
     const size_t bytes = sendcount * dtypeSize(datatype);
     TriggeredWork onRing;  // owns a copy of the settings: a grouped call runs at zcollGroupEnd
-    if (bytes > 0 && !ringSpansNodes(comm))  // one node: the secondary is the rank's own shard
+    if (bytes > 0)
       onRing = [a, qs, quantized = quant != nullptr](TriggerRing& ring, Executor& ex) {
         CollArgs args = a;
         args.quant = quantized ? &qs : nullptr;
@@ -147,9 +147,11 @@ zcollResult_t zcollAllGatherFromSecondary(const void* secondary, void* recvbuff,
                              "secondary must not overlap recvbuff"));
     const CallDescriptor d = describeCall(CollKind::kAllGatherFromSecondary, datatype, sendcount);
     const CollArgs a{secondary, recvbuff, sendcount, datatype, zcollSum, -1};
-    TriggeredWork onRing;  // one node: the secondaries are the shards, gathered exactly
-    if (sendcount > 0 && !ringSpansNodes(comm))
-      onRing = [a](TriggerRing& ring, Executor& ex) { return triggeredAllGather(ring, ex, a); };
+    TriggeredWork onRing;
+    if (sendcount > 0)
+      onRing = [a](TriggerRing& ring, Executor& ex) {
+        return triggeredAllGatherFromSecondary(ring, ex, a);
+      };
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllGatherFromSecondary, a, sendcount * es),
                       onRing);

@@ -67,7 +67,7 @@ const std::vector<ParamDesc> kParams = {
      "memory writes/waits on flags that only peers' GPU work sets) and return once submitted, "
      "on a communicator whose ranks each have their own device or process, two or more per "
      "node, every pair of a node over cuda_ipc; they can be captured into CUDA graphs on one "
-     "node; across nodes all-gather, qwZ, reduce-scatter and all-reduce run so (a proxy thread "
+     "node; across nodes all-gather, qwZ, hpZ, reduce-scatter and all-reduce run so (a proxy thread "
      "that makes no CUDA call carries their bytes between nodes); every other device call, and "
      "every call of a "
      "communicator that does not qualify (logged at INFO), runs as with sync (not yet run on a "

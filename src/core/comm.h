@@ -100,7 +100,8 @@ struct zcollComm {
   // ZCOLL_CHECK_CALLS: every collective first checks that all ranks made the same call
   // (api/call_check.h). Read once at init. callNumber counts this rank's collectives.
   bool checkCalls = false;
-  uint64_t callNumber = 0;
+  std::atomic<uint64_t> callNumber{0};  // a triggered call counts on its caller's thread
+                                         // while the progress thread may run queued ones
   // ZCOLL_DEVICE_CALLS: a collective on device buffers returns once enqueued on its stream
   // (true, "async", unless CUDA_DEVICE_MAX_CONNECTIONS=1: exec/device_component.h) or once
   // complete ("sync"). Read once at init (api/launch.h).

@@ -31,11 +31,13 @@ Result triggeredQuantizedGather(TriggerRing& ring, Executor& ex, const char* min
 // qgZ inside one node (zcollQuantizedReduceScatter, a.quant->intra): quantized reduce steps of
 // whole blocks; the bits of coll/qgz_reducescatter.cc's two_hop algorithms on one node.
 Result triggeredQuantizedReduceScatter(TriggerRing& ring, Executor& ex, const CollArgs& a);
-// hpZ's forward call (zcollAllGatherHier) inside one node: the shards gathered (qwZ's steps
-// when a.quant is set) and this rank's secondary shard (a.secondary, unless NULL) a copy of its
-// own gathered shard: the bits of coll/hpz_allgather.cc with one node. The backward call
-// (zcollAllGatherFromSecondary) is triggeredAllGather of the secondaries.
+// hpZ's forward call (zcollAllGatherHier): the shards gathered (qwZ's steps when a.quant is
+// set; across nodes by rail, then node) and this rank's secondary shard (a.secondary, unless
+// NULL) the gathered shards of its rail in node order: the bits of coll/hpz_allgather.cc.
 Result triggeredAllGatherHier(TriggerRing& ring, Executor& ex, const CollArgs& a);
+// hpZ's backward call (zcollAllGatherFromSecondary, a.send the secondary): the node's
+// secondaries gathered inside the node (on one node, the shards).
+Result triggeredAllGatherFromSecondary(TriggerRing& ring, Executor& ex, const CollArgs& a);
 // zcollQuantizedAllReduce inside one node, coll/quantized_allreduce.cc's qgz_then_qwz bits:
 // qgZ's steps on the W chunks (a.firstResidual: error feedback), the gather of the reduced
 // chunks (a.ownerResidual), the tail of count % W elements all-reduced exactly in `tailOrder`

@@ -1,14 +1,28 @@
-// hpZ inside one node, triggered: coll/hpz_allgather.cc with one node (N = 1). The rail stage
-// has one member, so this rank's secondary shard is its own shard, exact or, quantized, as qwZ
-// gives it (dequant(quant(.)) with qwZ's element offsets); the node stage gathers every member's
-// secondary. So the forward call is the gather of the shards (qwZ's steps when quantized, every
-// copy dequantized from the codes) and the secondary a copy of this rank's part of the output;
-// the backward call (FromSecondary) gathers the secondaries. Both give the host path's bits.
+// hpZ triggered: coll/hpz_allgather.cc's bits. The forward call gathers the shards (qwZ's steps
+// when quantized, every copy dequantized from the codes; across equal nodes by rail, then node,
+// which is hpZ's own route: rail stage, node stage) and this rank's secondary shard, the shards
+// of its rail in node order (exact, or as qwZ gives them), is copied out of the output: on one
+// node just its own shard. The backward call (FromSecondary) gathers inside each node: every
+// rank places its secondary's N shards in its slot and its node peers read them; nothing
+// crosses nodes. Both give the host path's bits.
+#include <algorithm>
+#include <vector>
+
 #include "base/dtype.h"
 #include "coll/zeropp_config.h"
 #include "trigger/collectives.h"
+#include "trigger/steps.h"
 
 namespace zcoll {
+
+namespace {
+
+int localIndexOfMe(const TriggerRing& ring) {
+  const std::vector<int>& local = ring.localRanks();
+  return static_cast<int>(std::find(local.begin(), local.end(), ring.me()) - local.begin());
+}
+
+}  // namespace
 
 Result triggeredAllGatherHier(TriggerRing& ring, Executor& ex, const CollArgs& a) {
   const size_t bytes = a.count * dtypeSize(a.dtype);
@@ -19,8 +33,28 @@ Result triggeredAllGatherHier(TriggerRing& ring, Executor& ex, const CollArgs& a
     ZCOLL_CHECK(triggeredQuantizedGather(ring, ex, static_cast<const char*>(a.send), a.count,
                                          a.dtype, a.quant->inter, 0, recv, nullptr));
   }
-  if (a.secondary != nullptr)  // NULL: the caller keeps none (scratch on the host path)
-    ZCOLL_CHECK(ex.copy(a.secondary, recv + ring.me() * bytes, bytes));
+  if (a.secondary == nullptr) return zcollSuccess;  // the caller keeps none
+  char* secondary = static_cast<char*>(a.secondary);
+  const int myLocal = localIndexOfMe(ring);
+  for (int k = 0; k < ring.nodes(); ++k)
+    ZCOLL_CHECK(ex.copy(secondary + k * bytes, recv + ring.rankAt(k, myLocal) * bytes, bytes));
+  return zcollSuccess;
+}
+
+Result triggeredAllGatherFromSecondary(TriggerRing& ring, Executor& ex, const CollArgs& a) {
+  if (!ring.spansNodes()) return triggeredAllGather(ring, ex, a);  // the secondary: the shard
+  const int n = ring.nranks();
+  const size_t bytes = a.count * dtypeSize(a.dtype);
+  const char* secondary = static_cast<const char*>(a.send);
+  char* recv = static_cast<char*>(a.recv);
+  const size_t piece = railPartBytes(ring);
+  for (size_t at = 0; at < bytes; at += piece) {
+    const size_t len = std::min(piece, bytes - at);
+    ZCOLL_CHECK(nodeGatherStep(
+        ring, ex, piece, std::vector<size_t>(n, len),
+        [&](int k, char* part) { return ex.copy(part, secondary + k * bytes + at, len); },
+        [&](int r, const char* from) { return ex.copy(recv + r * bytes + at, from, len); }));
+  }
   return zcollSuccess;
 }
 

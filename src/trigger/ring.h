@@ -167,8 +167,8 @@ class TriggerRing {
   bool lastKeyed_ = false;
 };
 
-// Whether the comm has a ring whose ranks span nodes (hpZ, qgZ and the quantizing all-reduce
-// then run synchronously: their second hops have no triggered form).
+// Whether the comm has a ring whose ranks span nodes (qgZ and the quantizing all-reduce then run
+// synchronously: their inter-node requantization has no triggered form).
 bool ringSpansNodes(const zcollComm* comm);
 
 }  // namespace zcoll

@@ -37,12 +37,52 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
   return ring.finish(ex, s);
 }
 
+namespace {
+
+int localIndexOf(const TriggerRing& ring, int rank) {
+  const std::vector<int>& local = ring.localRanks();
+  return static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+}
+
+// The second half of a rail or node gather step: this rank's slot published to its node peers,
+// then every node rank's parts taken (part k of local rank j: the piece of node k's rank j),
+// and the step finished.
+Result readNodeSlots(TriggerRing& ring, Executor& ex, uint64_t s, size_t partBytes,
+                     const std::vector<size_t>& bytes,
+                     const std::function<Result(int, const char*)>& take) {
+  const int me = ring.me();
+  const std::vector<int>& local = ring.localRanks();
+  ZCOLL_CHECK(ring.publishLocal(ex, s));
+  for (int j = 0; j < static_cast<int>(local.size()); ++j) {
+    const char* part = ring.mySlot(s);
+    if (local[j] != me) {
+      ZCOLL_CHECK(ring.await(ex, local[j], s));
+      part = ring.peerSlot(local[j], s);
+    }
+    for (int k = 0; k < ring.nodes(); ++k) {
+      const int r = ring.rankAt(k, j);
+      if (bytes[r] > 0) ZCOLL_CHECK(take(r, part + k * partBytes));
+    }
+  }
+  return ring.finish(ex, s);
+}
+
+}  // namespace
+
+Result nodeGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
+                      const std::vector<size_t>& bytes,
+                      const std::function<Result(int, char*)>& place,
+                      const std::function<Result(int, const char*)>& take) {
+  uint64_t s = 0;
+  ZCOLL_CHECK(ring.begin(ex, &s));
+  for (int k = 0; k < ring.nodes(); ++k) ZCOLL_CHECK(place(k, ring.mySlot(s) + k * partBytes));
+  return readNodeSlots(ring, ex, s, partBytes, bytes, take);
+}
+
 Result railGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
                       const std::vector<size_t>& bytes, const std::function<Result(char*)>& place,
                       const std::function<Result(int, const char*)>& take) {
-  const int me = ring.me(), myNode = ring.nodeOf(me);
-  const std::vector<int>& local = ring.localRanks();
-  const int myLocal = static_cast<int>(std::find(local.begin(), local.end(), me) - local.begin());
+  const int me = ring.me(), myNode = ring.nodeOf(me), myLocal = localIndexOf(ring, me);
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
   char* slot = ring.mySlot(s);
@@ -65,19 +105,7 @@ Result railGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
     ZCOLL_CHECK(ring.await(ex, q, s));
     if (bytes[q] > 0) ZCOLL_CHECK(ex.copy(slot + k * partBytes, ring.peerSlot(q, s), bytes[q]));
   }
-  ZCOLL_CHECK(ring.publishLocal(ex, s));
-  for (int j = 0; j < static_cast<int>(local.size()); ++j) {
-    const char* part = local[j] == me ? slot : nullptr;
-    if (local[j] != me) {
-      ZCOLL_CHECK(ring.await(ex, local[j], s));
-      part = ring.peerSlot(local[j], s);
-    }
-    for (int k = 0; k < ring.nodes(); ++k) {
-      const int r = ring.rankAt(k, j);
-      if (bytes[r] > 0) ZCOLL_CHECK(take(r, part + k * partBytes));
-    }
-  }
-  return ring.finish(ex, s);
+  return readNodeSlots(ring, ex, s, partBytes, bytes, take);
 }
 
 Result quantizedGatherStep(TriggerRing& ring, Executor& ex, const char* mine,

@@ -39,6 +39,15 @@ Result railGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
                       const std::vector<size_t>& bytes, const std::function<Result(char*)>& place,
                       const std::function<Result(int, const char*)>& take);
 
+// One gather step inside each node of a ring across equal nodes (hpZ's backward stage): this
+// rank places every part of its slot itself (`place(k, part)` for each node k: the pieces of
+// its rail it holds), then every node peer's slot is read as in railGatherStep. Nothing crosses
+// nodes.
+Result nodeGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
+                      const std::vector<size_t>& bytes,
+                      const std::function<Result(int, char*)>& place,
+                      const std::function<Result(int, const char*)>& take);
+
 // One gather step of quantized pieces (qwZ, coll/qwz_allgather.cc): this rank's `elems`
 // elements at `mine` quantized with `p` into its slot, then every rank's piece, its own too,
 // dequantized from its slot to out[p], so every rank holds the same bits. Every rank's piece has
