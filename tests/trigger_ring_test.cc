@@ -125,7 +125,8 @@ Bytes orderSensitiveInputOf(int rank, size_t elems, zcollDataType_t t) {
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 29;
     const double unit = static_cast<double>(h >> 11) / 9007199254740992.0;  // [0, 1)
-    test::setElement(b.data(), t, i, (2 * unit - 1) * std::ldexp(1.0, static_cast<int>(h % 17) - 8));
+    const double scale = std::ldexp(1.0, static_cast<int>(h % 17) - 8);
+    test::setElement(b.data(), t, i, (2 * unit - 1) * scale);
   }
   return b;
 }
@@ -318,11 +319,13 @@ TEST(TriggeredCalls, QuantizedReductionsGiveTheSyncBytesForOrderSensitiveValues)
     for (const QuantCase& c : cases) {
       const zcollQuantConfig_t q = c.config(11);
       const size_t es = dtypeSize(c.dtype);
-      expectTriggeredGivesSyncBytes(e, orderSensitiveInputOf(e.rank, c.count * n, c.dtype), c.count * es,
+      expectTriggeredGivesSyncBytes(
+          e, orderSensitiveInputOf(e.rank, c.count * n, c.dtype), c.count * es,
           [&](const void* s, void* r, zcollStream_t st) {
             return zcollQuantizedReduceScatter(s, r, c.count, c.dtype, c.op, &q, e.comm, st);
           }, "qgZ of " + std::to_string(c.count));
-      expectTriggeredGivesSyncBytes(e, orderSensitiveInputOf(e.rank, c.count, c.dtype), c.count * es,
+      expectTriggeredGivesSyncBytes(
+          e, orderSensitiveInputOf(e.rank, c.count, c.dtype), c.count * es,
           [&](const void* s, void* r, zcollStream_t st) {
             return zcollQuantizedAllReduce(s, r, c.count, c.dtype, c.op, &q, e.comm, st);
           }, "quantized all-reduce of " + std::to_string(c.count));

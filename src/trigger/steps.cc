@@ -209,7 +209,8 @@ class OrderedReduce {
     if (n_ == 2) return ex_.combine(out, in(0), in(1), dtype_, op_, n_, m_);
     if (!partialsInDtype) return inSequence(in, out);
     ZCOLL_CHECK(ex_.combine(acc_, in(0), in(1), dtype_, op_, 0, m_));
-    for (int k = 2; k < n_ - 1; ++k) ZCOLL_CHECK(ex_.combine(acc_, acc_, in(k), dtype_, op_, 0, m_));
+    for (int k = 2; k < n_ - 1; ++k)
+      ZCOLL_CHECK(ex_.combine(acc_, acc_, in(k), dtype_, op_, 0, m_));
     return ex_.combine(out, acc_, in(n_ - 1), dtype_, op_, n_, m_);
   }
 
