@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -874,8 +875,10 @@ TEST(TriggeredCalls, AcrossNodesCallsReturnWhileTheirStreamIsHeld) {
 TEST(TriggeredCalls, AcrossNodesAnAbortReleasesAStreamWhoseRemotePeerNeverCalls) {
   // Rank 0 (node 0) gathers; the other node's ranks never call, so its stream waits for the
   // proxy's inbox flags, the proxy for its peers' messages. An abort fails the proxy's
-  // operation and releases the stream.
+  // operation and releases the stream. No rank aborts before both callers saw their streams
+  // held (an abort anywhere reaches every rank and releases theirs).
   Gate called;
+  std::atomic<int> held{0};
   onOwnDevices(4, [&](RankEnv& e) {
     void* in = e.arena.alloc(4096);
     void* out = e.arena.alloc(4 * 4096);
@@ -886,10 +889,9 @@ TEST(TriggeredCalls, AcrossNodesAnAbortReleasesAStreamWhoseRemotePeerNeverCalls)
                                              e.arena.handle()));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       EXPECT_FALSE(e.arena.stream()->idle());
-      if (e.rank == 0) called.open(zcollSuccess);
-    } else {
-      called.wait();
+      if (++held == 2) called.open(zcollSuccess);
     }
+    called.wait();
     EXPECT_EQ(zcollCommAbort(e.comm), zcollSuccess);
     EXPECT_TRUE(e.arena.stream()->idle()) << "the abort returned with the stream still held";
   }, /*sameDevice=*/false, /*destroy=*/false, /*nodes=*/2);
