@@ -15,15 +15,6 @@
 
 namespace zcoll {
 
-namespace {
-
-int localIndexOfMe(const TriggerRing& ring) {
-  const std::vector<int>& local = ring.localRanks();
-  return static_cast<int>(std::find(local.begin(), local.end(), ring.me()) - local.begin());
-}
-
-}  // namespace
-
 Result triggeredAllGatherHier(TriggerRing& ring, Executor& ex, const CollArgs& a) {
   const size_t bytes = a.count * dtypeSize(a.dtype);
   char* recv = static_cast<char*>(a.recv);
@@ -35,7 +26,7 @@ Result triggeredAllGatherHier(TriggerRing& ring, Executor& ex, const CollArgs& a
   }
   if (a.secondary == nullptr) return zcollSuccess;  // the caller keeps none
   char* secondary = static_cast<char*>(a.secondary);
-  const int myLocal = localIndexOfMe(ring);
+  const int myLocal = ring.myLocalIndex();
   for (int k = 0; k < ring.nodes(); ++k)
     ZCOLL_CHECK(ex.copy(secondary + k * bytes, recv + ring.rankAt(k, myLocal) * bytes, bytes));
   return zcollSuccess;

@@ -107,6 +107,8 @@ class TriggerRing {
   int nodes() const { return static_cast<int>(members_.size()); }
   int nodeOf(int rank) const { return nodeOf_[rank]; }
   int rankAt(int node, int local) const { return members_[node][local]; }
+  // This rank's index among its node's ranks (its rail: the ranks of that index on every node).
+  int myLocalIndex() const { return localOf_[me_]; }
   const std::vector<int>& localRanks() const { return local_; }
   // After a call's last step on `ex` (and before noteStream): with a proxy, the stream notes the
   // call's end, and the call's steps are handed over (empty: nothing for the proxy).

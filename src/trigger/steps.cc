@@ -1,6 +1,7 @@
 #include "trigger/steps.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/dtype.h"
 #include "coll/feedback.h"
@@ -38,11 +39,6 @@ Result gatherStep(TriggerRing& ring, Executor& ex, const char* mine,
 }
 
 namespace {
-
-int localIndexOf(const TriggerRing& ring, int rank) {
-  const std::vector<int>& local = ring.localRanks();
-  return static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
-}
 
 // The second half of a rail or node gather step: this rank's slot published to its node peers,
 // then every node rank's parts taken (part k of local rank j: the piece of node k's rank j),
@@ -82,7 +78,7 @@ Result nodeGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
 Result railGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
                       const std::vector<size_t>& bytes, const std::function<Result(char*)>& place,
                       const std::function<Result(int, const char*)>& take) {
-  const int me = ring.me(), myNode = ring.nodeOf(me), myLocal = localIndexOf(ring, me);
+  const int me = ring.me(), myNode = ring.nodeOf(me), myLocal = ring.myLocalIndex();
   uint64_t s = 0;
   ZCOLL_CHECK(ring.begin(ex, &s));
   char* slot = ring.mySlot(s);
@@ -96,8 +92,8 @@ Result railGatherStep(TriggerRing& ring, Executor& ex, size_t partBytes,
     from[q] = bytes[q];
   }
   ProxyStep rail;
-  rail.toRank = to;
-  rail.fromRank = from;
+  rail.toRank = std::move(to);
+  rail.fromRank = std::move(from);
   ZCOLL_CHECK(ring.publishRemote(ex, s, slot + myNode * partBytes, rail));
   for (int k = 0; k < ring.nodes(); ++k) {
     const int q = ring.rankAt(k, myLocal);
