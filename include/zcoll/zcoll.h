@@ -49,7 +49,8 @@
  *    zcollAllGatherFromSecondary (which stays inside each node), zcollReduceScatter,
  *    zcollAllReduce and zcollQuantizedAllReduce below the size it quantizes at (the exact
  *    all-reduce) are enqueued so, and a call returns without waiting for earlier calls'
- *    transfers: their pieces for ranks of other nodes (a gather's, on nodes of
+ *    transfers (with ZCOLL_CHECK_CALLS=on it first trades its descriptor, after them): their
+ *    pieces for ranks of other nodes (a gather's, on nodes of
  *    equal size, to the rank of the same local index only, which passes them on inside its
  *    node; a reduction's: only the part each rank reduces) travel through pinned host buffers that the communicator's
  *    progress thread sends and receives over the network, making no CUDA call, and flags in
