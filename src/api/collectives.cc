@@ -74,8 +74,8 @@ Result checkAllToAllvLayout(const zcollComm* comm, const size_t* sc, const size_
 }
 
 // The call as a stream-triggered collective (api/launch.h), none for a call that moves nothing.
-TriggeredWork onRing(const zcollComm*, Result (*collective)(TriggerRing&, Executor&, const CollArgs&),
-                     CollArgs a, size_t bytes) {
+TriggeredWork onRing(Result (*collective)(TriggerRing&, Executor&, const CollArgs&), CollArgs a,
+                     size_t bytes) {
   if (bytes == 0) return {};
   return [collective, a](TriggerRing& ring, Executor& ex) { return collective(ring, ex, a); };
 }
@@ -112,7 +112,7 @@ zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     return launchCall(comm, fn, ce, d,
                       algorithmWork(comm, CollKind::kAllGather,
                                     {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes),
-                      onRing(comm, triggeredAllGather, {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
+                      onRing(triggeredAllGather, {sendbuff, recvbuff, sendcount, datatype, zcollSum, 0}, bytes));
   });
 }
 
